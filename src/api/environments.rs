@@ -1,0 +1,134 @@
+//! `/v1/environments`: create, retrieve, update, list, archive, delete.
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::routing::{get, post};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::auth::Workspace;
+use super::error::{ApiError, ApiResult};
+use super::extract::{Json, QueryParams};
+use super::pagination::{Page, PageRequest};
+use crate::domain::environment::{Environment, EnvironmentCreate, EnvironmentSpec, EnvironmentTag, EnvironmentUpdate};
+use crate::domain::ids::new_id;
+use crate::domain::time;
+use crate::store::{Direction, StoreError};
+use crate::type_tag;
+
+type_tag!(
+    /// `"type": "environment_deleted"`.
+    EnvironmentDeletedTag = "environment_deleted"
+);
+
+/// Response of `DELETE /v1/environments/{id}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EnvironmentDeleted {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub tag: EnvironmentDeletedTag,
+}
+
+/// Routes of this resource.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/environments", post(create).get(list))
+        .route("/v1/environments/{environment_id}", get(retrieve).post(update).delete(delete))
+        .route("/v1/environments/{environment_id}/archive", post(archive))
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::not_found(format!("environment `{id}` not found"))
+}
+
+fn name_taken(e: StoreError, name: &str) -> ApiError {
+    match e {
+        StoreError::Conflict(_) => ApiError::conflict(format!("an environment named `{name}` already exists")),
+        e => e.into(),
+    }
+}
+
+fn build(id: &str, spec: EnvironmentSpec, created_at: String, updated_at: String, archived_at: Option<String>) -> Environment {
+    Environment {
+        tag: EnvironmentTag::Tag,
+        id: id.to_string(),
+        name: spec.name,
+        description: spec.description,
+        config: spec.config,
+        metadata: spec.metadata,
+        scope: spec.scope,
+        created_at,
+        updated_at,
+        archived_at,
+    }
+}
+
+#[utoipa::path(post, path = "/v1/environments", tag = "environments", request_body = EnvironmentCreate,
+    responses((status = 200, body = Environment), (status = 400, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
+async fn create(State(app): State<AppState>, Workspace(ws): Workspace, Json(body): Json<EnvironmentCreate>) -> ApiResult<axum::Json<Environment>> {
+    let spec = body.into_spec()?;
+    let now = time::now();
+    let env = build(&new_id("env"), spec, time::format(now), time::format(now), None);
+    app.store.insert_environment(&ws, &env, now).await.map_err(|e| name_taken(e, &env.name))?;
+    Ok(axum::Json(env))
+}
+
+#[utoipa::path(get, path = "/v1/environments/{environment_id}", tag = "environments", params(("environment_id" = String, Path)),
+    responses((status = 200, body = Environment), (status = 404, body = super::openapi::ErrorBody)))]
+async fn retrieve(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>) -> ApiResult<axum::Json<Environment>> {
+    app.store.get_environment(&ws, &id).await?.map(axum::Json).ok_or_else(|| not_found(&id))
+}
+
+#[utoipa::path(post, path = "/v1/environments/{environment_id}", tag = "environments", request_body = EnvironmentUpdate,
+    params(("environment_id" = String, Path)),
+    responses((status = 200, body = Environment), (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody)))]
+async fn update(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>, Json(body): Json<EnvironmentUpdate>) -> ApiResult<axum::Json<Environment>> {
+    let current = app.store.get_environment(&ws, &id).await?.ok_or_else(|| not_found(&id))?;
+    let spec = body.apply(&current)?;
+    let now = time::now();
+    let env = build(&id, spec, current.created_at.clone(), time::format(now), None);
+    if env.name == current.name
+        && env.description == current.description
+        && env.config == current.config
+        && env.metadata == current.metadata
+        && env.scope == current.scope
+    {
+        return Ok(axum::Json(current));
+    }
+    app.store.update_environment(&ws, &env, now, false).await.map_err(|e| name_taken(e, &env.name))?;
+    Ok(axum::Json(env))
+}
+
+#[utoipa::path(get, path = "/v1/environments", tag = "environments",
+    params(("limit" = Option<i64>, Query), ("page" = Option<String>, Query), ("include_archived" = Option<bool>, Query)),
+    responses((status = 200, body = super::openapi::EnvironmentPage)))]
+async fn list(State(app): State<AppState>, Workspace(ws): Workspace, q: QueryParams) -> ApiResult<axum::Json<Page<Environment>>> {
+    let page = PageRequest::<String>::parse(&q, Direction::Descending, 20, 100, false)?;
+    let include_archived = q.bool("include_archived")?.unwrap_or(false);
+    let rows = app.store.list_environments(&ws, include_archived, &page.scan()).await?;
+    Ok(axum::Json(page.finish(rows, |e| e.id.clone())))
+}
+
+#[utoipa::path(post, path = "/v1/environments/{environment_id}/archive", tag = "environments", params(("environment_id" = String, Path)),
+    responses((status = 200, body = Environment), (status = 404, body = super::openapi::ErrorBody)))]
+async fn archive(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>) -> ApiResult<axum::Json<Environment>> {
+    let mut env = app.store.get_environment(&ws, &id).await?.ok_or_else(|| not_found(&id))?;
+    if env.archived_at.is_some() {
+        return Ok(axum::Json(env));
+    }
+    let now = time::now();
+    env.archived_at = Some(time::format(now));
+    env.updated_at = time::format(now);
+    app.store.update_environment(&ws, &env, now, true).await?;
+    Ok(axum::Json(env))
+}
+
+#[utoipa::path(delete, path = "/v1/environments/{environment_id}", tag = "environments", params(("environment_id" = String, Path)),
+    responses((status = 200, body = EnvironmentDeleted), (status = 404, body = super::openapi::ErrorBody)))]
+async fn delete(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>) -> ApiResult<axum::Json<EnvironmentDeleted>> {
+    if !app.store.delete_environment(&ws, &id).await? {
+        return Err(not_found(&id));
+    }
+    Ok(axum::Json(EnvironmentDeleted { id, tag: EnvironmentDeletedTag::Tag }))
+}

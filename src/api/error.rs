@@ -1,0 +1,148 @@
+//! The one API error type: every non-2xx response body is
+//! `{"type":"error","error":{"type","message","details"?},"request_id"}` (API.md §1.9).
+
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::request_id;
+use crate::domain::invalid::Invalid;
+use crate::store::StoreError;
+
+/// An error answer: status, upstream error type, message and optional details.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub kind: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+    /// Tells the SDK not to retry (deterministic conflicts), via `x-should-retry: false`.
+    pub no_retry: bool,
+}
+
+/// Handler result.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status, kind, message: message.into(), details: None, no_retry: false }
+    }
+
+    /// 400 `invalid_request_error`.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request_error", message)
+    }
+
+    /// 400 with an `error.details.error_code`.
+    pub fn invalid_code(code: &str, message: impl Into<String>) -> Self {
+        let mut e = Self::invalid(message);
+        e.details = Some(json!({ "error_code": code }));
+        e
+    }
+
+    /// 404 `not_found_error` naming what was not found.
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found_error", what)
+    }
+
+    /// 409 for a deterministic conflict; upstream uses `invalid_request_error` for these, and
+    /// the SDK is told not to retry.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        let mut e = Self::new(StatusCode::CONFLICT, "invalid_request_error", message);
+        e.no_retry = true;
+        e
+    }
+
+    /// 401 `authentication_error`.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "authentication_error", message)
+    }
+
+    /// 403 `permission_error`.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "permission_error", message)
+    }
+
+    /// 413 for a body over the size limit.
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", message)
+    }
+
+    /// 503 while the database is unreachable.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "api_error", message)
+    }
+
+    /// 500; the cause is logged with the request id and never sent to the client.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(request_id = %request_id::current(), error = %cause, "internal error");
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "api_error", "internal server error")
+    }
+
+    /// The generic error for a status produced outside our handlers (405, 404, 413, ...).
+    pub fn for_status(status: StatusCode) -> Self {
+        match status {
+            StatusCode::NOT_FOUND => Self::not_found("no such route"),
+            StatusCode::METHOD_NOT_ALLOWED => {
+                Self::new(status, "invalid_request_error", "method not allowed for this route")
+            }
+            StatusCode::PAYLOAD_TOO_LARGE => Self::too_large("request body is too large"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+                Self::new(status, "invalid_request_error", "request body must be JSON")
+            }
+            StatusCode::REQUEST_TIMEOUT => Self::new(status, "timeout_error", "request timed out"),
+            s if s.is_client_error() => Self::new(s, "invalid_request_error", s.canonical_reason().unwrap_or("bad request")),
+            s => Self::new(s, "api_error", s.canonical_reason().unwrap_or("server error")),
+        }
+    }
+
+    /// The JSON body for this error (also the payload of an SSE `event: error`).
+    pub fn body(&self, request_id: &str) -> Value {
+        let mut error = json!({ "type": self.kind, "message": self.message });
+        if let Some(d) = &self.details {
+            error["details"] = d.clone();
+        }
+        json!({ "type": "error", "error": error, "request_id": request_id })
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.status.as_u16(), self.kind, self.message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let rid = request_id::current();
+        let mut resp = (self.status, axum::Json(self.body(&rid))).into_response();
+        if self.no_retry {
+            resp.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
+        }
+        resp
+    }
+}
+
+impl From<Invalid> for ApiError {
+    fn from(e: Invalid) -> Self {
+        match e.code {
+            Some(code) => ApiError::invalid_code(code, e.message),
+            None => ApiError::invalid(e.message),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict(m) => ApiError::conflict(m),
+            StoreError::Invalid(i) => i.into(),
+            StoreError::NotFound => ApiError::not_found("not found"),
+            StoreError::Unavailable(m) => {
+                tracing::warn!(error = %m, "database unavailable");
+                ApiError::unavailable("the database is unavailable; retry shortly")
+            }
+            StoreError::Internal(e) => ApiError::internal(format!("{e:#}")),
+        }
+    }
+}

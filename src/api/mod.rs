@@ -1,0 +1,82 @@
+//! The HTTP layer: axum routers (one file per resource), extractors, errors, auth, pagination
+//! and the SSE endpoint. Handlers validate, call the store or engine, and shape responses.
+
+pub mod agents;
+pub mod auth;
+pub mod environments;
+pub mod error;
+pub mod events;
+pub mod extract;
+pub mod openapi;
+pub mod pagination;
+pub mod request_id;
+pub mod sessions;
+pub mod stream;
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::header;
+use axum::middleware;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::Engine;
+use crate::hub::Hub;
+use crate::models::Models;
+use crate::store::Store;
+
+/// Largest request body accepted (upstream answers 413 beyond 32 MB).
+pub const BODY_LIMIT: usize = 32 * 1024 * 1024;
+
+/// What every handler shares.
+pub struct Shared {
+    pub store: Arc<dyn Store>,
+    pub auth: auth::Authenticator,
+    pub hub: Arc<Hub>,
+    pub engine: Engine,
+    pub models: Arc<Models>,
+    /// Cancelled on graceful shutdown; ends open streams.
+    pub shutdown: CancellationToken,
+}
+
+/// Cheap-to-clone handle to [`Shared`], the router's state.
+#[derive(Clone)]
+pub struct AppState(pub Arc<Shared>);
+
+impl Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+async fn openapi_json() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], openapi::document())
+}
+
+async fn no_route() -> error::ApiError {
+    error::ApiError::not_found("no such route")
+}
+
+/// The whole HTTP application.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .merge(agents::router())
+        .merge(environments::router())
+        .merge(sessions::router())
+        .merge(events::router())
+        .merge(stream::router())
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::middleware));
+    Router::new()
+        .merge(api)
+        .route("/openapi.json", get(openapi_json))
+        .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
+        .fallback(no_route)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(middleware::from_fn(request_id::middleware))
+        .with_state(state)
+}

@@ -1,0 +1,98 @@
+//! The OpenAPI 3.1 document, generated from the handlers' own types and served at
+//! `/openapi.json`; `openapi/openapi.json` is the committed copy (a test keeps them equal).
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::{OpenApi, ToSchema};
+
+use crate::domain::agent::Agent;
+use crate::domain::environment::Environment;
+use crate::domain::session::Session;
+
+/// The error body of every non-2xx response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    #[serde(rename = "type")]
+    #[schema(value_type = String, example = "error")]
+    pub tag: String,
+    pub error: ErrorDetail,
+    pub request_id: String,
+}
+
+/// `error` inside [`ErrorBody`].
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub message: String,
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<Value>,
+}
+
+/// A page of agents.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentPage {
+    pub data: Vec<Agent>,
+    pub next_page: Option<String>,
+}
+
+/// A page of environments.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EnvironmentPage {
+    pub data: Vec<Environment>,
+    pub next_page: Option<String>,
+}
+
+/// A page of sessions (bidirectional).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionPage {
+    pub data: Vec<Session>,
+    pub next_page: Option<String>,
+    pub prev_page: Option<String>,
+}
+
+/// A page of session events.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventPage {
+    #[schema(value_type = Vec<Object>)]
+    pub data: Vec<Value>,
+    pub next_page: Option<String>,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Mast", description = "A self-hostable server for the Claude Managed Agents API (beta managed-agents-2026-04-01)."),
+    paths(
+        super::agents::create, super::agents::list, super::agents::retrieve, super::agents::update,
+        super::agents::archive, super::agents::versions,
+        super::environments::create, super::environments::list, super::environments::retrieve,
+        super::environments::update, super::environments::archive, super::environments::delete,
+        super::sessions::create, super::sessions::list, super::sessions::retrieve, super::sessions::update,
+        super::sessions::archive, super::sessions::delete,
+        super::events::send, super::events::list, super::stream::stream,
+    ),
+    components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage)),
+    modifiers(&Security),
+    security(("api_key" = []), ("bearer" = [])),
+)]
+struct ApiDoc;
+
+struct Security;
+
+impl utoipa::Modify for Security {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("api_key", SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("x-api-key"))));
+        components.add_security_scheme("bearer", SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()));
+    }
+}
+
+/// The document as pretty JSON (what `openapi/openapi.json` holds).
+pub fn document() -> String {
+    let mut doc = ApiDoc::openapi();
+    doc.info.version = env!("CARGO_PKG_VERSION").to_string();
+    let mut s = doc.to_pretty_json().expect("openapi serializes");
+    s.push('\n');
+    s
+}

@@ -1,0 +1,48 @@
+//! Per-request ids: every response carries `request-id`, every error body its `request_id`,
+//! and responses that did not come from our handlers are rewritten into the API error shape.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::header::CONTENT_TYPE;
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::error::ApiError;
+use crate::domain::ids::new_id;
+
+tokio::task_local! {
+    static REQUEST_ID: String;
+}
+
+/// The id of the request being handled (a fresh one outside a request).
+pub fn current() -> String {
+    REQUEST_ID.try_with(Clone::clone).unwrap_or_else(|_| new_id("req"))
+}
+
+fn is_json(resp: &Response) -> bool {
+    resp.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("json"))
+}
+
+/// Middleware: assigns the request id and normalises foreign error responses.
+pub async fn middleware(req: Request<Body>, next: Next) -> Response {
+    let id = new_id("req");
+    let mut resp = REQUEST_ID
+        .scope(id.clone(), async move {
+            let resp = next.run(req).await;
+            let status = resp.status();
+            if (status.is_client_error() || status.is_server_error()) && !is_json(&resp) {
+                ApiError::for_status(status).into_response()
+            } else {
+                resp
+            }
+        })
+        .await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert("request-id", v);
+    }
+    resp
+}

@@ -1,0 +1,212 @@
+//! `GET /v1/sessions/{id}/events/stream`: Server-Sent Events exactly as the SDK parses them
+//! (API.md §1.10). Live-only by default; `Last-Event-ID` or `?after=<event id>` replays what
+//! followed that event first, with no gap and no duplicate.
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures_util::Stream;
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::AppState;
+use super::auth::Workspace;
+use super::error::{ApiError, ApiResult};
+use super::extract::QueryParams;
+use super::sessions::not_found;
+use crate::domain::events::kind;
+use crate::domain::session::SessionBody;
+use crate::hub::{HubItem, Subscription};
+use crate::store::{EventRecord, Store};
+
+/// How often an idle stream sends `event: ping`.
+pub const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// Routes of this resource.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/sessions/{session_id}/events/stream", get(stream))
+}
+
+/// Which preview kinds a connection asked for.
+fn parse_deltas(q: &QueryParams) -> ApiResult<(bool, bool)> {
+    let values = q.all("event_deltas");
+    if values.len() > 100 {
+        return Err(ApiError::invalid("`event_deltas[]` accepts at most 100 values"));
+    }
+    let (mut message, mut thinking) = (false, false);
+    for v in &values {
+        match v.as_str() {
+            kind::AGENT_MESSAGE => message = true,
+            kind::AGENT_THINKING => thinking = true,
+            other => {
+                return Err(ApiError::invalid(format!(
+                    "`event_deltas[]` value `{other}` must be `agent.message` or `agent.thinking`"
+                )));
+            }
+        }
+    }
+    Ok((message, thinking))
+}
+
+struct Tail {
+    store: Arc<dyn Store>,
+    sid: String,
+    thread: String,
+    sub: Subscription,
+    last_seq: i64,
+    previews: (bool, bool),
+    started: HashSet<String>,
+    backlog: std::collections::VecDeque<Event>,
+    done: bool,
+    shutdown: tokio_util::sync::CancellationToken,
+}
+
+fn frame(e: &EventRecord) -> Event {
+    Event::default().event(e.kind.as_str()).id(e.id.as_str()).data(e.wire().to_string())
+}
+
+impl Tail {
+    fn visible(&self, e: &EventRecord) -> bool {
+        e.thread_id.as_deref().is_none_or(|t| t == self.thread) || e.body.get("session_thread_id").is_some()
+    }
+
+    /// Queues every stored event after `last_seq` up to `upto` (inclusive; None = all).
+    async fn fill(&mut self, upto: Option<i64>) -> Result<(), crate::store::StoreError> {
+        loop {
+            let batch = self.store.events_after(&self.sid, self.last_seq, 500).await?;
+            let n = batch.len();
+            for e in batch {
+                if upto.is_some_and(|u| e.seq > u) {
+                    return Ok(());
+                }
+                self.last_seq = e.seq;
+                if self.visible(&e) {
+                    self.backlog.push_back(frame(&e));
+                }
+            }
+            if n < 500 {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn next_frame(&mut self) -> Option<Event> {
+        loop {
+            if let Some(f) = self.backlog.pop_front() {
+                return Some(f);
+            }
+            if self.done {
+                return None;
+            }
+            let item = tokio::select! {
+                _ = self.shutdown.cancelled() => return None,
+                r = tokio::time::timeout(KEEPALIVE, self.sub.rx.recv()) => r,
+            };
+            match item {
+                Err(_) => return Some(Event::default().event("ping").data(json!({"type": "ping"}).to_string())),
+                Ok(Err(RecvError::Closed)) => return None,
+                Ok(Err(RecvError::Lagged(_))) => {
+                    // Fell behind the channel: re-read what was missed from the log.
+                    if self.fill(None).await.is_err() {
+                        return None;
+                    }
+                }
+                Ok(Ok(HubItem::Deleted)) => {
+                    self.done = true;
+                    let data = json!({"type": kind::SESSION_DELETED, "id": crate::domain::ids::new_id("sevt"),
+                        "processed_at": crate::domain::time::format(crate::domain::time::now())});
+                    return Some(Event::default().event(kind::SESSION_DELETED).data(data.to_string()));
+                }
+                Ok(Ok(HubItem::Preview { thread_id, of, frame })) => {
+                    let wanted = (of == kind::AGENT_MESSAGE && self.previews.0) || (of == kind::AGENT_THINKING && self.previews.1);
+                    if !wanted || thread_id != self.thread {
+                        continue;
+                    }
+                    let kind_name = frame.get("type").and_then(|t| t.as_str()).unwrap_or("");
+                    if kind_name == "event_start" {
+                        if let Some(id) = frame.pointer("/event/id").and_then(|v| v.as_str()) {
+                            self.started.insert(id.to_string());
+                        }
+                    } else if let Some(id) = frame.get("event_id").and_then(|v| v.as_str())
+                        && !self.started.contains(id)
+                    {
+                        // Joined mid-message: a delta without its start would break clients.
+                        continue;
+                    }
+                    return Some(Event::default().event(kind_name).data(frame.to_string()));
+                }
+                Ok(Ok(HubItem::Event(e))) => {
+                    if e.seq <= self.last_seq {
+                        continue;
+                    }
+                    if e.seq > self.last_seq + 1 {
+                        // Published out of order; the log has what came between.
+                        if self.fill(Some(e.seq - 1)).await.is_err() {
+                            return None;
+                        }
+                    }
+                    self.last_seq = e.seq;
+                    self.started.remove(&e.id);
+                    if self.visible(&e) {
+                        self.backlog.push_back(frame(&e));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn into_stream(tail: Tail) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold(tail, |mut t| async move { t.next_frame().await.map(|f| (Ok(f), t)) })
+}
+
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/events/stream", tag = "events",
+    params(("session_id" = String, Path), ("event_deltas[]" = Option<Vec<String>>, Query), ("after" = Option<String>, Query)),
+    responses((status = 200, description = "Server-Sent Events", content_type = "text/event-stream"),
+        (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody)))]
+async fn stream(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>, q: QueryParams, headers: HeaderMap) -> ApiResult<Response> {
+    let previews = parse_deltas(&q)?;
+    // Subscribe before reading the session, so nothing committed from here on can be missed.
+    let sub = app.hub.subscribe(&id, previews.0 || previews.1);
+    let rec = app.store.get_session(&ws, &id).await?.ok_or_else(|| not_found(&id))?;
+    let thread = serde_json::from_str::<SessionBody>(&rec.body).map_err(ApiError::internal)?.primary_thread_id;
+    let after = q
+        .get("after")
+        .map(str::to_string)
+        .or_else(|| headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_string))
+        .filter(|s| !s.is_empty());
+    let mut tail = Tail {
+        store: app.store.clone(),
+        sid: id.clone(),
+        thread,
+        sub,
+        last_seq: rec.last_seq,
+        previews,
+        started: HashSet::new(),
+        backlog: Default::default(),
+        done: false,
+        shutdown: app.shutdown.clone(),
+    };
+    if let Some(after) = after {
+        let ev = app
+            .store
+            .get_event(&id, &after)
+            .await?
+            .ok_or_else(|| ApiError::invalid(format!("`after` / Last-Event-ID: no event `{after}` in this session")))?;
+        tail.last_seq = ev.seq;
+        tail.fill(None).await?;
+    }
+    let mut resp = Sse::new(into_stream(tail)).into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(resp)
+}

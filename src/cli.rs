@@ -1,0 +1,77 @@
+//! Command-line interface: `serve`, `migrate`, `keys create`, `openapi`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Config;
+
+/// Mast: a self-hostable server for the Claude Managed Agents API.
+#[derive(Debug, Parser)]
+#[command(name = "mast", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where data lives: Postgres when `DATABASE_URL` is set, else SQLite under the data dir.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StoreArgs {
+    /// Directory of the embedded SQLite store (used when DATABASE_URL is unset).
+    #[arg(long, env = "MAST_DATA_DIR", default_value = "./mast-data")]
+    pub data_dir: PathBuf,
+    /// Postgres connection URL; when set, Postgres is the store.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, env = "MAST_LISTEN", default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Serve on a non-loopback address even though no API key exists.
+        #[arg(long, env = "MAST_ALLOW_UNAUTHENTICATED")]
+        allow_unauthenticated: bool,
+    },
+    /// Run database migrations and exit.
+    Migrate {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Manage API keys.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+    /// Print the OpenAPI document.
+    Openapi,
+}
+
+/// `mast keys ...`.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create an API key and print it once (only its hash is stored).
+    Create {
+        /// Workspace the key belongs to (created if missing).
+        #[arg(long, default_value = "default")]
+        workspace: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+impl StoreArgs {
+    /// A config that only carries the store settings.
+    pub fn config(&self) -> Config {
+        let mut c = Config::new(SocketAddr::from(([127, 0, 0, 1], 0)), self.data_dir.clone());
+        c.database_url = self.database_url.clone().filter(|u| !u.is_empty());
+        c
+    }
+}

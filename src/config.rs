@@ -1,0 +1,78 @@
+//! Server configuration, from flags and environment variables (see the README's table).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::engine::EngineConfig;
+use crate::models::anthropic::AnthropicConfig;
+
+/// Everything `mast serve` needs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    /// `postgres://...` selects Postgres; `None` uses the embedded SQLite file.
+    pub database_url: Option<String>,
+    pub data_dir: PathBuf,
+    /// Serve without API keys on a non-loopback address.
+    pub allow_unauthenticated: bool,
+    /// A key `serve` makes sure exists for the default workspace.
+    pub bootstrap_api_key: Option<String>,
+    pub db_max_connections: u32,
+    pub engine: EngineConfig,
+    pub anthropic: AnthropicConfig,
+    /// How long shutdown waits for runners to hand their sessions back.
+    pub shutdown_grace: Duration,
+}
+
+impl Config {
+    /// Defaults for a local server on `listen` with data in `data_dir`.
+    pub fn new(listen: SocketAddr, data_dir: PathBuf) -> Self {
+        Config {
+            listen,
+            database_url: None,
+            data_dir,
+            allow_unauthenticated: false,
+            bootstrap_api_key: None,
+            db_max_connections: 16,
+            engine: EngineConfig::default(),
+            anthropic: AnthropicConfig::from_env(),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+
+    /// Applies the optional tuning variables (`MAST_LEASE_TTL_MS`, `MAST_MAX_RETRIES`, ...).
+    pub fn with_env_tuning(mut self) -> anyhow::Result<Self> {
+        fn ms(name: &str) -> anyhow::Result<Option<Duration>> {
+            match std::env::var(name) {
+                Ok(v) => Ok(Some(Duration::from_millis(v.parse().map_err(|_| anyhow::anyhow!("{name} must be milliseconds"))?))),
+                Err(_) => Ok(None),
+            }
+        }
+        fn num(name: &str) -> anyhow::Result<Option<u32>> {
+            match std::env::var(name) {
+                Ok(v) => Ok(Some(v.parse().map_err(|_| anyhow::anyhow!("{name} must be a number"))?)),
+                Err(_) => Ok(None),
+            }
+        }
+        if let Some(d) = ms("MAST_LEASE_TTL_MS")? {
+            self.engine.lease_ttl = d;
+        }
+        if let Some(d) = ms("MAST_REAP_INTERVAL_MS")? {
+            self.engine.reap_interval = d;
+        }
+        if let Some(d) = ms("MAST_RETRY_BASE_MS")? {
+            self.engine.retry_base = d;
+        }
+        if let Some(n) = num("MAST_MAX_RETRIES")? {
+            self.engine.max_retries = n;
+        }
+        if let Some(n) = num("MAST_MAX_TOKENS")? {
+            self.engine.max_tokens = n;
+        }
+        if let Some(n) = num("MAST_DB_MAX_CONNECTIONS")? {
+            self.db_max_connections = n;
+        }
+        Ok(self)
+    }
+}

@@ -1,0 +1,430 @@
+//! Agents (API.md §2.1): the wire object, create/update bodies, and how a body becomes the
+//! next immutable version.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::invalid::{Invalid, Valid, check_len};
+use super::metadata::{self, Metadata, MetadataPatch};
+use super::model_config::{ModelConfig, ModelParam};
+use super::patch::Patch;
+use super::tools::{self, McpServer, McpServerParams, Tool};
+use crate::type_tag;
+
+type_tag!(
+    /// `"type": "agent"`.
+    AgentTag = "agent"
+);
+
+/// A skill attached to an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Skill {
+    /// `anthropic` or `custom`.
+    #[serde(rename = "type")]
+    pub kind: SkillKind,
+    pub skill_id: String,
+    /// Resolved version string (`latest` when none was pinned).
+    pub version: String,
+}
+
+/// Where a skill comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SkillKind {
+    Anthropic,
+    Custom,
+}
+
+/// A skill as a request sends it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SkillParams {
+    #[serde(rename = "type")]
+    pub kind: SkillKind,
+    pub skill_id: String,
+    #[serde(default)]
+    pub version: Option<Value>,
+}
+
+/// The principal runs of the agent execute as.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ExecutionIdentity {
+    ServiceAccount,
+    AwsRole { role_arn: String },
+}
+
+/// A Managed Agents `agent` as returned by every agent endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Agent {
+    #[serde(rename = "type")]
+    pub tag: AgentTag,
+    pub id: String,
+    pub version: i64,
+    pub name: String,
+    pub description: Option<String>,
+    pub system: Option<String>,
+    pub model: ModelConfig,
+    pub tools: Vec<Tool>,
+    pub mcp_servers: Vec<McpServer>,
+    pub skills: Vec<Skill>,
+    /// Resolved multiagent configuration (API.md §2.1.1), or null.
+    #[schema(value_type = Option<Object>)]
+    pub multiagent: Option<Value>,
+    pub execution_identity: ExecutionIdentity,
+    pub metadata: Metadata,
+    pub created_at: String,
+    pub updated_at: String,
+    pub archived_at: Option<String>,
+}
+
+/// The agent snapshot a session or thread runs with (an agent minus its bookkeeping fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SessionAgent {
+    #[serde(rename = "type")]
+    pub tag: AgentTag,
+    pub id: String,
+    pub version: i64,
+    pub name: String,
+    pub description: Option<String>,
+    pub system: Option<String>,
+    pub model: ModelConfig,
+    pub tools: Vec<Tool>,
+    pub mcp_servers: Vec<McpServer>,
+    pub skills: Vec<Skill>,
+    pub execution_identity: ExecutionIdentity,
+    /// Session form of the multiagent roster (full snapshots); null on thread snapshots.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub multiagent: Option<Value>,
+}
+
+impl Agent {
+    /// The snapshot used for a session thread (no roster).
+    pub fn thread_snapshot(&self) -> SessionAgent {
+        SessionAgent {
+            tag: AgentTag::Tag,
+            id: self.id.clone(),
+            version: self.version,
+            name: self.name.clone(),
+            description: self.description.clone(),
+            system: self.system.clone(),
+            model: self.model.clone(),
+            tools: self.tools.clone(),
+            mcp_servers: self.mcp_servers.clone(),
+            skills: self.skills.clone(),
+            execution_identity: self.execution_identity.clone(),
+            multiagent: None,
+        }
+    }
+}
+
+/// `POST /v1/agents` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct AgentCreate {
+    pub name: String,
+    #[schema(value_type = Object)]
+    pub model: ModelParam,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub system: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tools: Option<Vec<Value>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub mcp_servers: Option<Vec<McpServerParams>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub skills: Option<Vec<SkillParams>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub multiagent: Option<Value>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub execution_identity: Option<ExecutionIdentity>,
+    #[serde(default)]
+    pub metadata: Option<Metadata>,
+}
+
+/// `POST /v1/agents/{id}` body: every field tri-state (API.md §2.1).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+pub struct AgentUpdate {
+    #[serde(default)]
+    #[schema(value_type = Option<i64>)]
+    pub version: Option<i64>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub name: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub model: Patch<ModelParam>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub description: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub system: Patch<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tools: Patch<Vec<Value>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub mcp_servers: Patch<Vec<McpServerParams>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub skills: Patch<Vec<SkillParams>>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub multiagent: Patch<Value>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub execution_identity: Patch<ExecutionIdentity>,
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<MetadataPatch>,
+}
+
+/// The version-independent content of an agent: everything a version snapshot holds except
+/// ids, version numbers and timestamps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSpec {
+    pub name: String,
+    pub description: Option<String>,
+    pub system: Option<String>,
+    pub model: ModelConfig,
+    pub tools: Vec<Tool>,
+    pub mcp_servers: Vec<McpServer>,
+    pub skills: Vec<Skill>,
+    /// Multiagent request form still to be resolved against the store (roster lookups).
+    pub multiagent_request: Option<Value>,
+    pub execution_identity: ExecutionIdentity,
+    pub metadata: Metadata,
+}
+
+const MAX_SKILLS: usize = 20;
+
+fn check_name(name: &str) -> Valid<()> {
+    check_len("name", name.trim(), 1, 256)
+}
+
+fn check_description(d: &Option<String>) -> Valid<()> {
+    if let Some(d) = d {
+        check_len("description", d, 0, 2048)?;
+    }
+    Ok(())
+}
+
+/// Checks `system` against the 100,000 character limit (also used for session overrides).
+pub fn check_system(field: &str, s: &Option<String>) -> Valid<()> {
+    if let Some(s) = s {
+        check_len(field, s, 0, 100_000)?;
+    }
+    Ok(())
+}
+
+fn check_identity(e: &ExecutionIdentity) -> Valid<()> {
+    if let ExecutionIdentity::AwsRole { role_arn } = e {
+        check_len("execution_identity.role_arn", role_arn, 1, 2048)?;
+    }
+    Ok(())
+}
+
+/// Validates and resolves a skills list (≤20; version pinned or `latest`).
+pub fn resolve_skills(skills: &[SkillParams]) -> Valid<Vec<Skill>> {
+    if skills.len() > MAX_SKILLS {
+        return Err(Invalid::new(format!(
+            "`skills` has {} entries; at most {MAX_SKILLS} are allowed",
+            skills.len()
+        )));
+    }
+    let mut seen = BTreeSet::new();
+    skills
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            check_len(&format!("skills[{i}].skill_id"), &s.skill_id, 1, 256)?;
+            if !seen.insert(s.skill_id.clone()) {
+                return Err(Invalid::new(format!("`skills` lists `{}` twice", s.skill_id)));
+            }
+            let version = match &s.version {
+                None | Some(Value::Null) => "latest".to_string(),
+                Some(Value::String(v)) if !v.is_empty() => v.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => return Err(Invalid::new(format!("`skills[{i}].version` must be a version string"))),
+            };
+            Ok(Skill { kind: s.kind, skill_id: s.skill_id.clone(), version })
+        })
+        .collect()
+}
+
+/// Skills are loaded by the agent through `read`, so an agent with skills needs it enabled.
+fn check_skills_need_read(skills: &[Skill], tools: &[Tool]) -> Valid<()> {
+    if skills.is_empty() {
+        return Ok(());
+    }
+    let read_enabled = tools.iter().any(|t| t.builtin_config("read").is_some_and(|(enabled, _)| enabled));
+    if !read_enabled {
+        return Err(Invalid::new(
+            "agents with `skills` need the `read` tool: add {\"type\":\"agent_toolset_20260401\"} with `read` enabled",
+        ));
+    }
+    Ok(())
+}
+
+impl AgentCreate {
+    /// Validates the body and resolves it to the first version's content.
+    pub fn into_spec(self) -> Valid<AgentSpec> {
+        check_name(&self.name)?;
+        check_description(&self.description)?;
+        check_system("system", &self.system)?;
+        let model = self.model.resolve(None)?;
+        let (tools, mcp_servers) =
+            tools::resolve_tools(&self.tools.unwrap_or_default(), &self.mcp_servers.unwrap_or_default())?;
+        let skills = resolve_skills(&self.skills.unwrap_or_default())?;
+        check_skills_need_read(&skills, &tools)?;
+        let execution_identity = self.execution_identity.unwrap_or(ExecutionIdentity::ServiceAccount);
+        check_identity(&execution_identity)?;
+        let metadata = self.metadata.unwrap_or_default();
+        metadata::validate(&metadata)?;
+        Ok(AgentSpec {
+            name: self.name.trim().to_string(),
+            description: self.description,
+            system: self.system,
+            model,
+            tools,
+            mcp_servers,
+            skills,
+            multiagent_request: self.multiagent.filter(|v| !v.is_null()),
+            execution_identity,
+            metadata,
+        })
+    }
+}
+
+fn to_params<T: serde::de::DeserializeOwned>(v: impl Serialize) -> T {
+    serde_json::from_value(serde_json::to_value(v).expect("serializable")).expect("stored form parses as request form")
+}
+
+impl AgentUpdate {
+    /// Applies the update to the current version's content. The multiagent field is left in
+    /// request form (merged with the stored one where API.md §2.1.1 says so) for the caller
+    /// to resolve against the store.
+    pub fn apply(self, current: &Agent) -> Valid<AgentSpec> {
+        let name = match self.name {
+            Patch::Absent => current.name.clone(),
+            Patch::Null => return Err(Invalid::new("`name` cannot be cleared")),
+            Patch::Value(n) => {
+                check_name(&n)?;
+                n.trim().to_string()
+            }
+        };
+        let model = match &self.model {
+            Patch::Absent => current.model.clone(),
+            Patch::Null => return Err(Invalid::new("`model` cannot be cleared")),
+            Patch::Value(m) => m.resolve(Some(&current.model))?,
+        };
+        let clearable = |p: Patch<String>, old: &Option<String>| match p {
+            Patch::Absent => old.clone(),
+            Patch::Null => None,
+            Patch::Value(s) if s.is_empty() => None,
+            Patch::Value(s) => Some(s),
+        };
+        let description = clearable(self.description, &current.description);
+        check_description(&description)?;
+        let system = clearable(self.system, &current.system);
+        check_system("system", &system)?;
+
+        let tools_changed = self.tools.is_present() || self.mcp_servers.is_present();
+        let (tools, mcp_servers) = if tools_changed {
+            let tools_raw: Vec<Value> = match self.tools {
+                Patch::Absent => to_params(&current.tools),
+                Patch::Null => vec![],
+                Patch::Value(v) => v,
+            };
+            let servers: Vec<McpServerParams> = match self.mcp_servers {
+                Patch::Absent => to_params(&current.mcp_servers),
+                Patch::Null => vec![],
+                Patch::Value(v) => v,
+            };
+            tools::resolve_tools(&tools_raw, &servers)?
+        } else {
+            (current.tools.clone(), current.mcp_servers.clone())
+        };
+        let skills = match self.skills {
+            Patch::Absent => current.skills.clone(),
+            Patch::Null => vec![],
+            Patch::Value(s) => resolve_skills(&s)?,
+        };
+        check_skills_need_read(&skills, &tools)?;
+        let execution_identity = match self.execution_identity {
+            Patch::Absent => current.execution_identity.clone(),
+            Patch::Null => ExecutionIdentity::ServiceAccount,
+            Patch::Value(e) => e,
+        };
+        check_identity(&execution_identity)?;
+        let metadata = match &self.metadata {
+            None => current.metadata.clone(),
+            Some(p) => metadata::apply_patch(&current.metadata, p, false)?,
+        };
+        let multiagent_request = match self.multiagent {
+            Patch::Absent => current.multiagent.clone(),
+            Patch::Null => None,
+            Patch::Value(v) if v.is_null() => None,
+            Patch::Value(v) => Some(super::multiagent::merge_update(&v, current.multiagent.as_ref())?),
+        };
+        Ok(AgentSpec {
+            name,
+            description,
+            system,
+            model,
+            tools,
+            mcp_servers,
+            skills,
+            multiagent_request,
+            execution_identity,
+            metadata,
+        })
+    }
+}
+
+impl AgentSpec {
+    /// Builds the wire object for a version of this content.
+    pub fn into_agent(self, id: &str, version: i64, multiagent: Option<Value>, created_at: String, updated_at: String) -> Agent {
+        Agent {
+            tag: AgentTag::Tag,
+            id: id.to_string(),
+            version,
+            name: self.name,
+            description: self.description,
+            system: self.system,
+            model: self.model,
+            tools: self.tools,
+            mcp_servers: self.mcp_servers,
+            skills: self.skills,
+            multiagent,
+            execution_identity: self.execution_identity,
+            metadata: self.metadata,
+            created_at,
+            updated_at,
+            archived_at: None,
+        }
+    }
+}
+
+/// Whether two versions differ in anything a user set (timestamps and version excluded).
+pub fn same_content(a: &Agent, b: &Agent) -> bool {
+    a.name == b.name
+        && a.description == b.description
+        && a.system == b.system
+        && a.model == b.model
+        && a.tools == b.tools
+        && a.mcp_servers == b.mcp_servers
+        && a.skills == b.skills
+        && a.multiagent == b.multiagent
+        && a.execution_identity == b.execution_identity
+        && a.metadata == b.metadata
+}

@@ -1,0 +1,16 @@
+//! Wire types and validation: what clients send and receive, independent of HTTP and storage.
+
+pub mod agent;
+pub mod content;
+pub mod environment;
+pub mod events;
+pub mod ids;
+pub mod invalid;
+pub mod metadata;
+pub mod model_config;
+pub mod multiagent;
+pub mod patch;
+pub mod session;
+pub mod tag;
+pub mod time;
+pub mod tools;

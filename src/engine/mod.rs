@@ -1,0 +1,214 @@
+//! The engine: runs each session's loop as a task that owns the session through a lease
+//! while it has work, and exits when the session goes idle.
+//!
+//! Appending input wakes the session's runner here; a reaper resumes sessions whose owner
+//! died (expired lease), and at start-up every session left active is resumed from its log.
+
+pub mod context;
+pub mod intake;
+pub mod state;
+mod turn;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::domain::ids::new_id;
+use crate::domain::time;
+use crate::hub::Hub;
+use crate::models::Models;
+use crate::store::Store;
+
+/// Tunables of the loop and its leases.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// How long a lease lasts without renewal; a dead owner's sessions resume after this.
+    pub lease_ttl: Duration,
+    /// How often the reaper looks for sessions without a live owner.
+    pub reap_interval: Duration,
+    /// Safety bound on model requests in one turn (`tool_use_limit_reached_error`).
+    pub max_requests_per_turn: u32,
+    /// Retries of transient model errors before giving up on the turn.
+    pub max_retries: u32,
+    /// First retry delay; doubles per attempt up to `retry_cap`.
+    pub retry_base: Duration,
+    pub retry_cap: Duration,
+    /// `max_tokens` of each model request.
+    pub max_tokens: u32,
+    /// How many times a response cut by `max_tokens` (or paused) is continued.
+    pub max_continuations: u32,
+    /// Only one replica uses the store (SQLite): leases left by a previous process are
+    /// taken over at start-up instead of waiting for them to expire.
+    pub single_replica: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            lease_ttl: Duration::from_secs(30),
+            reap_interval: Duration::from_secs(5),
+            max_requests_per_turn: 100,
+            max_retries: 4,
+            retry_base: Duration::from_secs(1),
+            retry_cap: Duration::from_secs(30),
+            max_tokens: 16_000,
+            max_continuations: 3,
+            single_replica: false,
+        }
+    }
+}
+
+/// Signals to one session's runner.
+#[derive(Default)]
+pub(crate) struct RunnerHandle {
+    /// New input arrived after the runner last looked.
+    dirty: AtomicBool,
+    wake: Notify,
+    interrupt: Notify,
+}
+
+pub(crate) struct Inner {
+    pub store: Arc<dyn Store>,
+    pub hub: Arc<Hub>,
+    pub models: Arc<Models>,
+    pub config: EngineConfig,
+    /// This process's lease owner id.
+    pub owner: String,
+    runners: Mutex<HashMap<String, Arc<RunnerHandle>>>,
+    pub shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+/// Handle to the engine; cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+impl Engine {
+    /// Creates the engine; call [`Engine::start`] to resume work and begin reaping.
+    pub fn new(store: Arc<dyn Store>, hub: Arc<Hub>, models: Arc<Models>, config: EngineConfig) -> Self {
+        Engine {
+            inner: Arc::new(Inner {
+                store,
+                hub,
+                models,
+                config,
+                owner: new_id("runner"),
+                runners: Mutex::new(HashMap::new()),
+                shutdown: CancellationToken::new(),
+                tasks: TaskTracker::new(),
+            }),
+        }
+    }
+
+    /// Resumes sessions left active and starts the reaper.
+    pub async fn start(&self) -> anyhow::Result<()> {
+        if self.inner.config.single_replica {
+            let n = self.inner.store.clear_foreign_leases(&self.inner.owner).await?;
+            if n > 0 {
+                tracing::info!(sessions = n, "took over leases left by a previous process");
+            }
+        }
+        let engine = self.clone();
+        self.inner.tasks.spawn(async move { engine.reap_forever().await });
+        Ok(())
+    }
+
+    async fn reap_forever(&self) {
+        let mut tick = tokio::time::interval(self.inner.config.reap_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = self.inner.shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            match self.inner.store.sessions_needing_runner(time::now(), 500).await {
+                Ok(ids) => ids.iter().for_each(|id| self.wake(id)),
+                Err(e) => tracing::warn!(error = %e, "reaper could not list sessions"),
+            }
+        }
+    }
+
+    /// Tells the session's runner there is new input, starting one if none runs here.
+    pub fn wake(&self, session_id: &str) {
+        if self.inner.shutdown.is_cancelled() {
+            return;
+        }
+        let mut runners = self.inner.runners.lock().expect("runners lock");
+        if let Some(h) = runners.get(session_id) {
+            h.dirty.store(true, Ordering::SeqCst);
+            h.wake.notify_one();
+            return;
+        }
+        let handle = Arc::new(RunnerHandle::default());
+        runners.insert(session_id.to_string(), handle.clone());
+        let inner = self.inner.clone();
+        let sid = session_id.to_string();
+        self.inner.tasks.spawn(async move { run(inner, sid, handle).await });
+    }
+
+    /// Cuts short whatever the session's local runner is waiting on (a model stream, a
+    /// retry delay) so it handles the interrupt recorded in the log.
+    pub fn interrupt(&self, session_id: &str) {
+        let runners = self.inner.runners.lock().expect("runners lock");
+        if let Some(h) = runners.get(session_id) {
+            h.dirty.store(true, Ordering::SeqCst);
+            h.interrupt.notify_one();
+        }
+    }
+
+    /// Number of runner tasks alive in this process.
+    pub fn active_runners(&self) -> usize {
+        self.inner.runners.lock().expect("runners lock").len()
+    }
+
+    /// Stops the reaper and runners; runners release their leases so another replica (or the
+    /// next start) resumes their sessions. Waits at most `grace`.
+    pub async fn shutdown(&self, grace: Duration) {
+        self.inner.shutdown.cancel();
+        self.inner.tasks.close();
+        if tokio::time::timeout(grace, self.inner.tasks.wait()).await.is_err() {
+            tracing::warn!("runners did not stop within {grace:?}; their leases will expire");
+        }
+    }
+}
+
+/// A runner task: claims the lease, drives the loop until the session has no work, and exits
+/// without missing input that arrives while it is exiting.
+async fn run(inner: Arc<Inner>, sid: String, handle: Arc<RunnerHandle>) {
+    loop {
+        handle.dirty.store(false, Ordering::SeqCst);
+        let now = time::now();
+        let until = now + inner.config.lease_ttl.as_micros() as i64;
+        match inner.store.claim_lease(&sid, &inner.owner, now, until).await {
+            Ok(true) => {
+                if let Err(e) = turn::drive(&inner, &handle, &sid).await {
+                    tracing::warn!(session_id = %sid, error = %e, "runner stopped");
+                    if !matches!(e, turn::RunError::LeaseLost) {
+                        tokio::select! {
+                            _ = inner.shutdown.cancelled() => {}
+                            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                        }
+                    }
+                }
+                if let Err(e) = inner.store.release_lease(&sid, &inner.owner).await {
+                    tracing::warn!(session_id = %sid, error = %e, "could not release lease; it will expire");
+                }
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(session_id = %sid, error = %e, "could not claim lease"),
+        }
+        let mut runners = inner.runners.lock().expect("runners lock");
+        if handle.dirty.load(Ordering::SeqCst) && !inner.shutdown.is_cancelled() {
+            continue;
+        }
+        runners.remove(&sid);
+        return;
+    }
+}

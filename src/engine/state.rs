@@ -1,0 +1,92 @@
+//! The engine state a session row caches from its log, read and written under the row lock:
+//! which blocking events await answers, and whether an interrupt is pending.
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::session::SessionStatus;
+use crate::domain::time::Micros;
+use crate::store::{SessionRecord, StoreError};
+
+/// What a blocking event waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PendingKind {
+    /// `agent.custom_tool_use`, answered by `user.custom_tool_result`.
+    Custom,
+    /// `agent.tool_use` with `evaluated_permission: ask`, answered by `user.tool_confirmation`.
+    Confirmation,
+    /// A self-hosted sandbox `agent.tool_use`, answered by `user.tool_result`.
+    ClientTool,
+}
+
+/// One blocking event awaiting its answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pending {
+    pub id: String,
+    pub kind: PendingKind,
+    pub thread_id: String,
+}
+
+/// Cached engine state of a session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineState {
+    #[serde(default)]
+    pub pending: Vec<Pending>,
+    /// An interrupt arrived while the runner was working; it acts on it at the next check.
+    #[serde(default)]
+    pub interrupt: bool,
+    /// Input events (`user.message`, `system.message`) queued and not consumed yet.
+    #[serde(default)]
+    pub queued: u32,
+}
+
+impl EngineState {
+    /// Reads the row's cached state.
+    pub fn of(rec: &SessionRecord) -> Result<Self, StoreError> {
+        if rec.engine.is_empty() {
+            return Ok(Self::default());
+        }
+        Ok(serde_json::from_str(&rec.engine)?)
+    }
+
+    /// Writes the state back into the row.
+    pub fn store(&self, rec: &mut SessionRecord) -> Result<(), StoreError> {
+        rec.engine = serde_json::to_string(self)?;
+        Ok(())
+    }
+
+    /// Ids of blocking events still awaiting an answer.
+    pub fn pending_ids(&self) -> Vec<String> {
+        self.pending.iter().map(|p| p.id.clone()).collect()
+    }
+
+    /// Removes and returns the pending entry `id` of `kind`.
+    pub fn take(&mut self, id: &str, kind: PendingKind) -> Option<Pending> {
+        let i = self.pending.iter().position(|p| p.id == id && p.kind == kind)?;
+        Some(self.pending.remove(i))
+    }
+}
+
+/// The session's status as stored.
+pub fn status_of(rec: &SessionRecord) -> SessionStatus {
+    SessionStatus::parse(&rec.status).unwrap_or(SessionStatus::Idle)
+}
+
+/// Moves the row to `status`, keeping active time: running time accrues while the session is
+/// `running` or `rescheduling`.
+pub fn set_status(rec: &mut SessionRecord, status: SessionStatus, now: Micros) {
+    let was_active = status_of(rec).is_active();
+    let active = status.is_active();
+    if was_active && !active {
+        if let Some(since) = rec.running_since.take() {
+            rec.active_micros += (now - since).max(0);
+        }
+    } else if !was_active && active {
+        rec.running_since = Some(now);
+    }
+    if status == SessionStatus::Terminated {
+        rec.terminated_at = Some(now);
+    }
+    rec.status = status.as_str().to_string();
+    rec.updated_at = now;
+}

@@ -1,0 +1,583 @@
+//! The agent loop of one session, driven by the model's `stop_reason` (API.md §5.4).
+//!
+//! Every iteration re-derives the next step from the log (plus the row's cached state), so a
+//! runner that replaces a dead one continues exactly where the log says work stopped.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::context::{self, Tail};
+use super::intake::server_event;
+use super::state::{EngineState, Pending, PendingKind, set_status, status_of};
+use super::{Inner, RunnerHandle};
+use crate::domain::content;
+use crate::domain::events::{self, StopReason, kind};
+use crate::domain::ids::new_id;
+use crate::domain::model_config::Speed;
+use crate::domain::session::{ModelUsage, SessionBody, SessionStatus, SessionUsage};
+use crate::domain::time;
+use crate::domain::tools::Tool;
+use crate::models::{Delta, Message, ModelError, ModelRequest, ModelResponse, ToolDef};
+use crate::store::{EventRecord, NewEvent, SessionRecord, StoreError, TxnOutput, Writer};
+
+/// Why a runner stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("lease lost to another owner")]
+    LeaseLost,
+    #[error("session no longer exists")]
+    Gone,
+    #[error("shutting down")]
+    Shutdown,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn store_err(e: StoreError) -> RunError {
+    match e {
+        StoreError::Conflict(_) => RunError::LeaseLost,
+        e => RunError::Store(e),
+    }
+}
+
+/// What ended a wait on the model or a retry delay.
+enum Waited<T> {
+    Done(T),
+    Interrupted,
+}
+
+struct Loop<'a> {
+    inner: &'a Inner,
+    handle: &'a RunnerHandle,
+    sid: String,
+    writer: Writer,
+    body: SessionBody,
+    primary: String,
+    /// The primary thread's events, in sequence order.
+    events: Vec<EventRecord>,
+    last_seq: i64,
+    requests: u32,
+    usage_at_start: Option<String>,
+}
+
+/// Drives the session until it has no work (idle or terminated), the lease is lost, or the
+/// process shuts down.
+pub(super) async fn drive(inner: &Inner, handle: &RunnerHandle, sid: &str) -> Result<(), RunError> {
+    let rec = inner.store.get_session_by_id(sid).await?.ok_or(RunError::Gone)?;
+    let body: SessionBody = serde_json::from_str(&rec.body).map_err(StoreError::from)?;
+    let mut lp = Loop {
+        inner,
+        handle,
+        sid: sid.to_string(),
+        writer: Writer::Runner { owner: inner.owner.clone() },
+        primary: body.primary_thread_id.clone(),
+        body,
+        events: Vec::new(),
+        last_seq: 0,
+        requests: 0,
+        usage_at_start: None,
+    };
+    loop {
+        if inner.shutdown.is_cancelled() {
+            return Err(RunError::Shutdown);
+        }
+        let rec = lp.hold(inner.store.get_session_by_id(sid)).await?.ok_or(RunError::Gone)?;
+        let status = status_of(&rec);
+        if !status.is_active() {
+            return Ok(());
+        }
+        if lp.usage_at_start.is_none() {
+            lp.usage_at_start = Some(rec.usage.clone());
+        }
+        let st = EngineState::of(&rec)?;
+        lp.refresh().await?;
+        if st.interrupt {
+            lp.interrupt().await?;
+            continue;
+        }
+        let ctx = context::build(&lp.events);
+        if let Some(start) = ctx.dangling_request {
+            // The process died during this request: close its span and issue it again.
+            let end = server_event(kind::SPAN_END, events::span_end(&start, &ModelUsage::default(), true), &lp.primary, time::now());
+            lp.commit(move |_, _| Ok(vec![end]), vec![]).await?;
+            continue;
+        }
+        if status == SessionStatus::Rescheduling {
+            lp.set_running().await?;
+            continue;
+        }
+        if !matches!(ctx.tail, Tail::AwaitingTools(_)) {
+            let queued: Vec<String> = lp
+                .events
+                .iter()
+                .filter(|e| e.processed_at.is_none() && (e.kind == kind::USER_MESSAGE || e.kind == kind::SYSTEM_MESSAGE))
+                .map(|e| e.id.clone())
+                .collect();
+            if !queued.is_empty() {
+                lp.consume(queued).await?;
+                continue;
+            }
+        }
+        match ctx.tail {
+            Tail::User => lp.call_model(ctx.messages).await?,
+            Tail::Assistant { stop_reason, stop_details, continuations } => match stop_reason.as_str() {
+                "max_tokens" | "pause_turn" if continuations <= inner.config.max_continuations => {
+                    let mut messages = ctx.messages;
+                    context::trim_for_continuation(&mut messages);
+                    lp.call_model(messages).await?;
+                }
+                "refusal" => lp.finish(StopReason::Refusal, stop_details).await?,
+                "model_context_window_exceeded" => {
+                    lp.fail_turn("model_request_failed_error", "the conversation no longer fits the model's context window")
+                        .await?
+                }
+                _ => lp.finish(StopReason::EndTurn, None).await?,
+            },
+            Tail::AwaitingTools(missing) => lp.finish(StopReason::RequiresAction(missing), None).await?,
+            Tail::Empty => lp.finish(StopReason::EndTurn, None).await?,
+        }
+    }
+}
+
+impl Loop<'_> {
+    /// Awaits `fut` while renewing the lease; fails when the lease is lost or on shutdown.
+    async fn hold<T>(&self, fut: impl Future<Output = Result<T, StoreError>>) -> Result<T, RunError> {
+        match self.hold_raw(fut).await? {
+            Ok(v) => Ok(v),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    async fn hold_raw<T>(&self, fut: impl Future<Output = T>) -> Result<T, RunError> {
+        let ttl = self.inner.config.lease_ttl;
+        let mut beat = tokio::time::interval(ttl / 3);
+        beat.tick().await;
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                v = &mut fut => return Ok(v),
+                _ = beat.tick() => {
+                    let until = time::now() + ttl.as_micros() as i64;
+                    match self.inner.store.renew_lease(&self.sid, &self.inner.owner, until).await {
+                        Ok(true) => {}
+                        Ok(false) => return Err(RunError::LeaseLost),
+                        Err(e) => tracing::warn!(session_id = %self.sid, error = %e, "lease renewal failed; retrying"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits for `fut` unless an interrupt or shutdown comes first.
+    async fn interruptible<T>(&self, fut: impl Future<Output = T>) -> Result<Waited<T>, RunError> {
+        let interrupted = self.handle.interrupt.notified();
+        tokio::pin!(interrupted);
+        let work = self.hold_raw(fut);
+        tokio::select! {
+            v = work => Ok(Waited::Done(v?)),
+            _ = &mut interrupted => Ok(Waited::Interrupted),
+            _ = self.inner.shutdown.cancelled() => Err(RunError::Shutdown),
+        }
+    }
+
+    /// Reads events appended since the last look.
+    async fn refresh(&mut self) -> Result<(), RunError> {
+        loop {
+            let batch = self.hold(self.inner.store.events_after(&self.sid, self.last_seq, 1000)).await?;
+            let n = batch.len();
+            for e in batch {
+                self.last_seq = e.seq;
+                if e.thread_id.as_deref().is_none_or(|t| t == self.primary) {
+                    self.events.push(e);
+                }
+            }
+            if n < 1000 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Runs a decision against the locked row, appends its events, publishes them.
+    async fn commit<F>(&mut self, f: F, mark_processed: Vec<String>) -> Result<Vec<EventRecord>, RunError>
+    where
+        F: FnOnce(&mut SessionRecord, &mut EngineState) -> Result<Vec<NewEvent>, StoreError> + Send + 'static,
+    {
+        let txn = Box::new(move |rec: &mut SessionRecord| {
+            let mut st = EngineState::of(rec)?;
+            let events = f(rec, &mut st)?;
+            st.store(rec)?;
+            Ok(TxnOutput { events, mark_processed, flush_queued: false })
+        });
+        let (_, appended) = self.hold(self.inner.store.transact(&self.sid, &self.writer, txn)).await?.ok_or(RunError::Gone)?;
+        self.inner.hub.publish(&self.sid, &appended);
+        Ok(appended)
+    }
+
+    async fn set_running(&mut self) -> Result<(), RunError> {
+        let primary = self.primary.clone();
+        self.commit(
+            move |rec, _| {
+                let now = time::now();
+                set_status(rec, SessionStatus::Running, now);
+                Ok(vec![server_event(kind::STATUS_RUNNING, json!({}), &primary, now)])
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Marks queued input processed; it becomes part of the next model request.
+    async fn consume(&mut self, ids: Vec<String>) -> Result<(), RunError> {
+        let n = ids.len() as u32;
+        self.commit(
+            move |_, st| {
+                st.queued = st.queued.saturating_sub(n);
+                Ok(vec![])
+            },
+            ids.clone(),
+        )
+        .await?;
+        let now = time::now();
+        for e in self.events.iter_mut().filter(|e| ids.contains(&e.id)) {
+            e.processed_at = Some(now);
+        }
+        Ok(())
+    }
+
+    fn custom_tools(&self) -> Vec<ToolDef> {
+        self.body
+            .agent
+            .tools
+            .iter()
+            .filter_map(|t| match t {
+                Tool::Custom(c) => Some(ToolDef {
+                    name: c.name.clone(),
+                    description: c.description.clone(),
+                    input_schema: Value::Object(c.input_schema.0.clone()),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn request(&self, messages: Vec<Message>) -> ModelRequest {
+        let model = &self.body.agent.model;
+        ModelRequest {
+            model: model.id.clone(),
+            system: self.body.agent.system.clone(),
+            messages,
+            tools: self.custom_tools(),
+            max_tokens: self.inner.config.max_tokens,
+            effort: model.effort.map(|e| e.level),
+            fast: model.speed == Some(Speed::Fast),
+            inference_geo: model.inference_geo.clone(),
+        }
+    }
+
+    /// One model request with retries, turned into events.
+    async fn call_model(&mut self, messages: Vec<Message>) -> Result<(), RunError> {
+        if self.requests >= self.inner.config.max_requests_per_turn {
+            let msg = format!(
+                "the turn made {} model requests, the most allowed; send a new message to continue",
+                self.requests
+            );
+            return self.fail_turn("tool_use_limit_reached_error", &msg).await;
+        }
+        self.requests += 1;
+        let request = self.request(messages);
+        let client = match self.inner.models.route(&request.model) {
+            Ok(c) => c,
+            Err(msg) => return self.fail_turn("model_request_failed_error", &msg).await,
+        };
+        let mut attempt = 0u32;
+        loop {
+            let start = server_event(kind::SPAN_START, json!({}), &self.primary, time::now());
+            let start_id = start.id.clone();
+            self.commit(move |_, _| Ok(vec![start]), vec![]).await?;
+
+            let message_id = new_id("sevt");
+            let thinking_id = new_id("sevt");
+            let outcome = {
+                let hub = self.inner.hub.clone();
+                let (sid, thread) = (self.sid.clone(), self.primary.clone());
+                let (mid, tid) = (message_id.clone(), thinking_id.clone());
+                let started_text = AtomicBool::new(false);
+                let sink = move |d: Delta| preview(&hub, &sid, &thread, &mid, &tid, &started_text, d);
+                let client = client.clone();
+                let request = &request;
+                self.interruptible(async move { client.complete(request, &sink).await }).await?
+            };
+            match outcome {
+                Waited::Interrupted => {
+                    let end = server_event(kind::SPAN_END, events::span_end(&start_id, &ModelUsage::default(), false), &self.primary, time::now());
+                    self.commit(move |_, _| Ok(vec![end]), vec![]).await?;
+                    return Ok(());
+                }
+                Waited::Done(Ok(resp)) => return self.record_response(resp, &start_id, message_id, thinking_id).await,
+                Waited::Done(Err(err)) => {
+                    attempt += 1;
+                    let retry = err.retryable && attempt <= self.inner.config.max_retries;
+                    self.record_failure(&err, &start_id, retry).await?;
+                    if !retry {
+                        return Ok(());
+                    }
+                    let delay = backoff(&self.inner.config, attempt, &err);
+                    match self.interruptible(tokio::time::sleep(delay)).await? {
+                        Waited::Interrupted => return Ok(()),
+                        Waited::Done(()) => self.set_running().await?,
+                    }
+                }
+            }
+        }
+    }
+
+    async fn record_failure(&mut self, err: &ModelError, start_id: &str, retrying: bool) -> Result<(), RunError> {
+        let primary = self.primary.clone();
+        let start_id = start_id.to_string();
+        let kind_name = err.kind.session_error_type();
+        let message = err.message.clone();
+        tracing::warn!(session_id = %self.sid, error = %message, retrying, "model request failed");
+        self.commit(
+            move |rec, st| {
+                let now = time::now();
+                let mut out = vec![server_event(kind::SPAN_END, events::span_end(&start_id, &ModelUsage::default(), true), &primary, now)];
+                if retrying {
+                    out.push(server_event(kind::SESSION_ERROR, events::session_error(kind_name, &message, "retrying"), &primary, now));
+                    out.push(server_event(kind::STATUS_RESCHEDULED, json!({}), &primary, now));
+                    set_status(rec, SessionStatus::Rescheduling, now);
+                } else {
+                    out.push(server_event(kind::SESSION_ERROR, events::session_error(kind_name, &message, "exhausted"), &primary, now));
+                    out.extend(end_turn(rec, st, &primary, StopReason::RetriesExhausted, None, now));
+                }
+                Ok(out)
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Ends the turn with an error the model cannot recover from by itself.
+    async fn fail_turn(&mut self, error_type: &'static str, message: &str) -> Result<(), RunError> {
+        let primary = self.primary.clone();
+        let message = message.to_string();
+        self.commit(
+            move |rec, st| {
+                let now = time::now();
+                let mut out = vec![server_event(kind::SESSION_ERROR, events::session_error(error_type, &message, "exhausted"), &primary, now)];
+                out.extend(end_turn(rec, st, &primary, StopReason::RetriesExhausted, None, now));
+                Ok(out)
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Turns a model response into events: thinking, message, tool uses, the span's end (which
+    /// privately keeps the exact content for rebuilding context), and results for calls to
+    /// tools the agent does not have.
+    async fn record_response(&mut self, resp: ModelResponse, start_id: &str, message_id: String, thinking_id: String) -> Result<(), RunError> {
+        let now = time::now();
+        let custom: Vec<String> = self.custom_tools().into_iter().map(|t| t.name).collect();
+        let mut out = Vec::new();
+        let mut pending = Vec::new();
+        let mut refused_calls = Vec::new();
+        let mut content = Vec::with_capacity(resp.content.len());
+        if resp.content.iter().any(|b| matches!(b.get("type").and_then(Value::as_str), Some("thinking" | "redacted_thinking"))) {
+            let mut e = server_event(kind::AGENT_THINKING, json!({}), &self.primary, now);
+            e.id = thinking_id;
+            out.push(e);
+        }
+        let texts: Vec<Value> = resp
+            .content
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .map(|b| content::text(b.get("text").and_then(Value::as_str).unwrap_or("")))
+            .collect();
+        if !texts.is_empty() {
+            let mut e = server_event(kind::AGENT_MESSAGE, json!({ "content": texts }), &self.primary, now);
+            e.id = message_id;
+            out.push(e);
+        }
+        let cut_short = resp.stop_reason == "max_tokens";
+        for block in resp.content {
+            if block.get("type").and_then(Value::as_str) != Some("tool_use") {
+                content.push(block);
+                continue;
+            }
+            if cut_short {
+                // Its input may be incomplete; the continuation will call it again.
+                continue;
+            }
+            let name = block.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+            let input = block.get("input").cloned().unwrap_or_else(|| json!({}));
+            let id = new_id("sevt");
+            let mut b = block.clone();
+            b["id"] = json!(id);
+            content.push(b);
+            if custom.contains(&name) {
+                let mut e = server_event(kind::AGENT_CUSTOM_TOOL_USE, json!({ "name": name, "input": input }), &self.primary, now);
+                e.id = id.clone();
+                out.push(e);
+                pending.push(Pending { id, kind: PendingKind::Custom, thread_id: self.primary.clone() });
+            } else {
+                let mut e = server_event(
+                    kind::AGENT_TOOL_USE,
+                    json!({ "name": name, "input": input, "evaluated_permission": "deny" }),
+                    &self.primary,
+                    now,
+                );
+                e.id = id.clone();
+                out.push(e);
+                let available = if custom.is_empty() { "none".to_string() } else { custom.join(", ") };
+                refused_calls.push((id, format!("There is no tool named `{name}`. Available tools: {available}.")));
+            }
+        }
+        let mut end = server_event(kind::SPAN_END, events::span_end(start_id, &resp.usage, false), &self.primary, now);
+        end.internal = Some(json!({ "content": content, "stop_reason": resp.stop_reason, "stop_details": resp.stop_details }));
+        out.push(end);
+        for (id, msg) in refused_calls {
+            let mut e = server_event(kind::AGENT_TOOL_RESULT, events::tool_result(&id, vec![content::text(msg)], true), &self.primary, now);
+            e.answers = Some((id, "result"));
+            out.push(e);
+        }
+        let usage = resp.usage;
+        self.commit(
+            move |rec, st| {
+                let mut total: SessionUsage = serde_json::from_str(&rec.usage).unwrap_or_default();
+                total.add(&usage);
+                rec.usage = serde_json::to_string(&total)?;
+                st.pending.extend(pending);
+                Ok(out)
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Ends the turn unless, under the row lock, something says it is not over: queued input,
+    /// an interrupt, or answers that arrived meanwhile.
+    async fn finish(&mut self, reason: StopReason, details: Option<Value>) -> Result<(), RunError> {
+        let primary = self.primary.clone();
+        let usage_at_start = self.usage_at_start.clone();
+        self.commit(
+            move |rec, st| {
+                if st.interrupt {
+                    return Ok(vec![]);
+                }
+                let reason = match reason {
+                    StopReason::RequiresAction(_) if st.pending.is_empty() => return Ok(vec![]),
+                    StopReason::RequiresAction(_) => StopReason::RequiresAction(st.pending_ids()),
+                    _ if st.queued > 0 => return Ok(vec![]),
+                    r => r,
+                };
+                let now = time::now();
+                let mut out = Vec::new();
+                if usage_at_start.as_deref() != Some(rec.usage.as_str()) {
+                    let usage: Value = serde_json::from_str(&rec.usage)?;
+                    out.push(server_event(kind::SESSION_USAGE, json!({ "usage": usage }), &primary, now));
+                }
+                out.extend(end_turn(rec, st, &primary, reason, details, now));
+                Ok(out)
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Acts on a recorded interrupt: closes every open call with an error result, flushes
+    /// queued input and idles with `end_turn`.
+    async fn interrupt(&mut self) -> Result<(), RunError> {
+        let primary = self.primary.clone();
+        let open_unanswered: Vec<String> = match context::build(&self.events).tail {
+            Tail::AwaitingTools(ids) => ids,
+            _ => vec![],
+        };
+        let txn = Box::new(move |rec: &mut SessionRecord| {
+            let mut st = EngineState::of(rec)?;
+            let now = time::now();
+            let mut out = Vec::new();
+            let mut close: Vec<String> = st.pending.drain(..).map(|p| p.id).collect();
+            for id in open_unanswered {
+                if !close.contains(&id) {
+                    close.push(id);
+                }
+            }
+            for id in close {
+                let text = content::text(events::INTERRUPTED_TOOL_MESSAGE);
+                let mut e = server_event(kind::AGENT_TOOL_RESULT, events::tool_result(&id, vec![text], true), &primary, now);
+                e.answers = Some((id, "result"));
+                out.push(e);
+            }
+            st.interrupt = false;
+            st.queued = 0;
+            out.extend(end_turn(rec, &mut st, &primary, StopReason::EndTurn, None, now));
+            st.store(rec)?;
+            Ok(TxnOutput { events: out, mark_processed: vec![], flush_queued: true })
+        });
+        let (_, appended) = self.hold(self.inner.store.transact(&self.sid, &self.writer, txn)).await?.ok_or(RunError::Gone)?;
+        self.inner.hub.publish(&self.sid, &appended);
+        let now = time::now();
+        for e in self.events.iter_mut().filter(|e| e.processed_at.is_none()) {
+            e.processed_at = Some(now);
+        }
+        Ok(())
+    }
+}
+
+/// The events and row changes that put a session idle.
+fn end_turn(rec: &mut SessionRecord, st: &mut EngineState, primary: &str, reason: StopReason, details: Option<Value>, now: i64) -> Vec<NewEvent> {
+    if !matches!(reason, StopReason::RequiresAction(_)) {
+        st.pending.clear();
+    }
+    set_status(rec, SessionStatus::Idle, now);
+    vec![server_event(kind::STATUS_IDLE, events::idle(&reason, details), primary, now)]
+}
+
+fn backoff(config: &super::EngineConfig, attempt: u32, err: &ModelError) -> Duration {
+    let exp = config.retry_base.saturating_mul(1u32 << (attempt - 1).min(16));
+    let d = exp.min(config.retry_cap);
+    match err.retry_after {
+        Some(after) if after > d => after.min(config.retry_cap.max(after)),
+        _ => d,
+    }
+}
+
+/// Publishes preview frames for subscribers that asked for them (API.md §4.5).
+fn preview(hub: &Arc<crate::hub::Hub>, sid: &str, thread: &str, message_id: &str, thinking_id: &str, started_text: &AtomicBool, d: Delta) {
+    if !hub.wants_previews(sid) {
+        return;
+    }
+    match d {
+        Delta::ThinkingStarted => hub.preview(
+            sid,
+            thread,
+            kind::AGENT_THINKING,
+            json!({"type": "event_start", "event": {"type": kind::AGENT_THINKING, "id": thinking_id}}),
+        ),
+        Delta::Text { index, text } => {
+            if !started_text.swap(true, Ordering::SeqCst) {
+                hub.preview(
+                    sid,
+                    thread,
+                    kind::AGENT_MESSAGE,
+                    json!({"type": "event_start", "event": {"type": kind::AGENT_MESSAGE, "id": message_id}}),
+                );
+            }
+            hub.preview(
+                sid,
+                thread,
+                kind::AGENT_MESSAGE,
+                json!({"type": "event_delta", "event_id": message_id,
+                       "delta": {"type": "content_delta", "index": index, "content": {"type": "text", "text": text}}}),
+            );
+        }
+    }
+}

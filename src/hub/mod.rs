@@ -1,0 +1,107 @@
+//! In-process fan-out of committed events to stream subscribers, one topic per session.
+//!
+//! Publishing never blocks: a subscriber that falls behind the channel's capacity is told it
+//! lagged and re-reads what it missed from the store, so nothing is dropped silently.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::store::EventRecord;
+
+const CAPACITY: usize = 1024;
+
+/// What a topic carries.
+#[derive(Debug, Clone)]
+pub enum HubItem {
+    /// A committed event.
+    Event(Arc<EventRecord>),
+    /// A stream-only preview frame (`event_start` / `event_delta`) of a thread; never stored.
+    Preview { thread_id: String, of: &'static str, frame: Arc<Value> },
+    /// The session was deleted: send `session.deleted` and close.
+    Deleted,
+}
+
+struct Topic {
+    tx: broadcast::Sender<HubItem>,
+    previewers: Arc<AtomicUsize>,
+}
+
+/// The fan-out hub shared by the API and the engine.
+#[derive(Default)]
+pub struct Hub {
+    topics: Mutex<HashMap<String, Topic>>,
+}
+
+/// A live subscription to a session's topic.
+pub struct Subscription {
+    pub rx: broadcast::Receiver<HubItem>,
+    previewers: Option<Arc<AtomicUsize>>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(p) = &self.previewers {
+            p.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Hub {
+    /// Subscribes to a session; `previews` marks a subscriber that wants preview frames.
+    pub fn subscribe(&self, session_id: &str, previews: bool) -> Subscription {
+        let mut topics = self.topics.lock().expect("hub lock");
+        let topic = topics.entry(session_id.to_string()).or_insert_with(|| Topic {
+            tx: broadcast::channel(CAPACITY).0,
+            previewers: Arc::new(AtomicUsize::new(0)),
+        });
+        let previewers = previews.then(|| {
+            topic.previewers.fetch_add(1, Ordering::Relaxed);
+            topic.previewers.clone()
+        });
+        Subscription { rx: topic.tx.subscribe(), previewers }
+    }
+
+    fn send(&self, session_id: &str, item: HubItem) {
+        let mut topics = self.topics.lock().expect("hub lock");
+        if let Some(topic) = topics.get(session_id) {
+            if topic.tx.send(item).is_err() {
+                // Nobody listens any more; drop the topic so idle sessions hold nothing.
+                topics.remove(session_id);
+            }
+        }
+    }
+
+    /// Publishes committed events, in order.
+    pub fn publish(&self, session_id: &str, events: &[EventRecord]) {
+        for e in events {
+            self.send(session_id, HubItem::Event(Arc::new(e.clone())));
+        }
+    }
+
+    /// Whether any subscriber of the session wants preview frames (so the engine can skip
+    /// building them otherwise).
+    pub fn wants_previews(&self, session_id: &str) -> bool {
+        let topics = self.topics.lock().expect("hub lock");
+        topics.get(session_id).is_some_and(|t| t.previewers.load(Ordering::Relaxed) > 0)
+    }
+
+    /// Publishes a preview frame of `of` (`agent.message` or `agent.thinking`).
+    pub fn preview(&self, session_id: &str, thread_id: &str, of: &'static str, frame: Value) {
+        self.send(session_id, HubItem::Preview { thread_id: thread_id.to_string(), of, frame: Arc::new(frame) });
+    }
+
+    /// Tells subscribers the session is gone.
+    pub fn deleted(&self, session_id: &str) {
+        self.send(session_id, HubItem::Deleted);
+        self.topics.lock().expect("hub lock").remove(session_id);
+    }
+
+    /// Number of sessions with live subscribers (for metrics and tests).
+    pub fn topic_count(&self) -> usize {
+        self.topics.lock().expect("hub lock").len()
+    }
+}

@@ -1,0 +1,122 @@
+//! Mast: a self-hostable server for the Claude Managed Agents API.
+//!
+//! [`start`] assembles the store, hub, engine and HTTP router and serves them on a listener;
+//! the binary and the integration tests both go through it.
+
+pub mod api;
+pub mod cli;
+pub mod config;
+pub mod domain;
+pub mod engine;
+pub mod hub;
+pub mod models;
+pub mod store;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::auth::{Authenticator, DEFAULT_WORKSPACE, hash_key};
+use crate::api::{AppState, Shared};
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::hub::Hub;
+use crate::models::Models;
+use crate::store::Store;
+
+/// Opens the configured store (Postgres when `database_url` is set, else SQLite), migrated.
+pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(match &config.database_url {
+        Some(url) => Arc::new(
+            store::postgres::connect(url, config.db_max_connections)
+                .await
+                .with_context(|| "could not open the Postgres store (DATABASE_URL)")?,
+        ),
+        None => Arc::new(
+            store::sqlite::open(&config.data_dir)
+                .await
+                .with_context(|| format!("could not open the SQLite store in {}", config.data_dir.display()))?,
+        ),
+    })
+}
+
+/// Creates a new API key for a workspace (created if missing); returns the key, shown once.
+pub async fn create_api_key(store: &dyn Store, workspace: &str) -> anyhow::Result<String> {
+    let ws = store.ensure_workspace(workspace).await?;
+    let key = format!("mast_sk_{}", domain::ids::new_secret(48));
+    store.insert_api_key(&domain::ids::new_id("apikey"), &ws, &hash_key(&key)).await?;
+    Ok(key)
+}
+
+/// A running server.
+pub struct Running {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    shutdown: CancellationToken,
+    engine: Engine,
+    server: JoinHandle<std::io::Result<()>>,
+    grace: std::time::Duration,
+}
+
+impl Running {
+    /// Graceful stop: no new connections, streams end, runners hand their sessions back.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.engine.shutdown(self.grace).await;
+        let _ = tokio::time::timeout(self.grace, self.server).await;
+    }
+
+    /// Number of session runners alive (for tests and metrics).
+    pub fn active_runners(&self) -> usize {
+        self.engine.active_runners()
+    }
+}
+
+/// Starts serving on `listener` with `config`.
+pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Running> {
+    let store = open_store(&config).await?;
+    let addr = listener.local_addr()?;
+    if let Some(key) = &config.bootstrap_api_key {
+        if store.workspace_for_key(&hash_key(key)).await?.is_none() {
+            store.insert_api_key(&domain::ids::new_id("apikey"), DEFAULT_WORKSPACE, &hash_key(key)).await?;
+            tracing::info!("bootstrap API key registered for the default workspace");
+        }
+    }
+    let keys = store.count_api_keys().await?;
+    let loopback = addr.ip().is_loopback();
+    if keys == 0 {
+        if !loopback && !config.allow_unauthenticated {
+            anyhow::bail!(
+                "refusing to serve on {addr} without API keys: create one with `mast keys create`, set MAST_BOOTSTRAP_API_KEY, \
+                 or pass --allow-unauthenticated"
+            );
+        }
+        tracing::warn!("no API keys exist: accepting unauthenticated requests into the default workspace");
+    }
+    let mut engine_config = config.engine.clone();
+    engine_config.single_replica = config.database_url.is_none();
+    let hub = Arc::new(Hub::default());
+    let models = Arc::new(Models::new(config.anthropic.clone()));
+    let engine = Engine::new(store.clone(), hub.clone(), models.clone(), engine_config);
+    let shutdown = CancellationToken::new();
+    let state = AppState(Arc::new(Shared {
+        store: store.clone(),
+        auth: Authenticator::new(loopback || config.allow_unauthenticated),
+        hub,
+        engine: engine.clone(),
+        models,
+        shutdown: shutdown.clone(),
+    }));
+    engine.start().await?;
+    let app = api::router(state);
+    let token = shutdown.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).with_graceful_shutdown(async move { token.cancelled().await }).await
+    });
+    tracing::info!(%addr, store = store.backend(), "mast is listening");
+    Ok(Running { addr, shutdown, engine, server, grace: config.shutdown_grace })
+}

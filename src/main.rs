@@ -1,0 +1,62 @@
+//! The `mast` binary: parses the command line, sets up logging, and calls into the library.
+
+use clap::Parser;
+use mast::cli::{Cli, Command, KeysCommand};
+use tracing_subscriber::EnvFilter;
+
+fn init_logging() {
+    let filter = EnvFilter::try_from_env("MAST_LOG").unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let json = std::env::var("MAST_LOG_FORMAT").is_ok_and(|f| f == "json");
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { listen, store, allow_unauthenticated } => {
+            init_logging();
+            let mut config = store.config();
+            config.listen = listen;
+            config.allow_unauthenticated = allow_unauthenticated;
+            config.bootstrap_api_key = std::env::var("MAST_BOOTSTRAP_API_KEY").ok().filter(|k| !k.is_empty());
+            let config = config.with_env_tuning()?;
+            let listener = tokio::net::TcpListener::bind(config.listen).await?;
+            let running = mast::start(config, listener).await?;
+            shutdown_signal().await;
+            tracing::info!("shutting down");
+            running.stop().await;
+        }
+        Command::Migrate { store } => {
+            init_logging();
+            mast::open_store(&store.config()).await?;
+            eprintln!("migrations are up to date");
+        }
+        Command::Keys { command: KeysCommand::Create { workspace, store } } => {
+            let s = mast::open_store(&store.config()).await?;
+            let key = mast::create_api_key(s.as_ref(), &workspace).await?;
+            println!("{key}");
+        }
+        Command::Openapi => print!("{}", mast::api::openapi::document()),
+    }
+    Ok(())
+}

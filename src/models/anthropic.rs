@@ -1,0 +1,344 @@
+//! The Anthropic Messages API over streaming SSE, configured like the official SDKs
+//! (`ANTHROPIC_API_KEY` / `ANTHROPIC_AUTH_TOKEN`, `ANTHROPIC_BASE_URL`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use serde_json::{Map, Value, json};
+
+use super::sse::SseDecoder;
+use super::{Delta, DeltaSink, ErrorKind, ModelClient, ModelError, ModelRequest, ModelResponse};
+use crate::domain::model_config::EffortLevel;
+use crate::domain::session::ModelUsage;
+
+/// Connection settings for the Messages API.
+#[derive(Debug, Clone)]
+pub struct AnthropicConfig {
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub auth_token: Option<String>,
+    /// Longest silence tolerated on a stream before it counts as a dropped connection.
+    pub read_timeout: Duration,
+}
+
+impl AnthropicConfig {
+    /// Reads the same environment variables as the official SDKs.
+    pub fn from_env() -> Self {
+        AnthropicConfig {
+            base_url: std::env::var("ANTHROPIC_BASE_URL").unwrap_or_else(|_| "https://api.anthropic.com".into()),
+            api_key: std::env::var("ANTHROPIC_API_KEY").ok().filter(|k| !k.is_empty()),
+            auth_token: std::env::var("ANTHROPIC_AUTH_TOKEN").ok().filter(|k| !k.is_empty()),
+            read_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// The Messages API client.
+pub struct AnthropicClient {
+    http: reqwest::Client,
+    config: AnthropicConfig,
+}
+
+impl AnthropicClient {
+    /// Builds a client; the HTTP connection pool is shared by every session.
+    pub fn new(config: AnthropicConfig) -> Self {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .read_timeout(config.read_timeout)
+            .build()
+            .expect("http client");
+        AnthropicClient { http, config }
+    }
+
+    fn body(&self, req: &ModelRequest) -> Value {
+        let ephemeral = json!({"type": "ephemeral"});
+        let mut messages: Vec<Value> = req
+            .messages
+            .iter()
+            .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
+            .collect();
+        // A moving cache breakpoint on the newest block lets each request reuse the previous
+        // one's prefix.
+        if let Some(last) = messages.last_mut().and_then(|m| m["content"].as_array_mut()).and_then(|c| c.last_mut()) {
+            if let Some(o) = last.as_object_mut() {
+                o.insert("cache_control".into(), ephemeral.clone());
+            }
+        }
+        let mut body = json!({
+            "model": req.model,
+            "max_tokens": req.max_tokens,
+            "stream": true,
+            "messages": messages,
+        });
+        if let Some(system) = req.system.as_ref().filter(|s| !s.is_empty()) {
+            body["system"] = json!([{"type": "text", "text": system, "cache_control": ephemeral}]);
+        }
+        if !req.tools.is_empty() {
+            let mut tools: Vec<Value> = req
+                .tools
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+                .collect();
+            if let Some(o) = tools.last_mut().and_then(Value::as_object_mut) {
+                o.insert("cache_control".into(), ephemeral);
+            }
+            body["tools"] = Value::Array(tools);
+        }
+        // `high` is every model's default; only send a different level, so models without
+        // effort support keep working with the default.
+        if let Some(e) = req.effort.filter(|e| *e != EffortLevel::High) {
+            body["output_config"] = json!({"effort": e});
+        }
+        if req.fast {
+            body["speed"] = json!("fast");
+        }
+        if let Some(geo) = &req.inference_geo {
+            body["inference_geo"] = json!(geo);
+        }
+        body
+    }
+}
+
+fn classify_status(status: u16, body: &str, retry_after: Option<Duration>) -> ModelError {
+    let message = serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v.pointer("/error/message").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| format!("model provider answered HTTP {status}"));
+    let mut e = match status {
+        429 => ModelError::transient(ErrorKind::RateLimited, message),
+        529 => ModelError::transient(ErrorKind::Overloaded, message),
+        408 | 500..=599 => ModelError::transient(ErrorKind::RequestFailed, message),
+        401 | 403 => ModelError::fatal(ErrorKind::Authentication, message),
+        402 => ModelError::fatal(ErrorKind::Billing, message),
+        400 if message.contains("prompt is too long") || message.contains("context window") => {
+            ModelError::fatal(ErrorKind::ContextWindow, message)
+        }
+        _ => ModelError::fatal(ErrorKind::RequestFailed, message),
+    };
+    e.retry_after = retry_after;
+    e
+}
+
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    if let Some(ms) = headers.get("retry-after-ms").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<f64>().ok()) {
+        return Some(Duration::from_millis(ms as u64));
+    }
+    headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|s| Duration::from_millis((s * 1000.0) as u64))
+}
+
+/// Accumulates a streamed message.
+#[derive(Default)]
+struct Accumulator {
+    blocks: BTreeMap<u64, Map<String, Value>>,
+    partial_json: BTreeMap<u64, String>,
+    text_index: BTreeMap<u64, usize>,
+    stop_reason: Option<String>,
+    stop_details: Option<Value>,
+    usage: ModelUsage,
+    done: bool,
+}
+
+impl Accumulator {
+    fn usage_from(&mut self, u: &Value) {
+        let get = |k: &str| u.get(k).and_then(Value::as_i64);
+        if let Some(v) = get("input_tokens") {
+            self.usage.input_tokens = v;
+        }
+        if let Some(v) = get("output_tokens") {
+            self.usage.output_tokens = v;
+        }
+        if let Some(v) = get("cache_creation_input_tokens") {
+            self.usage.cache_creation_input_tokens = v;
+        }
+        if let Some(v) = get("cache_read_input_tokens") {
+            self.usage.cache_read_input_tokens = v;
+        }
+    }
+
+    fn on_event(&mut self, name: &str, data: &Value, deltas: DeltaSink<'_>) -> Result<(), ModelError> {
+        let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
+        match name {
+            "message_start" => {
+                if let Some(u) = data.pointer("/message/usage") {
+                    self.usage_from(u);
+                }
+            }
+            "content_block_start" => {
+                let block = data.get("content_block").and_then(Value::as_object).cloned().unwrap_or_default();
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        let n = self.text_index.len();
+                        self.text_index.insert(index, n);
+                        let initial = block.get("text").and_then(Value::as_str).unwrap_or("");
+                        if !initial.is_empty() {
+                            deltas(Delta::Text { index: n, text: initial.to_string() });
+                        }
+                    }
+                    Some("thinking") | Some("redacted_thinking") => deltas(Delta::ThinkingStarted),
+                    _ => {}
+                }
+                self.blocks.insert(index, block);
+            }
+            "content_block_delta" => {
+                let delta = data.get("delta").cloned().unwrap_or(Value::Null);
+                let block = self.blocks.entry(index).or_default();
+                let append = |block: &mut Map<String, Value>, key: &str, s: &str| {
+                    let cur = block.get(key).and_then(Value::as_str).unwrap_or("").to_string();
+                    block.insert(key.into(), Value::String(cur + s));
+                };
+                match delta.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => {
+                        let t = delta.get("text").and_then(Value::as_str).unwrap_or("");
+                        append(block, "text", t);
+                        if let Some(n) = self.text_index.get(&index) {
+                            deltas(Delta::Text { index: *n, text: t.to_string() });
+                        }
+                    }
+                    Some("thinking_delta") => append(block, "thinking", delta.get("thinking").and_then(Value::as_str).unwrap_or("")),
+                    Some("signature_delta") => {
+                        block.insert("signature".into(), delta.get("signature").cloned().unwrap_or(Value::Null));
+                    }
+                    Some("input_json_delta") => {
+                        let p = delta.get("partial_json").and_then(Value::as_str).unwrap_or("");
+                        self.partial_json.entry(index).or_default().push_str(p);
+                    }
+                    Some("citations_delta") => {
+                        let c = delta.get("citation").cloned().unwrap_or(Value::Null);
+                        let list = block.entry("citations").or_insert_with(|| Value::Array(vec![]));
+                        if let Some(a) = list.as_array_mut() {
+                            a.push(c);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                if let Some(json) = self.partial_json.remove(&index)
+                    && let Some(block) = self.blocks.get_mut(&index)
+                {
+                    let input = if json.trim().is_empty() {
+                        json!({})
+                    } else {
+                        serde_json::from_str(&json).map_err(|e| {
+                            ModelError::transient(ErrorKind::RequestFailed, format!("model sent malformed tool input: {e}"))
+                        })?
+                    };
+                    block.insert("input".into(), input);
+                }
+            }
+            "message_delta" => {
+                if let Some(r) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop_reason = Some(r.to_string());
+                }
+                if let Some(d) = data.pointer("/delta/stop_details").filter(|d| !d.is_null()) {
+                    self.stop_details = Some(d.clone());
+                }
+                if let Some(u) = data.get("usage") {
+                    self.usage_from(u);
+                }
+            }
+            "message_stop" => self.done = true,
+            "error" => {
+                let kind = data.pointer("/error/type").and_then(Value::as_str).unwrap_or("api_error");
+                let message = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("stream error").to_string();
+                return Err(match kind {
+                    "overloaded_error" => ModelError::transient(ErrorKind::Overloaded, message),
+                    "rate_limit_error" => ModelError::transient(ErrorKind::RateLimited, message),
+                    "api_error" | "timeout_error" => ModelError::transient(ErrorKind::RequestFailed, message),
+                    _ => ModelError::fatal(ErrorKind::RequestFailed, message),
+                });
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<ModelResponse, ModelError> {
+        if !self.done {
+            return Err(ModelError::transient(ErrorKind::RequestFailed, "model stream ended before the message was complete"));
+        }
+        // A tool_use whose input never completed (cut by max_tokens) keeps what was parsed.
+        for (index, json) in std::mem::take(&mut self.partial_json) {
+            if let (Some(block), Ok(v)) = (self.blocks.get_mut(&index), serde_json::from_str::<Value>(&json)) {
+                block.insert("input".into(), v);
+            }
+        }
+        Ok(ModelResponse {
+            content: self.blocks.into_values().map(Value::Object).collect(),
+            stop_reason: self.stop_reason.unwrap_or_else(|| "end_turn".into()),
+            stop_details: self.stop_details,
+            usage: self.usage,
+        })
+    }
+}
+
+#[async_trait]
+impl ModelClient for AnthropicClient {
+    async fn complete(&self, req: &ModelRequest, deltas: DeltaSink<'_>) -> Result<ModelResponse, ModelError> {
+        let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
+        let mut http = self
+            .http
+            .post(url)
+            .header("anthropic-version", "2023-06-01")
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream");
+        if let Some(k) = &self.config.api_key {
+            http = http.header("x-api-key", k);
+        } else if let Some(t) = &self.config.auth_token {
+            http = http.bearer_auth(t);
+        }
+        if req.fast {
+            http = http.header("anthropic-beta", "fast-mode-2026-02-01");
+        }
+        let resp = http.json(&self.body(req)).send().await.map_err(|e| {
+            ModelError::transient(ErrorKind::RequestFailed, format!("could not reach the model provider: {e}"))
+        })?;
+        let status = resp.status().as_u16();
+        if status >= 400 {
+            let after = retry_after(resp.headers());
+            let text = resp.text().await.unwrap_or_default();
+            return Err(classify_status(status, &text, after));
+        }
+        let mut decoder = SseDecoder::default();
+        let mut acc = Accumulator::default();
+        let mut stream = resp.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                ModelError::transient(ErrorKind::RequestFailed, format!("model stream interrupted: {e}"))
+            })?;
+            for ev in decoder.feed(&chunk) {
+                let name = ev.event.unwrap_or_default();
+                if name == "ping" || ev.data.is_empty() {
+                    continue;
+                }
+                let data: Value = serde_json::from_str(&ev.data).map_err(|e| {
+                    ModelError::transient(ErrorKind::RequestFailed, format!("model stream sent invalid JSON: {e}"))
+                })?;
+                let name = if name.is_empty() { data.get("type").and_then(Value::as_str).unwrap_or("").to_string() } else { name };
+                acc.on_event(&name, &data, deltas)?;
+            }
+        }
+        acc.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_http_errors() {
+        assert!(classify_status(529, "", None).retryable);
+        assert_eq!(classify_status(429, "", None).kind, ErrorKind::RateLimited);
+        assert!(!classify_status(401, "", None).retryable);
+        let e = classify_status(400, r#"{"error":{"type":"invalid_request_error","message":"prompt is too long: 300000 tokens"}}"#, None);
+        assert_eq!(e.kind, ErrorKind::ContextWindow);
+        assert!(!e.retryable);
+    }
+}

@@ -1,0 +1,315 @@
+//! Persistence: the [`Store`] trait every backend implements, and the records it moves.
+//!
+//! One SQL implementation ([`sql::SqlStore`]) serves both Postgres and SQLite through sqlx's
+//! `Any` driver; [`postgres`] and [`sqlite`] own connecting, tuning and migrating each.
+
+pub mod postgres;
+mod query;
+pub mod sql;
+pub mod sqlite;
+
+use async_trait::async_trait;
+
+use crate::domain::agent::Agent;
+use crate::domain::environment::Environment;
+use crate::domain::time::Micros;
+
+pub use sql::SqlStore;
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness or precondition conflict (duplicate name, stale version, answered event).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The database could not be reached in time.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    /// The row a transaction needed is not there (or not visible to the caller).
+    #[error("not found")]
+    NotFound,
+    /// A request the current state does not allow (answered tool use, wrong placement).
+    #[error("{0}")]
+    Invalid(#[from] crate::domain::invalid::Invalid),
+    /// Anything else; logged, never shown to clients.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match &e {
+            sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
+                StoreError::Unavailable(e.to_string())
+            }
+            sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict(db.message().to_string()),
+            _ => StoreError::Internal(e.into()),
+        }
+    }
+}
+
+impl From<serde_json::Error> for StoreError {
+    fn from(e: serde_json::Error) -> Self {
+        StoreError::Internal(e.into())
+    }
+}
+
+/// Result of store calls.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Which way a keyset scan walks the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Ascending,
+    Descending,
+}
+
+/// A page request in store terms: rows strictly beyond `after` in `direction`, at most `limit`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scan<K> {
+    pub after: Option<K>,
+    pub direction: Direction,
+    pub limit: i64,
+}
+
+/// Filters of `GET /v1/agents`.
+#[derive(Debug, Clone, Default)]
+pub struct AgentFilter {
+    pub include_archived: bool,
+    pub created_gte: Option<Micros>,
+    pub created_lte: Option<Micros>,
+}
+
+/// Filters of `GET /v1/sessions`.
+#[derive(Debug, Clone, Default)]
+pub struct SessionFilter {
+    pub agent_id: Option<String>,
+    pub agent_version: Option<i64>,
+    pub include_archived: bool,
+    pub statuses: Vec<String>,
+    pub created_gt: Option<Micros>,
+    pub created_gte: Option<Micros>,
+    pub created_lt: Option<Micros>,
+    pub created_lte: Option<Micros>,
+}
+
+/// Filters of `GET /v1/sessions/{id}/events` (times compare against `processed_at`).
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub types: Vec<String>,
+    pub thread_id: Option<String>,
+    pub processed_gt: Option<Micros>,
+    pub processed_gte: Option<Micros>,
+    pub processed_lt: Option<Micros>,
+    pub processed_lte: Option<Micros>,
+}
+
+/// A session row: the stored wire body plus the columns the engine and lists work with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRecord {
+    pub id: String,
+    pub workspace_id: String,
+    pub agent_id: String,
+    pub agent_version: i64,
+    pub environment_id: String,
+    pub status: String,
+    /// JSON: title, metadata, agent snapshot, resources, vault ids, budget, environment snapshot.
+    pub body: String,
+    /// JSON `SessionUsage`.
+    pub usage: String,
+    pub active_micros: i64,
+    pub running_since: Option<Micros>,
+    pub last_seq: i64,
+    /// JSON engine state cached from the log (pending blocking events, and the like).
+    pub engine: String,
+    pub created_at: Micros,
+    pub updated_at: Micros,
+    pub archived_at: Option<Micros>,
+    pub terminated_at: Option<Micros>,
+}
+
+/// A thread row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadRecord {
+    pub id: String,
+    pub session_id: String,
+    pub parent_thread_id: Option<String>,
+    pub spawning_event_id: Option<String>,
+    pub status: String,
+    /// JSON: agent snapshot, agent name, usage, stats.
+    pub body: String,
+    pub created_at: Micros,
+    pub updated_at: Micros,
+    pub archived_at: Option<Micros>,
+}
+
+/// An event about to be appended. `body` is the wire object without `id` and
+/// `processed_at`, which live in columns and are added back when the event is read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    pub id: String,
+    pub thread_id: Option<String>,
+    pub kind: String,
+    pub body: serde_json::Value,
+    /// Private data the loop needs to rebuild model context; never sent to clients.
+    pub internal: Option<serde_json::Value>,
+    /// The blocking event this one answers, and how (`result` or `confirmation`).
+    pub answers: Option<(String, &'static str)>,
+    pub processed_at: Option<Micros>,
+}
+
+/// A persisted event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRecord {
+    pub session_id: String,
+    pub seq: i64,
+    pub id: String,
+    pub thread_id: Option<String>,
+    pub kind: String,
+    pub body: serde_json::Value,
+    pub internal: Option<serde_json::Value>,
+    pub processed_at: Option<Micros>,
+    pub created_at: Micros,
+}
+
+impl EventRecord {
+    /// The event as clients see it: its body plus `type`, `id` and `processed_at`.
+    pub fn wire(&self) -> serde_json::Value {
+        let mut v = self.body.clone();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("id".into(), self.id.clone().into());
+            o.insert("type".into(), self.kind.clone().into());
+            o.insert(
+                "processed_at".into(),
+                crate::domain::time::format_opt(self.processed_at).into(),
+            );
+        }
+        v
+    }
+}
+
+/// Who is writing to a session: a client request, or the runner that must still hold the
+/// session's lease (fencing: a replaced runner cannot write).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Writer {
+    Client,
+    Runner { owner: String },
+}
+
+/// What a session transaction decided: events to append and queued events to mark processed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TxnOutput {
+    pub events: Vec<NewEvent>,
+    /// Queued events consumed by this transaction (their `processed_at` is set).
+    pub mark_processed: Vec<String>,
+    /// Marks every queued event of the session processed (an interrupt flushes the queue).
+    pub flush_queued: bool,
+}
+
+/// A decision taken against the locked session row. It may change the row's cached columns
+/// in place and returns what to append; an error aborts the transaction and is returned.
+pub type SessionTxn = Box<dyn FnOnce(&mut SessionRecord) -> Result<TxnOutput, StoreError> + Send>;
+
+/// Outcome of deleting something that may refuse while busy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deleted {
+    Yes,
+    Missing,
+    Busy,
+}
+
+/// Everything Mast persists. Both backends implement it with the same semantics (proven by
+/// the shared store test suite).
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Which backend this is (`postgres` or `sqlite`), for logs and readiness.
+    fn backend(&self) -> &'static str;
+
+    // ---- workspaces and keys ----
+
+    /// The id of the workspace named `name`, creating it if needed.
+    async fn ensure_workspace(&self, name: &str) -> StoreResult<String>;
+    /// Stores a new API key (hash only) for a workspace.
+    async fn insert_api_key(&self, id: &str, workspace_id: &str, key_hash: &str) -> StoreResult<()>;
+    /// The workspace of the key with this hash, if any.
+    async fn workspace_for_key(&self, key_hash: &str) -> StoreResult<Option<String>>;
+    /// How many API keys exist at all (zero means the server may run open on loopback).
+    async fn count_api_keys(&self) -> StoreResult<i64>;
+
+    // ---- agents ----
+
+    /// Inserts a new agent with its first version.
+    async fn insert_agent(&self, workspace_id: &str, agent: &Agent) -> StoreResult<()>;
+    /// An agent at `version` (latest when None), with the agent-level `archived_at` applied.
+    async fn get_agent(&self, workspace_id: &str, id: &str, version: Option<i64>) -> StoreResult<Option<Agent>>;
+    /// Appends `agent` as the next version if the current version is still `expected`;
+    /// `Conflict` otherwise.
+    async fn append_agent_version(&self, workspace_id: &str, agent: &Agent, expected: i64) -> StoreResult<()>;
+    /// Lists latest versions of agents by id.
+    async fn list_agents(&self, workspace_id: &str, filter: &AgentFilter, scan: &Scan<String>) -> StoreResult<Vec<Agent>>;
+    /// Lists versions of one agent by version number.
+    async fn list_agent_versions(&self, workspace_id: &str, id: &str, scan: &Scan<i64>) -> StoreResult<Vec<Agent>>;
+    /// Marks an agent archived (idempotent); returns the latest version.
+    async fn archive_agent(&self, workspace_id: &str, id: &str, at: Micros) -> StoreResult<Option<Agent>>;
+
+    // ---- environments ----
+
+    /// Inserts an environment; `Conflict` when the name is taken in the workspace.
+    async fn insert_environment(&self, workspace_id: &str, env: &Environment, created_at: Micros) -> StoreResult<()>;
+    /// One environment.
+    async fn get_environment(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Environment>>;
+    /// Replaces an environment's stored body; `Conflict` when the new name is taken.
+    async fn update_environment(&self, workspace_id: &str, env: &Environment, at: Micros, archived: bool) -> StoreResult<()>;
+    /// Lists environments by id.
+    async fn list_environments(&self, workspace_id: &str, include_archived: bool, scan: &Scan<String>) -> StoreResult<Vec<Environment>>;
+    /// Deletes an environment; false when it did not exist.
+    async fn delete_environment(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
+
+    // ---- sessions and threads ----
+
+    /// Inserts a session, its primary thread and its first events in one transaction.
+    async fn create_session(&self, session: &SessionRecord, thread: &ThreadRecord, events: &[NewEvent]) -> StoreResult<Vec<EventRecord>>;
+    /// One session in a workspace.
+    async fn get_session(&self, workspace_id: &str, id: &str) -> StoreResult<Option<SessionRecord>>;
+    /// One session by id alone (the engine's view).
+    async fn get_session_by_id(&self, id: &str) -> StoreResult<Option<SessionRecord>>;
+    /// Lists sessions by id.
+    async fn list_sessions(&self, workspace_id: &str, filter: &SessionFilter, scan: &Scan<String>) -> StoreResult<Vec<SessionRecord>>;
+    /// Deletes a session with its threads and events unless it is running.
+    async fn delete_session(&self, workspace_id: &str, id: &str) -> StoreResult<Deleted>;
+    /// Threads of a session by id.
+    async fn list_threads(&self, session_id: &str, scan: &Scan<String>) -> StoreResult<Vec<ThreadRecord>>;
+    /// One thread of a session.
+    async fn get_thread(&self, session_id: &str, id: &str) -> StoreResult<Option<ThreadRecord>>;
+
+    // ---- events ----
+
+    /// Locks the session row, runs `f` on it and, in the same transaction, writes the row's
+    /// cached columns back, appends the returned events with consecutive sequence numbers and
+    /// marks queued events processed. `Ok(None)` when the session does not exist.
+    async fn transact(&self, session_id: &str, writer: &Writer, f: SessionTxn) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>>;
+    /// Ids of a session's queued (unprocessed) events, in order.
+    async fn queued_events(&self, session_id: &str) -> StoreResult<Vec<EventRecord>>;
+    /// Events of a session by sequence number.
+    async fn list_events(&self, session_id: &str, filter: &EventFilter, scan: &Scan<i64>) -> StoreResult<Vec<EventRecord>>;
+    /// Events with sequence numbers greater than `after_seq`, in order (stream replay, runner).
+    async fn events_after(&self, session_id: &str, after_seq: i64, limit: i64) -> StoreResult<Vec<EventRecord>>;
+    /// One event by id within a session.
+    async fn get_event(&self, session_id: &str, id: &str) -> StoreResult<Option<EventRecord>>;
+    /// Whether an answer of `kind` to blocking event `id` exists.
+    async fn has_answer(&self, session_id: &str, id: &str, kind: &str) -> StoreResult<bool>;
+
+    // ---- leases ----
+
+    /// Claims the session's lease for `owner` until `until` if it is free, expired or
+    /// already `owner`'s. Returns whether `owner` now holds it.
+    async fn claim_lease(&self, session_id: &str, owner: &str, now: Micros, until: Micros) -> StoreResult<bool>;
+    /// Extends a held lease; false when `owner` no longer holds it.
+    async fn renew_lease(&self, session_id: &str, owner: &str, until: Micros) -> StoreResult<bool>;
+    /// Releases a held lease.
+    async fn release_lease(&self, session_id: &str, owner: &str) -> StoreResult<()>;
+    /// Drops leases held by any owner but `owner` (single-replica start-up); returns how many.
+    async fn clear_foreign_leases(&self, owner: &str) -> StoreResult<u64>;
+    /// Sessions that need a runner: active status or queued input, and no live lease.
+    async fn sessions_needing_runner(&self, now: Micros, limit: i64) -> StoreResult<Vec<String>>;
+}

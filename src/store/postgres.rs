@@ -1,0 +1,29 @@
+//! Connecting to Postgres: pool settings and migrations (`migrations/postgres`).
+
+use std::time::Duration;
+
+use sqlx::any::AnyPoolOptions;
+
+use super::sql::{Dialect, SqlStore};
+use super::StoreResult;
+
+/// Migrations embedded in the binary.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
+
+/// Connects to `url`, runs pending migrations, and returns the store.
+pub async fn connect(url: &str, max_connections: u32) -> StoreResult<SqlStore> {
+    sqlx::any::install_default_drivers();
+    let pool = AnyPoolOptions::new()
+        .max_connections(max_connections)
+        // Fail fast while the database is down instead of hanging requests.
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(url)
+        .await?;
+    MIGRATOR.run(&pool).await.map_err(|e| anyhow::anyhow!("postgres migrations failed: {e}"))?;
+    Ok(SqlStore::new(pool.clone(), pool, Dialect::Postgres))
+}
+
+/// Runs migrations only (`mast migrate`).
+pub async fn migrate(url: &str) -> StoreResult<()> {
+    connect(url, 1).await.map(|_| ())
+}
