@@ -65,8 +65,19 @@ fn input_blocks(ev: &EventRecord) -> Vec<Value> {
     content
 }
 
+/// Where an event sits in the conversation: its sequence number, except for queued input,
+/// which counts from the point the loop consumed it (`internal.after_seq`).
+fn position(e: &EventRecord) -> (i64, i64) {
+    match e.internal.as_ref().and_then(|i| i.get("after_seq")).and_then(Value::as_i64) {
+        Some(after) => (after, 1),
+        None => (e.seq, 0),
+    }
+}
+
 /// Builds the context of one thread from its events (in sequence order).
 pub fn build(events: &[EventRecord]) -> Context {
+    let mut ordered: Vec<&EventRecord> = events.iter().collect();
+    ordered.sort_by_key(|e| position(e));
     let mut messages = Vec::new();
     let mut open: Vec<String> = Vec::new();
     let mut results: HashMap<String, Value> = HashMap::new();
@@ -74,6 +85,8 @@ pub fn build(events: &[EventRecord]) -> Context {
     let mut last_stop: Option<(String, Option<Value>)> = None;
     let mut continuations = 0u32;
     let mut started: Option<String> = None;
+    // Whether the newest thing in the log is a model response (which may have no content).
+    let mut after_response = false;
 
     let close_open = |messages: &mut Vec<Message>, open: &mut Vec<String>, results: &mut HashMap<String, Value>, deferred: &mut Vec<Value>| {
         let mut blocks: Vec<Value> = open.drain(..).filter_map(|id| results.remove(&id)).collect();
@@ -81,7 +94,7 @@ pub fn build(events: &[EventRecord]) -> Context {
         push(messages, Role::User, blocks);
     };
 
-    for ev in events {
+    for ev in ordered {
         match ev.kind.as_str() {
             kind::USER_MESSAGE | kind::SYSTEM_MESSAGE if ev.processed_at.is_some() => {
                 let blocks = input_blocks(ev);
@@ -92,6 +105,7 @@ pub fn build(events: &[EventRecord]) -> Context {
                 }
                 last_stop = None;
                 continuations = 0;
+                after_response = false;
             }
             kind::SPAN_START => started = Some(ev.id.clone()),
             kind::SPAN_END => {
@@ -114,6 +128,7 @@ pub fn build(events: &[EventRecord]) -> Context {
                     .filter_map(|b| b.get("id").and_then(Value::as_str).map(str::to_string))
                     .collect();
                 last_stop = Some((stop, internal.get("stop_details").cloned().filter(|d| !d.is_null())));
+                after_response = true;
             }
             kind::AGENT_TOOL_RESULT => {
                 if let Some((id, b)) = result_block(ev, "tool_use_id") {
@@ -135,19 +150,24 @@ pub fn build(events: &[EventRecord]) -> Context {
     }
 
     let missing: Vec<String> = open.iter().filter(|id| !results.contains_key(*id)).cloned().collect();
-    if !open.is_empty() && missing.is_empty() {
+    let tools_answered = !open.is_empty() && missing.is_empty();
+    if tools_answered {
         close_open(&mut messages, &mut open, &mut results, &mut deferred);
     } else if open.is_empty() && !deferred.is_empty() {
         push(&mut messages, Role::User, std::mem::take(&mut deferred));
     }
 
-    let tail = match messages.last() {
-        None => Tail::Empty,
-        Some(m) if m.role == Role::User => Tail::User,
-        Some(_) if !missing.is_empty() => Tail::AwaitingTools(missing),
-        Some(_) => {
-            let (stop_reason, stop_details) = last_stop.unwrap_or_else(|| ("end_turn".into(), None));
-            Tail::Assistant { stop_reason, stop_details, continuations }
+    let tail = if !missing.is_empty() {
+        Tail::AwaitingTools(missing)
+    } else if !tools_answered && after_response {
+        // Also covers responses with no content at all (a bare refusal).
+        let (stop_reason, stop_details) = last_stop.unwrap_or_else(|| ("end_turn".into(), None));
+        Tail::Assistant { stop_reason, stop_details, continuations }
+    } else {
+        match messages.last() {
+            None => Tail::Empty,
+            Some(m) if m.role == Role::User => Tail::User,
+            Some(_) => Tail::Assistant { stop_reason: "end_turn".into(), stop_details: None, continuations: 0 },
         }
     };
     Context { messages, tail, dangling_request: started }
@@ -201,6 +221,23 @@ mod tests {
         assert_eq!(c.messages.len(), 3);
         assert_eq!(c.messages[2].content[0]["type"], "tool_result");
         assert_eq!(c.messages[2].content[1]["text"], "also this");
+    }
+
+    #[test]
+    fn input_consumed_after_a_response_follows_it() {
+        let mut queued = ev(3, kind::USER_MESSAGE, json!({"content": text("second")}), Some(json!({"after_seq": 5})), true);
+        queued.processed_at = Some(2);
+        let events = vec![
+            ev(1, kind::USER_MESSAGE, json!({"content": text("first")}), None, true),
+            ev(2, kind::SPAN_START, json!({}), None, true),
+            queued,
+            ev(4, kind::AGENT_MESSAGE, json!({}), None, true),
+            ev(5, kind::SPAN_END, json!({}), Some(json!({"content":[{"type":"text","text":"one"}],"stop_reason":"end_turn"})), true),
+        ];
+        let c = build(&events);
+        assert_eq!(c.tail, Tail::User);
+        assert_eq!(c.messages.len(), 3);
+        assert_eq!(c.messages[2].content[0]["text"], "second");
     }
 
     #[test]

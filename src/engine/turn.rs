@@ -233,17 +233,18 @@ impl Loop<'_> {
     /// Marks queued input processed; it becomes part of the next model request.
     async fn consume(&mut self, ids: Vec<String>) -> Result<(), RunError> {
         let n = ids.len() as u32;
-        self.commit(
-            move |_, st| {
-                st.queued = st.queued.saturating_sub(n);
-                Ok(vec![])
-            },
-            ids.clone(),
-        )
-        .await?;
+        let consumed = ids.clone();
+        let txn = Box::new(move |rec: &mut SessionRecord| {
+            let mut st = EngineState::of(rec)?;
+            st.queued = st.queued.saturating_sub(n);
+            st.store(rec)?;
+            Ok(TxnOutput { mark_processed: consumed, ..Default::default() })
+        });
+        let (rec, _) = self.hold(self.inner.store.transact(&self.sid, &self.writer, txn)).await?.ok_or(RunError::Gone)?;
         let now = time::now();
         for e in self.events.iter_mut().filter(|e| ids.contains(&e.id)) {
             e.processed_at = Some(now);
+            e.internal = Some(json!({ "after_seq": rec.last_seq }));
         }
         Ok(())
     }

@@ -200,7 +200,8 @@ pub enum Writer {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TxnOutput {
     pub events: Vec<NewEvent>,
-    /// Queued events consumed by this transaction (their `processed_at` is set).
+    /// Queued events consumed by this transaction: their `processed_at` is set and their
+    /// `internal` records `{"after_seq": N}`, the log position at which they were consumed.
     pub mark_processed: Vec<String>,
     /// Marks every queued event of the session processed (an interrupt flushes the queue).
     pub flush_queued: bool,

@@ -600,8 +600,13 @@ impl Store for SqlStore {
         }
         let events = self.insert_events(&mut tx, session_id, first_seq, &out.events, now).await?;
         if !out.mark_processed.is_empty() {
+            // Consumed input takes its place in the conversation after everything logged so
+            // far, whatever its sequence number (see engine::context).
+            let position = serde_json::json!({ "after_seq": rec.last_seq }).to_string();
             let mut sql = Sql::new("UPDATE events SET processed_at = ");
             sql.bind(now)
+                .push(", internal = ")
+                .bind(position)
                 .push(" WHERE session_id = ")
                 .bind(session_id)
                 .push(" AND processed_at IS NULL AND id IN ")

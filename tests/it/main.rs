@@ -1,0 +1,12 @@
+//! The integration suite: real servers on 127.0.0.1:0 over SQLite and Postgres.
+
+mod support;
+
+mod agents;
+mod engine;
+mod environments;
+mod errors;
+mod openapi;
+mod sessions;
+mod store;
+mod stream;

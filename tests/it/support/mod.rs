@@ -1,0 +1,183 @@
+//! Test support: a real server on 127.0.0.1:0 per test with a fresh store (a new SQLite file,
+//! or a new Postgres database), HTTP and SSE clients, and a scripted Messages API server.
+
+#![allow(dead_code)]
+
+pub mod http;
+pub mod mock_anthropic;
+pub mod sse;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mast::config::Config;
+use mast::models::anthropic::AnthropicConfig;
+use tempfile::TempDir;
+
+pub use http::Client;
+
+/// Which store a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The admin URL of the test Postgres cluster, if the test run has one.
+pub fn postgres_admin_url() -> Option<String> {
+    std::env::var("MAST_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty())
+}
+
+/// Creates a fresh, empty database on the test cluster and returns its URL.
+pub async fn fresh_postgres_database() -> String {
+    use sqlx::Connection;
+    let admin = postgres_admin_url().expect("MAST_TEST_DATABASE_URL");
+    let name = format!("mast_t_{}", mast::domain::ids::new_secret(12).to_lowercase());
+    let mut conn = sqlx::PgConnection::connect(&admin).await.expect("connect to test postgres");
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("create database");
+    conn.close().await.ok();
+    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or(admin);
+    format!("{base}/{name}")
+}
+
+/// Runs a test body on SQLite, or on Postgres when the run has a cluster (skipping loudly
+/// otherwise; the test script refuses to skip).
+#[macro_export]
+macro_rules! backend_tests {
+    ($($name:ident),* $(,)?) => {
+        pub mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::Backend::Sqlite).await;
+                }
+            )*
+        }
+        pub mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if $crate::support::postgres_admin_url().is_none() {
+                        eprintln!("SKIPPED on Postgres: set MAST_TEST_DATABASE_URL");
+                        return;
+                    }
+                    super::$name($crate::support::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
+/// A server under test.
+pub struct TestServer {
+    pub url: String,
+    pub client: Client,
+    pub backend: Backend,
+    pub data_dir: PathBuf,
+    pub database_url: Option<String>,
+    running: Option<mast::Running>,
+    _dir: Option<TempDir>,
+}
+
+/// Options for [`TestServer::start_with`].
+#[derive(Clone)]
+pub struct Options {
+    pub anthropic_base_url: Option<String>,
+    pub api_key: Option<String>,
+    pub max_retries: u32,
+    pub max_requests_per_turn: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { anthropic_base_url: None, api_key: None, max_retries: 3, max_requests_per_turn: 100 }
+    }
+}
+
+/// A config tuned for tests: short leases and retry delays.
+pub fn test_config(data_dir: PathBuf, database_url: Option<String>, opts: &Options) -> Config {
+    let mut c = Config::new("127.0.0.1:0".parse().unwrap(), data_dir);
+    c.database_url = database_url;
+    c.db_max_connections = 8;
+    c.engine.lease_ttl = Duration::from_secs(2);
+    c.engine.reap_interval = Duration::from_millis(200);
+    c.engine.retry_base = Duration::from_millis(20);
+    c.engine.retry_cap = Duration::from_millis(100);
+    c.engine.max_retries = opts.max_retries;
+    c.engine.max_requests_per_turn = opts.max_requests_per_turn;
+    c.bootstrap_api_key = opts.api_key.clone();
+    c.anthropic = AnthropicConfig {
+        base_url: opts.anthropic_base_url.clone().unwrap_or_else(|| "http://127.0.0.1:9".into()),
+        api_key: Some("test-key".into()),
+        auth_token: None,
+        read_timeout: Duration::from_secs(30),
+    };
+    c.shutdown_grace = Duration::from_secs(5);
+    c
+}
+
+impl TestServer {
+    /// A server with default options.
+    pub async fn start(backend: Backend) -> Self {
+        Self::start_with(backend, Options::default()).await
+    }
+
+    /// A server with a fresh store of `backend`.
+    pub async fn start_with(backend: Backend, opts: Options) -> Self {
+        let dir = TempDir::new().unwrap();
+        let database_url = match backend {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(fresh_postgres_database().await),
+        };
+        let config = test_config(dir.path().to_path_buf(), database_url.clone(), &opts);
+        let data_dir = dir.path().to_path_buf();
+        let mut s = Self::boot(config, backend).await;
+        s.data_dir = data_dir;
+        s.database_url = database_url;
+        s._dir = Some(dir);
+        if let Some(k) = opts.api_key {
+            s.client = s.client.with_key(&k);
+        }
+        s
+    }
+
+    /// Boots a server on an existing config (used to restart on the same store).
+    pub async fn boot(config: Config, backend: Backend) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let data_dir = config.data_dir.clone();
+        let database_url = config.database_url.clone();
+        let running = mast::start(config, listener).await.expect("server starts");
+        let url = format!("http://{}", running.addr);
+        TestServer { client: Client::new(&url), url, backend, data_dir, database_url, running: Some(running), _dir: None }
+    }
+
+    /// Stops the server gracefully (the store stays for a restart).
+    pub async fn stop(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.stop().await;
+        }
+    }
+
+    /// Runner tasks alive in this server.
+    pub fn active_runners(&self) -> usize {
+        self.running.as_ref().map_or(0, |r| r.active_runners())
+    }
+}
+
+/// Polls `f` until it returns Some, failing after `secs`.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
