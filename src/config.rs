@@ -45,13 +45,20 @@ impl Config {
     pub fn with_env_tuning(mut self) -> anyhow::Result<Self> {
         fn ms(name: &str) -> anyhow::Result<Option<Duration>> {
             match std::env::var(name) {
-                Ok(v) => Ok(Some(Duration::from_millis(v.parse().map_err(|_| anyhow::anyhow!("{name} must be milliseconds"))?))),
+                Ok(v) => {
+                    Ok(Some(Duration::from_millis(v.parse().map_err(|_| {
+                        anyhow::anyhow!("{name} must be milliseconds")
+                    })?)))
+                }
                 Err(_) => Ok(None),
             }
         }
         fn num(name: &str) -> anyhow::Result<Option<u32>> {
             match std::env::var(name) {
-                Ok(v) => Ok(Some(v.parse().map_err(|_| anyhow::anyhow!("{name} must be a number"))?)),
+                Ok(v) => Ok(Some(
+                    v.parse()
+                        .map_err(|_| anyhow::anyhow!("{name} must be a number"))?,
+                )),
                 Err(_) => Ok(None),
             }
         }

@@ -39,7 +39,12 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
         None => Arc::new(
             store::sqlite::open(&config.data_dir)
                 .await
-                .with_context(|| format!("could not open the SQLite store in {}", config.data_dir.display()))?,
+                .with_context(|| {
+                    format!(
+                        "could not open the SQLite store in {}",
+                        config.data_dir.display()
+                    )
+                })?,
         ),
     })
 }
@@ -48,7 +53,9 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
 pub async fn create_api_key(store: &dyn Store, workspace: &str) -> anyhow::Result<String> {
     let ws = store.ensure_workspace(workspace).await?;
     let key = format!("mast_sk_{}", domain::ids::new_secret(48));
-    store.insert_api_key(&domain::ids::new_id("apikey"), &ws, &hash_key(&key)).await?;
+    store
+        .insert_api_key(&domain::ids::new_id("apikey"), &ws, &hash_key(&key))
+        .await?;
     Ok(key)
 }
 
@@ -80,11 +87,17 @@ impl Running {
 pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Running> {
     let store = open_store(&config).await?;
     let addr = listener.local_addr()?;
-    if let Some(key) = &config.bootstrap_api_key {
-        if store.workspace_for_key(&hash_key(key)).await?.is_none() {
-            store.insert_api_key(&domain::ids::new_id("apikey"), DEFAULT_WORKSPACE, &hash_key(key)).await?;
-            tracing::info!("bootstrap API key registered for the default workspace");
-        }
+    if let Some(key) = &config.bootstrap_api_key
+        && store.workspace_for_key(&hash_key(key)).await?.is_none()
+    {
+        store
+            .insert_api_key(
+                &domain::ids::new_id("apikey"),
+                DEFAULT_WORKSPACE,
+                &hash_key(key),
+            )
+            .await?;
+        tracing::info!("bootstrap API key registered for the default workspace");
     }
     let keys = store.count_api_keys().await?;
     let loopback = addr.ip().is_loopback();
@@ -95,7 +108,9 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
                  or pass --allow-unauthenticated"
             );
         }
-        tracing::warn!("no API keys exist: accepting unauthenticated requests into the default workspace");
+        tracing::warn!(
+            "no API keys exist: accepting unauthenticated requests into the default workspace"
+        );
     }
     let mut engine_config = config.engine.clone();
     engine_config.single_replica = config.database_url.is_none();
@@ -115,8 +130,16 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     let app = api::router(state);
     let token = shutdown.clone();
     let server = tokio::spawn(async move {
-        axum::serve(listener, app).with_graceful_shutdown(async move { token.cancelled().await }).await
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { token.cancelled().await })
+            .await
     });
     tracing::info!(%addr, store = store.backend(), "mast is listening");
-    Ok(Running { addr, shutdown, engine, server, grace: config.shutdown_grace })
+    Ok(Running {
+        addr,
+        shutdown,
+        engine,
+        server,
+        grace: config.shutdown_grace,
+    })
 }

@@ -5,9 +5,12 @@ use mast::cli::{Cli, Command, KeysCommand};
 use tracing_subscriber::EnvFilter;
 
 fn init_logging() {
-    let filter = EnvFilter::try_from_env("MAST_LOG").unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let filter =
+        EnvFilter::try_from_env("MAST_LOG").unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
     let json = std::env::var("MAST_LOG_FORMAT").is_ok_and(|f| f == "json");
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if json {
         builder.json().init();
     } else {
@@ -19,7 +22,8 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("signal handler");
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}
@@ -33,12 +37,18 @@ async fn shutdown_signal() {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { listen, store, allow_unauthenticated } => {
+        Command::Serve {
+            listen,
+            store,
+            allow_unauthenticated,
+        } => {
             init_logging();
             let mut config = store.config();
             config.listen = listen;
             config.allow_unauthenticated = allow_unauthenticated;
-            config.bootstrap_api_key = std::env::var("MAST_BOOTSTRAP_API_KEY").ok().filter(|k| !k.is_empty());
+            config.bootstrap_api_key = std::env::var("MAST_BOOTSTRAP_API_KEY")
+                .ok()
+                .filter(|k| !k.is_empty());
             let config = config.with_env_tuning()?;
             let listener = tokio::net::TcpListener::bind(config.listen).await?;
             let running = mast::start(config, listener).await?;
@@ -51,7 +61,9 @@ async fn main() -> anyhow::Result<()> {
             mast::open_store(&store.config()).await?;
             eprintln!("migrations are up to date");
         }
-        Command::Keys { command: KeysCommand::Create { workspace, store } } => {
+        Command::Keys {
+            command: KeysCommand::Create { workspace, store },
+        } => {
             let s = mast::open_store(&store.config()).await?;
             let key = mast::create_api_key(s.as_ref(), &workspace).await?;
             println!("{key}");

@@ -33,7 +33,12 @@ fn not_found(id: &str) -> ApiError {
 
 /// Resolves a multiagent request against the store: roster agents are looked up in the
 /// workspace, pinned to versions and checked (exist, not archived, no roster of their own).
-async fn resolve_multiagent(app: &AppState, ws: &str, req: Option<&Value>, me: SelfAgent<'_>) -> ApiResult<Option<Value>> {
+async fn resolve_multiagent(
+    app: &AppState,
+    ws: &str,
+    req: Option<&Value>,
+    me: SelfAgent<'_>,
+) -> ApiResult<Option<Value>> {
     let Some(req) = req else { return Ok(None) };
     let mut found: HashMap<RosterRef, Agent> = HashMap::new();
     for r in multiagent::roster_refs(req)? {
@@ -44,21 +49,33 @@ async fn resolve_multiagent(app: &AppState, ws: &str, req: Option<&Value>, me: S
             found.insert(r, a);
         }
     }
-    Ok(Some(multiagent::resolve(req, &me, &|r| found.get(r).cloned())?))
+    Ok(Some(multiagent::resolve(req, &me, &|r| {
+        found.get(r).cloned()
+    })?))
 }
 
 /// Refuses models no configured provider serves, at save time rather than at the first turn.
 fn check_model(app: &AppState, spec: &AgentSpec) -> ApiResult<()> {
-    app.models.check_routable(&spec.model.id).map_err(ApiError::invalid)
+    app.models
+        .check_routable(&spec.model.id)
+        .map_err(ApiError::invalid)
 }
 
 #[utoipa::path(post, path = "/v1/agents", tag = "agents", request_body = AgentCreate,
     responses((status = 200, body = Agent), (status = 400, body = super::openapi::ErrorBody)))]
-async fn create(State(app): State<AppState>, Workspace(ws): Workspace, Json(body): Json<AgentCreate>) -> ApiResult<axum::Json<Agent>> {
+async fn create(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Json(body): Json<AgentCreate>,
+) -> ApiResult<axum::Json<Agent>> {
     let spec = body.into_spec()?;
     check_model(&app, &spec)?;
     let id = new_id("agent");
-    let me = SelfAgent { id: &id, version: 1, inference_geo: spec.model.inference_geo.as_deref() };
+    let me = SelfAgent {
+        id: &id,
+        version: 1,
+        inference_geo: spec.model.inference_geo.as_deref(),
+    };
     let multiagent = resolve_multiagent(&app, &ws, spec.multiagent_request.as_ref(), me).await?;
     let now = time::format(time::now());
     let agent = spec.into_agent(&id, 1, multiagent, now.clone(), now);
@@ -69,12 +86,20 @@ async fn create(State(app): State<AppState>, Workspace(ws): Workspace, Json(body
 #[utoipa::path(get, path = "/v1/agents/{agent_id}", tag = "agents",
     params(("agent_id" = String, Path), ("version" = Option<i64>, Query)),
     responses((status = 200, body = Agent), (status = 404, body = super::openapi::ErrorBody)))]
-async fn retrieve(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>, q: QueryParams) -> ApiResult<axum::Json<Agent>> {
+async fn retrieve(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+    q: QueryParams,
+) -> ApiResult<axum::Json<Agent>> {
     let version = q.int("version", 1, i64::MAX)?;
     match app.store.get_agent(&ws, &id, version).await? {
         Some(a) => Ok(axum::Json(a)),
         None if version.is_some() && app.store.get_agent(&ws, &id, None).await?.is_some() => {
-            Err(ApiError::not_found(format!("agent `{id}` has no version {}", version.unwrap_or_default())))
+            Err(ApiError::not_found(format!(
+                "agent `{id}` has no version {}",
+                version.unwrap_or_default()
+            )))
         }
         None => Err(not_found(&id)),
     }
@@ -83,10 +108,21 @@ async fn retrieve(State(app): State<AppState>, Workspace(ws): Workspace, Path(id
 #[utoipa::path(post, path = "/v1/agents/{agent_id}", tag = "agents", request_body = AgentUpdate,
     params(("agent_id" = String, Path)),
     responses((status = 200, body = Agent), (status = 404, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
-async fn update(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>, Json(body): Json<AgentUpdate>) -> ApiResult<axum::Json<Agent>> {
-    let current = app.store.get_agent(&ws, &id, None).await?.ok_or_else(|| not_found(&id))?;
+async fn update(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+    Json(body): Json<AgentUpdate>,
+) -> ApiResult<axum::Json<Agent>> {
+    let current = app
+        .store
+        .get_agent(&ws, &id, None)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
     if current.archived_at.is_some() {
-        return Err(ApiError::conflict(format!("agent `{id}` is archived and cannot be updated")));
+        return Err(ApiError::conflict(format!(
+            "agent `{id}` is archived and cannot be updated"
+        )));
     }
     if let Some(v) = body.version
         && v != current.version
@@ -99,19 +135,33 @@ async fn update(State(app): State<AppState>, Workspace(ws): Workspace, Path(id):
     let spec = body.apply(&current)?;
     check_model(&app, &spec)?;
     let next_version = current.version + 1;
-    let me = SelfAgent { id: &id, version: next_version, inference_geo: spec.model.inference_geo.as_deref() };
+    let me = SelfAgent {
+        id: &id,
+        version: next_version,
+        inference_geo: spec.model.inference_geo.as_deref(),
+    };
     let multiagent = resolve_multiagent(&app, &ws, spec.multiagent_request.as_ref(), me).await?;
-    let next = spec.into_agent(&id, next_version, multiagent, current.created_at.clone(), time::format(time::now()));
+    let next = spec.into_agent(
+        &id,
+        next_version,
+        multiagent,
+        current.created_at.clone(),
+        time::format(time::now()),
+    );
     // A `self` roster entry pins the version being written; compare with it mapped back.
     let unchanged = {
         let mut probe = next.clone();
-        probe.multiagent = probe.multiagent.map(|m| repin_self(m, &id, next_version, current.version));
+        probe.multiagent = probe
+            .multiagent
+            .map(|m| repin_self(m, &id, next_version, current.version));
         same_content(&probe, &current)
     };
     if unchanged {
         return Ok(axum::Json(current));
     }
-    app.store.append_agent_version(&ws, &next, current.version).await?;
+    app.store
+        .append_agent_version(&ws, &next, current.version)
+        .await?;
     Ok(axum::Json(next))
 }
 
@@ -120,7 +170,9 @@ fn repin_self(mut m: Value, id: &str, from: i64, to: i64) -> Value {
     fn visit(v: &mut Value, id: &str, from: i64, to: i64) {
         match v {
             Value::Object(o) => {
-                if o.get("id").and_then(Value::as_str) == Some(id) && o.get("version").and_then(Value::as_i64) == Some(from) {
+                if o.get("id").and_then(Value::as_str) == Some(id)
+                    && o.get("version").and_then(Value::as_i64) == Some(from)
+                {
                     o.insert("version".into(), to.into());
                 }
                 o.values_mut().for_each(|c| visit(c, id, from, to));
@@ -137,7 +189,11 @@ fn repin_self(mut m: Value, id: &str, from: i64, to: i64) -> Value {
     params(("limit" = Option<i64>, Query), ("page" = Option<String>, Query), ("include_archived" = Option<bool>, Query),
         ("created_at[gte]" = Option<String>, Query), ("created_at[lte]" = Option<String>, Query)),
     responses((status = 200, body = super::openapi::AgentPage)))]
-async fn list(State(app): State<AppState>, Workspace(ws): Workspace, q: QueryParams) -> ApiResult<axum::Json<Page<Agent>>> {
+async fn list(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    q: QueryParams,
+) -> ApiResult<axum::Json<Page<Agent>>> {
     let page = PageRequest::<String>::parse(&q, Direction::Descending, 20, 100, false)?;
     let filter = AgentFilter {
         include_archived: q.bool("include_archived")?.unwrap_or(false),
@@ -150,16 +206,32 @@ async fn list(State(app): State<AppState>, Workspace(ws): Workspace, q: QueryPar
 
 #[utoipa::path(post, path = "/v1/agents/{agent_id}/archive", tag = "agents", params(("agent_id" = String, Path)),
     responses((status = 200, body = Agent), (status = 404, body = super::openapi::ErrorBody)))]
-async fn archive(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>) -> ApiResult<axum::Json<Agent>> {
-    app.store.archive_agent(&ws, &id, time::now()).await?.map(axum::Json).ok_or_else(|| not_found(&id))
+async fn archive(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Agent>> {
+    app.store
+        .archive_agent(&ws, &id, time::now())
+        .await?
+        .map(axum::Json)
+        .ok_or_else(|| not_found(&id))
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent_id}/versions", tag = "agents",
     params(("agent_id" = String, Path), ("limit" = Option<i64>, Query), ("page" = Option<String>, Query)),
     responses((status = 200, body = super::openapi::AgentPage), (status = 404, body = super::openapi::ErrorBody)))]
-async fn versions(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>, q: QueryParams) -> ApiResult<axum::Json<Page<Agent>>> {
+async fn versions(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+    q: QueryParams,
+) -> ApiResult<axum::Json<Page<Agent>>> {
     let page = PageRequest::<i64>::parse(&q, Direction::Descending, 20, 100, false)?;
-    let rows = app.store.list_agent_versions(&ws, &id, &page.scan()).await?;
+    let rows = app
+        .store
+        .list_agent_versions(&ws, &id, &page.scan())
+        .await?;
     if rows.is_empty() && app.store.get_agent(&ws, &id, None).await?.is_none() {
         return Err(not_found(&id));
     }

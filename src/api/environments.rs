@@ -11,7 +11,9 @@ use super::auth::Workspace;
 use super::error::{ApiError, ApiResult};
 use super::extract::{Json, QueryParams};
 use super::pagination::{Page, PageRequest};
-use crate::domain::environment::{Environment, EnvironmentCreate, EnvironmentSpec, EnvironmentTag, EnvironmentUpdate};
+use crate::domain::environment::{
+    Environment, EnvironmentCreate, EnvironmentSpec, EnvironmentTag, EnvironmentUpdate,
+};
 use crate::domain::ids::new_id;
 use crate::domain::time;
 use crate::store::{Direction, StoreError};
@@ -34,7 +36,10 @@ pub struct EnvironmentDeleted {
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/environments", post(create).get(list))
-        .route("/v1/environments/{environment_id}", get(retrieve).post(update).delete(delete))
+        .route(
+            "/v1/environments/{environment_id}",
+            get(retrieve).post(update).delete(delete),
+        )
         .route("/v1/environments/{environment_id}/archive", post(archive))
 }
 
@@ -44,12 +49,20 @@ fn not_found(id: &str) -> ApiError {
 
 fn name_taken(e: StoreError, name: &str) -> ApiError {
     match e {
-        StoreError::Conflict(_) => ApiError::conflict(format!("an environment named `{name}` already exists")),
+        StoreError::Conflict(_) => {
+            ApiError::conflict(format!("an environment named `{name}` already exists"))
+        }
         e => e.into(),
     }
 }
 
-fn build(id: &str, spec: EnvironmentSpec, created_at: String, updated_at: String, archived_at: Option<String>) -> Environment {
+fn build(
+    id: &str,
+    spec: EnvironmentSpec,
+    created_at: String,
+    updated_at: String,
+    archived_at: Option<String>,
+) -> Environment {
     Environment {
         tag: EnvironmentTag::Tag,
         id: id.to_string(),
@@ -66,28 +79,64 @@ fn build(id: &str, spec: EnvironmentSpec, created_at: String, updated_at: String
 
 #[utoipa::path(post, path = "/v1/environments", tag = "environments", request_body = EnvironmentCreate,
     responses((status = 200, body = Environment), (status = 400, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
-async fn create(State(app): State<AppState>, Workspace(ws): Workspace, Json(body): Json<EnvironmentCreate>) -> ApiResult<axum::Json<Environment>> {
+async fn create(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Json(body): Json<EnvironmentCreate>,
+) -> ApiResult<axum::Json<Environment>> {
     let spec = body.into_spec()?;
     let now = time::now();
-    let env = build(&new_id("env"), spec, time::format(now), time::format(now), None);
-    app.store.insert_environment(&ws, &env, now).await.map_err(|e| name_taken(e, &env.name))?;
+    let env = build(
+        &new_id("env"),
+        spec,
+        time::format(now),
+        time::format(now),
+        None,
+    );
+    app.store
+        .insert_environment(&ws, &env, now)
+        .await
+        .map_err(|e| name_taken(e, &env.name))?;
     Ok(axum::Json(env))
 }
 
 #[utoipa::path(get, path = "/v1/environments/{environment_id}", tag = "environments", params(("environment_id" = String, Path)),
     responses((status = 200, body = Environment), (status = 404, body = super::openapi::ErrorBody)))]
-async fn retrieve(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>) -> ApiResult<axum::Json<Environment>> {
-    app.store.get_environment(&ws, &id).await?.map(axum::Json).ok_or_else(|| not_found(&id))
+async fn retrieve(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Environment>> {
+    app.store
+        .get_environment(&ws, &id)
+        .await?
+        .map(axum::Json)
+        .ok_or_else(|| not_found(&id))
 }
 
 #[utoipa::path(post, path = "/v1/environments/{environment_id}", tag = "environments", request_body = EnvironmentUpdate,
     params(("environment_id" = String, Path)),
     responses((status = 200, body = Environment), (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody)))]
-async fn update(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>, Json(body): Json<EnvironmentUpdate>) -> ApiResult<axum::Json<Environment>> {
-    let current = app.store.get_environment(&ws, &id).await?.ok_or_else(|| not_found(&id))?;
+async fn update(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+    Json(body): Json<EnvironmentUpdate>,
+) -> ApiResult<axum::Json<Environment>> {
+    let current = app
+        .store
+        .get_environment(&ws, &id)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
     let spec = body.apply(&current)?;
     let now = time::now();
-    let env = build(&id, spec, current.created_at.clone(), time::format(now), None);
+    let env = build(
+        &id,
+        spec,
+        current.created_at.clone(),
+        time::format(now),
+        None,
+    );
     if env.name == current.name
         && env.description == current.description
         && env.config == current.config
@@ -96,24 +145,42 @@ async fn update(State(app): State<AppState>, Workspace(ws): Workspace, Path(id):
     {
         return Ok(axum::Json(current));
     }
-    app.store.update_environment(&ws, &env, now, false).await.map_err(|e| name_taken(e, &env.name))?;
+    app.store
+        .update_environment(&ws, &env, now, false)
+        .await
+        .map_err(|e| name_taken(e, &env.name))?;
     Ok(axum::Json(env))
 }
 
 #[utoipa::path(get, path = "/v1/environments", tag = "environments",
     params(("limit" = Option<i64>, Query), ("page" = Option<String>, Query), ("include_archived" = Option<bool>, Query)),
     responses((status = 200, body = super::openapi::EnvironmentPage)))]
-async fn list(State(app): State<AppState>, Workspace(ws): Workspace, q: QueryParams) -> ApiResult<axum::Json<Page<Environment>>> {
+async fn list(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    q: QueryParams,
+) -> ApiResult<axum::Json<Page<Environment>>> {
     let page = PageRequest::<String>::parse(&q, Direction::Descending, 20, 100, false)?;
     let include_archived = q.bool("include_archived")?.unwrap_or(false);
-    let rows = app.store.list_environments(&ws, include_archived, &page.scan()).await?;
+    let rows = app
+        .store
+        .list_environments(&ws, include_archived, &page.scan())
+        .await?;
     Ok(axum::Json(page.finish(rows, |e| e.id.clone())))
 }
 
 #[utoipa::path(post, path = "/v1/environments/{environment_id}/archive", tag = "environments", params(("environment_id" = String, Path)),
     responses((status = 200, body = Environment), (status = 404, body = super::openapi::ErrorBody)))]
-async fn archive(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>) -> ApiResult<axum::Json<Environment>> {
-    let mut env = app.store.get_environment(&ws, &id).await?.ok_or_else(|| not_found(&id))?;
+async fn archive(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Environment>> {
+    let mut env = app
+        .store
+        .get_environment(&ws, &id)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
     if env.archived_at.is_some() {
         return Ok(axum::Json(env));
     }
@@ -126,9 +193,16 @@ async fn archive(State(app): State<AppState>, Workspace(ws): Workspace, Path(id)
 
 #[utoipa::path(delete, path = "/v1/environments/{environment_id}", tag = "environments", params(("environment_id" = String, Path)),
     responses((status = 200, body = EnvironmentDeleted), (status = 404, body = super::openapi::ErrorBody)))]
-async fn delete(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>) -> ApiResult<axum::Json<EnvironmentDeleted>> {
+async fn delete(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<EnvironmentDeleted>> {
     if !app.store.delete_environment(&ws, &id).await? {
         return Err(not_found(&id));
     }
-    Ok(axum::Json(EnvironmentDeleted { id, tag: EnvironmentDeletedTag::Tag }))
+    Ok(axum::Json(EnvironmentDeleted {
+        id,
+        tag: EnvironmentDeletedTag::Tag,
+    }))
 }

@@ -25,7 +25,13 @@ pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, kind, message: message.into(), details: None, no_retry: false }
+        ApiError {
+            status,
+            kind,
+            message: message.into(),
+            details: None,
+            no_retry: false,
+        }
     }
 
     /// 400 `invalid_request_error`.
@@ -65,7 +71,11 @@ impl ApiError {
 
     /// 413 for a body over the size limit.
     pub fn too_large(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", message)
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            message,
+        )
     }
 
     /// 503 while the database is unreachable.
@@ -76,23 +86,37 @@ impl ApiError {
     /// 500; the cause is logged with the request id and never sent to the client.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         tracing::error!(request_id = %request_id::current(), error = %cause, "internal error");
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "api_error", "internal server error")
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "api_error",
+            "internal server error",
+        )
     }
 
     /// The generic error for a status produced outside our handlers (405, 404, 413, ...).
     pub fn for_status(status: StatusCode) -> Self {
         match status {
             StatusCode::NOT_FOUND => Self::not_found("no such route"),
-            StatusCode::METHOD_NOT_ALLOWED => {
-                Self::new(status, "invalid_request_error", "method not allowed for this route")
-            }
+            StatusCode::METHOD_NOT_ALLOWED => Self::new(
+                status,
+                "invalid_request_error",
+                "method not allowed for this route",
+            ),
             StatusCode::PAYLOAD_TOO_LARGE => Self::too_large("request body is too large"),
             StatusCode::UNSUPPORTED_MEDIA_TYPE => {
                 Self::new(status, "invalid_request_error", "request body must be JSON")
             }
             StatusCode::REQUEST_TIMEOUT => Self::new(status, "timeout_error", "request timed out"),
-            s if s.is_client_error() => Self::new(s, "invalid_request_error", s.canonical_reason().unwrap_or("bad request")),
-            s => Self::new(s, "api_error", s.canonical_reason().unwrap_or("server error")),
+            s if s.is_client_error() => Self::new(
+                s,
+                "invalid_request_error",
+                s.canonical_reason().unwrap_or("bad request"),
+            ),
+            s => Self::new(
+                s,
+                "api_error",
+                s.canonical_reason().unwrap_or("server error"),
+            ),
         }
     }
 
@@ -108,7 +132,13 @@ impl ApiError {
 
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}: {}", self.status.as_u16(), self.kind, self.message)
+        write!(
+            f,
+            "{} {}: {}",
+            self.status.as_u16(),
+            self.kind,
+            self.message
+        )
     }
 }
 
@@ -117,7 +147,8 @@ impl IntoResponse for ApiError {
         let rid = request_id::current();
         let mut resp = (self.status, axum::Json(self.body(&rid))).into_response();
         if self.no_retry {
-            resp.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
+            resp.headers_mut()
+                .insert("x-should-retry", HeaderValue::from_static("false"));
         }
         resp
     }

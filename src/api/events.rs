@@ -43,7 +43,12 @@ pub fn router() -> Router<AppState> {
     params(("session_id" = String, Path)),
     responses((status = 200, body = SentEvents), (status = 400, body = super::openapi::ErrorBody),
         (status = 404, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
-async fn send(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>, Json(body): Json<SendEvents>) -> ApiResult<axum::Json<SentEvents>> {
+async fn send(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+    Json(body): Json<SendEvents>,
+) -> ApiResult<axum::Json<SentEvents>> {
     let batch = parse_batch(&body.events, MAX_BATCH)?;
     match accept_events(&app, &ws, &id, batch.clone()).await {
         Ok(data) => Ok(axum::Json(SentEvents { data })),
@@ -60,16 +65,29 @@ async fn send(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): P
         ("types[]" = Option<Vec<String>>, Query), ("created_at[gt]" = Option<String>, Query), ("created_at[gte]" = Option<String>, Query),
         ("created_at[lt]" = Option<String>, Query), ("created_at[lte]" = Option<String>, Query)),
     responses((status = 200, body = super::openapi::EventPage), (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody)))]
-async fn list(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>, q: QueryParams) -> ApiResult<axum::Json<Page<Value>>> {
+async fn list(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+    q: QueryParams,
+) -> ApiResult<axum::Json<Page<Value>>> {
     if q.get("after_id").is_some() || q.get("before_id").is_some() {
-        return Err(ApiError::invalid("this list pages with `page` cursors; `after_id`/`before_id` are not supported"));
+        return Err(ApiError::invalid(
+            "this list pages with `page` cursors; `after_id`/`before_id` are not supported",
+        ));
     }
     let page = PageRequest::<i64>::parse(&q, Direction::Ascending, 1000, 1000, true)?;
     let types = q.all("types");
     if let Some(bad) = types.iter().find(|t| !LISTABLE_TYPES.contains(&t.as_str())) {
-        return Err(ApiError::invalid(format!("`types[]` value `{bad}` is not a listable event type")));
+        return Err(ApiError::invalid(format!(
+            "`types[]` value `{bad}` is not a listable event type"
+        )));
     }
-    let rec = app.store.get_session(&ws, &id).await?.ok_or_else(|| not_found(&id))?;
+    let rec = app
+        .store
+        .get_session(&ws, &id)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
     let primary = serde_json::from_str::<crate::domain::session::SessionBody>(&rec.body)
         .map_err(ApiError::internal)?
         .primary_thread_id;
@@ -85,4 +103,3 @@ async fn list(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): P
     let page = page.finish(rows, |e| e.seq);
     Ok(axum::Json(page.map(|e| e.wire())))
 }
-

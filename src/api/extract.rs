@@ -31,7 +31,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
 
 /// Parses a JSON body; an empty body counts as `{}` (action endpoints get `Content-Length: 0`).
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { bytes };
+    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        bytes
+    };
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -66,7 +70,11 @@ impl QueryParams {
 
     /// The last value of `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Every value of an array parameter, sent as `key[]=v` (or `key=v`) repeated.
@@ -81,10 +89,14 @@ impl QueryParams {
 
     /// An integer parameter within `min..=max`.
     pub fn int(&self, key: &str, min: i64, max: i64) -> Result<Option<i64>, ApiError> {
-        let Some(raw) = self.get(key) else { return Ok(None) };
+        let Some(raw) = self.get(key) else {
+            return Ok(None);
+        };
         match raw.trim().parse::<i64>() {
             Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
-            _ => Err(ApiError::invalid(format!("`{key}` must be an integer between {min} and {max}"))),
+            _ => Err(ApiError::invalid(format!(
+                "`{key}` must be an integer between {min} and {max}"
+            ))),
         }
     }
 
@@ -94,13 +106,17 @@ impl QueryParams {
             None => Ok(None),
             Some("true") | Some("True") | Some("1") => Ok(Some(true)),
             Some("false") | Some("False") | Some("0") => Ok(Some(false)),
-            Some(_) => Err(ApiError::invalid(format!("`{key}` must be `true` or `false`"))),
+            Some(_) => Err(ApiError::invalid(format!(
+                "`{key}` must be `true` or `false`"
+            ))),
         }
     }
 
     /// An RFC 3339 timestamp parameter.
     pub fn time(&self, key: &str) -> Result<Option<Micros>, ApiError> {
-        let Some(raw) = self.get(key) else { return Ok(None) };
+        let Some(raw) = self.get(key) else {
+            return Ok(None);
+        };
         time::parse(raw)
             .map(Some)
             .ok_or_else(|| ApiError::invalid(format!("`{key}` must be an RFC 3339 timestamp")))
@@ -118,7 +134,9 @@ mod tests {
 
     #[test]
     fn sdk_encoding() {
-        let q = QueryParams::parse("types%5B%5D=a&types%5B%5D=b&created_at%5Bgte%5D=2026-01-01T00%3A00%3A00%2B00%3A00&limit=5");
+        let q = QueryParams::parse(
+            "types%5B%5D=a&types%5B%5D=b&created_at%5Bgte%5D=2026-01-01T00%3A00%3A00%2B00%3A00&limit=5",
+        );
         assert_eq!(q.all("types"), vec!["a", "b"]);
         assert!(q.time("created_at[gte]").unwrap().is_some());
         assert_eq!(q.limit(20, 100).unwrap(), 5);

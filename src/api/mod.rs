@@ -55,7 +55,10 @@ impl Deref for AppState {
 }
 
 async fn openapi_json() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/json")], openapi::document())
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        openapi::document(),
+    )
 }
 
 async fn no_route() -> error::ApiError {
@@ -70,11 +73,17 @@ pub fn router(state: AppState) -> Router {
         .merge(sessions::router())
         .merge(events::router())
         .merge(stream::router())
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth::middleware));
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::middleware,
+        ));
     Router::new()
         .merge(api)
         .route("/openapi.json", get(openapi_json))
-        .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
+        .route(
+            "/healthz",
+            get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
+        )
         .fallback(no_route)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn(request_id::middleware))

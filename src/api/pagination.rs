@@ -44,9 +44,16 @@ enum Toward {
 }
 
 fn encode(order: Direction, toward: Toward, key: &str) -> String {
-    let o = if order == Direction::Ascending { 'a' } else { 'd' };
+    let o = if order == Direction::Ascending {
+        'a'
+    } else {
+        'd'
+    };
     let t = if toward == Toward::Next { 'n' } else { 'p' };
-    format!("page_{}", URL_SAFE_NO_PAD.encode(format!("v1:{o}{t}:{key}")))
+    format!(
+        "page_{}",
+        URL_SAFE_NO_PAD.encode(format!("v1:{o}{t}:{key}"))
+    )
 }
 
 fn decode<K: CursorKey>(cursor: &str) -> Option<(Direction, Toward, K)> {
@@ -86,7 +93,13 @@ pub struct PageRequest<K> {
 
 impl<K: CursorKey> PageRequest<K> {
     /// Reads `page`, `limit` and (when `order_param` is true) `order` from the query.
-    pub fn parse(q: &QueryParams, default_order: Direction, default_limit: i64, max_limit: i64, order_param: bool) -> Result<Self, ApiError> {
+    pub fn parse(
+        q: &QueryParams,
+        default_order: Direction,
+        default_limit: i64,
+        max_limit: i64,
+        order_param: bool,
+    ) -> Result<Self, ApiError> {
         let limit = q.limit(default_limit, max_limit)?;
         let explicit = if order_param {
             match q.get("order") {
@@ -99,14 +112,26 @@ impl<K: CursorKey> PageRequest<K> {
             None
         };
         let Some(page) = q.get("page").filter(|p| !p.is_empty()) else {
-            return Ok(PageRequest { order: explicit.unwrap_or(default_order), toward: Toward::Next, cursor: None, limit });
+            return Ok(PageRequest {
+                order: explicit.unwrap_or(default_order),
+                toward: Toward::Next,
+                cursor: None,
+                limit,
+            });
         };
-        let (order, toward, key) =
-            decode::<K>(page).ok_or_else(|| ApiError::invalid("`page` is not a valid cursor for this list"))?;
+        let (order, toward, key) = decode::<K>(page)
+            .ok_or_else(|| ApiError::invalid("`page` is not a valid cursor for this list"))?;
         if explicit.is_some_and(|e| e != order) {
-            return Err(ApiError::invalid("`page` cursor was issued for a different `order`"));
+            return Err(ApiError::invalid(
+                "`page` cursor was issued for a different `order`",
+            ));
         }
-        Ok(PageRequest { order, toward, cursor: Some(key), limit })
+        Ok(PageRequest {
+            order,
+            toward,
+            cursor: Some(key),
+            limit,
+        })
     }
 
     /// The store scan: one row more than the page, to know whether another page exists.
@@ -115,7 +140,11 @@ impl<K: CursorKey> PageRequest<K> {
             Toward::Next => self.order,
             Toward::Prev => flip(self.order),
         };
-        Scan { after: self.cursor.clone(), direction, limit: self.limit + 1 }
+        Scan {
+            after: self.cursor.clone(),
+            direction,
+            limit: self.limit + 1,
+        }
     }
 
     /// Trims the rows to a page and computes its cursors.
@@ -124,19 +153,43 @@ impl<K: CursorKey> PageRequest<K> {
         rows.truncate(self.limit as usize);
         match self.toward {
             Toward::Next => {
-                let next_page = more.then(|| rows.last().map(|r| encode(self.order, Toward::Next, &key(r).render()))).flatten();
+                let next_page = more
+                    .then(|| {
+                        rows.last()
+                            .map(|r| encode(self.order, Toward::Next, &key(r).render()))
+                    })
+                    .flatten();
                 let prev_page = self.cursor.as_ref().map(|c| {
-                    let first = rows.first().map(|r| key(r).render()).unwrap_or_else(|| c.render());
+                    let first = rows
+                        .first()
+                        .map(|r| key(r).render())
+                        .unwrap_or_else(|| c.render());
                     encode(self.order, Toward::Prev, &first)
                 });
-                Page { data: rows, next_page, prev_page }
+                Page {
+                    data: rows,
+                    next_page,
+                    prev_page,
+                }
             }
             Toward::Prev => {
                 rows.reverse();
-                let prev_page = more.then(|| rows.first().map(|r| encode(self.order, Toward::Prev, &key(r).render()))).flatten();
-                let last = rows.last().map(|r| key(r).render()).or_else(|| self.cursor.as_ref().map(CursorKey::render));
+                let prev_page = more
+                    .then(|| {
+                        rows.first()
+                            .map(|r| encode(self.order, Toward::Prev, &key(r).render()))
+                    })
+                    .flatten();
+                let last = rows
+                    .last()
+                    .map(|r| key(r).render())
+                    .or_else(|| self.cursor.as_ref().map(CursorKey::render));
                 let next_page = last.map(|k| encode(self.order, Toward::Next, &k));
-                Page { data: rows, next_page, prev_page }
+                Page {
+                    data: rows,
+                    next_page,
+                    prev_page,
+                }
             }
         }
     }
@@ -162,12 +215,20 @@ pub struct BiPage<T> {
 impl<T> Page<T> {
     /// Maps the rows.
     pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
-        Page { data: self.data.into_iter().map(f).collect(), next_page: self.next_page, prev_page: self.prev_page }
+        Page {
+            data: self.data.into_iter().map(f).collect(),
+            next_page: self.next_page,
+            prev_page: self.prev_page,
+        }
     }
 
     /// The bidirectional form.
     pub fn bidirectional(self) -> BiPage<T> {
-        BiPage { data: self.data, next_page: self.next_page, prev_page: self.prev_page }
+        BiPage {
+            data: self.data,
+            next_page: self.next_page,
+            prev_page: self.prev_page,
+        }
     }
 }
 

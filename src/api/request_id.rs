@@ -3,8 +3,8 @@
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::header::CONTENT_TYPE;
 use axum::http::HeaderValue;
+use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -17,7 +17,9 @@ tokio::task_local! {
 
 /// The id of the request being handled (a fresh one outside a request).
 pub fn current() -> String {
-    REQUEST_ID.try_with(Clone::clone).unwrap_or_else(|_| new_id("req"))
+    REQUEST_ID
+        .try_with(Clone::clone)
+        .unwrap_or_else(|_| new_id("req"))
 }
 
 fn is_json(resp: &Response) -> bool {

@@ -19,13 +19,16 @@ use crate::domain::invalid::Invalid;
 use crate::domain::metadata;
 use crate::domain::multiagent;
 use crate::domain::session::{
-    Session, SessionBody, SessionCreate, SessionStats, SessionStatus, SessionTag, SessionUpdate, SessionUsage, check_title,
-    parse_agent_selection,
+    Session, SessionBody, SessionCreate, SessionStats, SessionStatus, SessionTag, SessionUpdate,
+    SessionUsage, check_title, parse_agent_selection,
 };
 use crate::domain::time::{self, Micros};
 use crate::engine::intake::{self, server_event};
 use crate::engine::state::{EngineState, set_status, status_of};
-use crate::store::{Deleted, Direction, NewEvent, SessionFilter, SessionRecord, StoreError, ThreadRecord, TxnOutput, Writer};
+use crate::store::{
+    Deleted, Direction, NewEvent, SessionFilter, SessionRecord, StoreError, ThreadRecord,
+    TxnOutput, Writer,
+};
 use crate::type_tag;
 
 type_tag!(
@@ -45,7 +48,10 @@ pub struct SessionDeleted {
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/sessions", post(create).get(list))
-        .route("/v1/sessions/{session_id}", get(retrieve).post(update).delete(delete))
+        .route(
+            "/v1/sessions/{session_id}",
+            get(retrieve).post(update).delete(delete),
+        )
         .route("/v1/sessions/{session_id}/archive", post(archive))
 }
 
@@ -95,16 +101,38 @@ fn check_resources(resources: &[Value]) -> Result<Vec<Value>, ApiError> {
         let at = format!("resources[{i}]");
         match r.get("type").and_then(Value::as_str) {
             Some("github_repository") => {
-                let url = r.get("url").and_then(Value::as_str).filter(|u| u.starts_with("https://") || u.starts_with("http://"));
-                let url = url.ok_or_else(|| ApiError::invalid(format!("`{at}.url` must be an http(s) repository URL")))?;
-                let name = url.trim_end_matches('/').trim_end_matches(".git").rsplit('/').next().unwrap_or("repo");
-                let mount = r.get("mount_path").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| format!("/workspace/{name}"));
+                let url = r
+                    .get("url")
+                    .and_then(Value::as_str)
+                    .filter(|u| u.starts_with("https://") || u.starts_with("http://"));
+                let url = url.ok_or_else(|| {
+                    ApiError::invalid(format!("`{at}.url` must be an http(s) repository URL"))
+                })?;
+                let name = url
+                    .trim_end_matches('/')
+                    .trim_end_matches(".git")
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or("repo");
+                let mount = r
+                    .get("mount_path")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("/workspace/{name}"));
                 let checkout = match r.get("checkout") {
                     None | Some(Value::Null) => Value::Null,
                     Some(c) => match c.get("type").and_then(Value::as_str) {
-                        Some("branch") if c.get("name").and_then(Value::as_str).is_some() => json!({"type": "branch", "name": c["name"]}),
-                        Some("commit") if c.get("sha").and_then(Value::as_str).is_some() => json!({"type": "commit", "sha": c["sha"]}),
-                        _ => return Err(ApiError::invalid(format!("`{at}.checkout` must be a branch {{name}} or commit {{sha}}"))),
+                        Some("branch") if c.get("name").and_then(Value::as_str).is_some() => {
+                            json!({"type": "branch", "name": c["name"]})
+                        }
+                        Some("commit") if c.get("sha").and_then(Value::as_str).is_some() => {
+                            json!({"type": "commit", "sha": c["sha"]})
+                        }
+                        _ => {
+                            return Err(ApiError::invalid(format!(
+                                "`{at}.checkout` must be a branch {{name}} or commit {{sha}}"
+                            )));
+                        }
                     },
                 };
                 let now = time::format(time::now());
@@ -113,13 +141,24 @@ fn check_resources(resources: &[Value]) -> Result<Vec<Value>, ApiError> {
             }
             Some("file") => {
                 let id = r.get("file_id").and_then(Value::as_str).unwrap_or("");
-                return Err(ApiError::not_found(format!("`{at}`: file `{id}` not found (this server has no Files API)")));
+                return Err(ApiError::not_found(format!(
+                    "`{at}`: file `{id}` not found (this server has no Files API)"
+                )));
             }
             Some("memory_store") => {
-                let id = r.get("memory_store_id").and_then(Value::as_str).unwrap_or("");
-                return Err(ApiError::not_found(format!("`{at}`: memory store `{id}` not found (this server has no memory stores)")));
+                let id = r
+                    .get("memory_store_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                return Err(ApiError::not_found(format!(
+                    "`{at}`: memory store `{id}` not found (this server has no memory stores)"
+                )));
             }
-            _ => return Err(ApiError::invalid(format!("`{at}.type` must be `github_repository`, `file` or `memory_store`"))),
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "`{at}.type` must be `github_repository`, `file` or `memory_store`"
+                )));
+            }
         }
     }
     Ok(out)
@@ -127,20 +166,33 @@ fn check_resources(resources: &[Value]) -> Result<Vec<Value>, ApiError> {
 
 #[utoipa::path(post, path = "/v1/sessions", tag = "sessions", request_body = SessionCreate,
     responses((status = 200, body = Session), (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody)))]
-async fn create(State(app): State<AppState>, Workspace(ws): Workspace, Json(body): Json<SessionCreate>) -> ApiResult<axum::Json<Session>> {
+async fn create(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Json(body): Json<SessionCreate>,
+) -> ApiResult<axum::Json<Session>> {
     let sel = parse_agent_selection(&body.agent)?;
     check_title(&body.title)?;
     let meta = body.metadata.clone().unwrap_or_default();
     metadata::validate(&meta)?;
     if body.budget.as_ref().is_some_and(|b| !b.is_null()) {
-        return Err(ApiError::invalid_code("model_not_budgetable", "budgets are not supported: this server keeps no model price list"));
+        return Err(ApiError::invalid_code(
+            "model_not_budgetable",
+            "budgets are not supported: this server keeps no model price list",
+        ));
     }
     if let Some(v) = body.vault_ids.as_ref().and_then(|v| v.first()) {
-        return Err(ApiError::not_found(format!("vault `{v}` not found (this server has no vaults)")));
+        return Err(ApiError::not_found(format!(
+            "vault `{v}` not found (this server has no vaults)"
+        )));
     }
     let initial: Vec<ClientEvent> = match &body.initial_events {
         None => vec![],
-        Some(list) if list.len() > 50 => return Err(ApiError::invalid("`initial_events` has more than 50 events")),
+        Some(list) if list.len() > 50 => {
+            return Err(ApiError::invalid(
+                "`initial_events` has more than 50 events",
+            ));
+        }
         Some(list) => list
             .iter()
             .enumerate()
@@ -148,7 +200,9 @@ async fn create(State(app): State<AppState>, Workspace(ws): Workspace, Json(body
                 let parsed = ClientEvent::parse(&format!("initial_events[{i}]"), e)?;
                 match parsed {
                     ClientEvent::UserMessage { .. } => Ok(parsed),
-                    _ => Err(Invalid::new(format!("`initial_events[{i}]` must be a `user.message`"))),
+                    _ => Err(Invalid::new(format!(
+                        "`initial_events[{i}]` must be a `user.message`"
+                    ))),
                 }
             })
             .collect::<Result<_, Invalid>>()?,
@@ -159,17 +213,33 @@ async fn create(State(app): State<AppState>, Workspace(ws): Workspace, Json(body
         .store
         .get_agent(&ws, &sel.id, sel.version)
         .await?
-        .ok_or_else(|| ApiError::not_found(format!("agent `{}`{} not found", sel.id, sel.version.map(|v| format!(" version {v}")).unwrap_or_default())))?;
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "agent `{}`{} not found",
+                sel.id,
+                sel.version
+                    .map(|v| format!(" version {v}"))
+                    .unwrap_or_default()
+            ))
+        })?;
     if agent.archived_at.is_some() {
-        return Err(ApiError::invalid(format!("agent `{}` is archived; new sessions cannot use it", agent.id)));
+        return Err(ApiError::invalid(format!(
+            "agent `{}` is archived; new sessions cannot use it",
+            agent.id
+        )));
     }
     let env = app
         .store
         .get_environment(&ws, &body.environment_id)
         .await?
-        .ok_or_else(|| ApiError::not_found(format!("environment `{}` not found", body.environment_id)))?;
+        .ok_or_else(|| {
+            ApiError::not_found(format!("environment `{}` not found", body.environment_id))
+        })?;
     if env.archived_at.is_some() {
-        return Err(ApiError::invalid_code("environment_archived", format!("environment `{}` is archived", env.id)));
+        return Err(ApiError::invalid_code(
+            "environment_archived",
+            format!("environment `{}` is archived", env.id),
+        ));
     }
     let mut snapshot = agent.thread_snapshot();
     if let Some(m) = &agent.multiagent {
@@ -179,11 +249,15 @@ async fn create(State(app): State<AppState>, Workspace(ws): Workspace, Json(body
                 snapshots.insert((id, v), a.thread_snapshot());
             }
         }
-        snapshot.multiagent = Some(multiagent::session_form(m, &|id, v| snapshots.get(&(id.to_string(), v)).cloned()));
+        snapshot.multiagent = Some(multiagent::session_form(m, &|id, v| {
+            snapshots.get(&(id.to_string(), v)).cloned()
+        }));
     }
     if let Some(o) = sel.overrides {
         snapshot = o.apply(snapshot)?;
-        app.models.check_routable(&snapshot.model.id).map_err(ApiError::invalid)?;
+        app.models
+            .check_routable(&snapshot.model.id)
+            .map_err(ApiError::invalid)?;
     }
 
     let now = time::now();
@@ -225,7 +299,8 @@ async fn create(State(app): State<AppState>, Workspace(ws): Workspace, Json(body
         parent_thread_id: None,
         spawning_event_id: None,
         status: SessionStatus::Idle.as_str().into(),
-        body: serde_json::to_string(&json!({ "agent": snapshot, "agent_name": agent.name })).map_err(ApiError::internal)?,
+        body: serde_json::to_string(&json!({ "agent": snapshot, "agent_name": agent.name }))
+            .map_err(ApiError::internal)?,
         created_at: now,
         updated_at: now,
         archived_at: None,
@@ -243,7 +318,12 @@ async fn create(State(app): State<AppState>, Workspace(ws): Workspace, Json(body
         })
         .collect();
     if !events.is_empty() {
-        events.push(server_event(kind::STATUS_RUNNING, json!({}), &thread_id, now));
+        events.push(server_event(
+            kind::STATUS_RUNNING,
+            json!({}),
+            &thread_id,
+            now,
+        ));
         set_status(&mut rec, SessionStatus::Running, now);
     }
     let appended = app.store.create_session(&rec, &thread, &events).await?;
@@ -256,8 +336,16 @@ async fn create(State(app): State<AppState>, Workspace(ws): Workspace, Json(body
 
 #[utoipa::path(get, path = "/v1/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path)),
     responses((status = 200, body = Session), (status = 404, body = super::openapi::ErrorBody)))]
-async fn retrieve(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>) -> ApiResult<axum::Json<Session>> {
-    let rec = app.store.get_session(&ws, &id).await?.ok_or_else(|| not_found(&id))?;
+async fn retrieve(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Session>> {
+    let rec = app
+        .store
+        .get_session(&ws, &id)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
     Ok(axum::Json(view(&rec)?))
 }
 
@@ -289,12 +377,20 @@ pub async fn transact_session(
 #[utoipa::path(post, path = "/v1/sessions/{session_id}", tag = "sessions", request_body = SessionUpdate,
     params(("session_id" = String, Path)),
     responses((status = 200, body = Session), (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
-async fn update(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>, Json(body): Json<SessionUpdate>) -> ApiResult<axum::Json<Session>> {
+async fn update(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+    Json(body): Json<SessionUpdate>,
+) -> ApiResult<axum::Json<Session>> {
     if body.vault_ids.is_present() {
         return Err(ApiError::invalid("updating `vault_ids` is not supported"));
     }
     if body.budget.is_present() {
-        return Err(ApiError::invalid_code("budget_create_only", "budgets can only be set at creation, and this server does not support them"));
+        return Err(ApiError::invalid_code(
+            "budget_create_only",
+            "budgets can only be set at creation, and this server does not support them",
+        ));
     }
     if let crate::domain::patch::Patch::Value(t) = &body.title {
         check_title(&Some(t.clone()))?;
@@ -302,7 +398,10 @@ async fn update(State(app): State<AppState>, Workspace(ws): Workspace, Path(id):
     let models = app.models.clone();
     let (rec, _) = transact_session(&app, &ws, &id, move |rec| {
         if rec.archived_at.is_some() {
-            return Err(StoreError::Conflict(format!("session `{}` is archived and cannot be updated", rec.id)));
+            return Err(StoreError::Conflict(format!(
+                "session `{}` is archived and cannot be updated",
+                rec.id
+            )));
         }
         let mut sb: SessionBody = serde_json::from_str(&rec.body)?;
         let mut changed = json!({});
@@ -333,7 +432,9 @@ async fn update(State(app): State<AppState>, Workspace(ws): Workspace, Path(id):
                 )));
             }
             let next = a.apply(&sb.agent)?;
-            models.check_routable(&next.model.id).map_err(Invalid::new)?;
+            models
+                .check_routable(&next.model.id)
+                .map_err(Invalid::new)?;
             if next != sb.agent {
                 sb.agent = next;
                 changed["agent"] = serde_json::to_value(&sb.agent)?;
@@ -345,7 +446,15 @@ async fn update(State(app): State<AppState>, Workspace(ws): Workspace, Path(id):
         let now = time::now();
         rec.body = serde_json::to_string(&sb)?;
         rec.updated_at = now;
-        Ok(TxnOutput { events: vec![server_event(kind::SESSION_UPDATED, changed, &sb.primary_thread_id, now)], ..Default::default() })
+        Ok(TxnOutput {
+            events: vec![server_event(
+                kind::SESSION_UPDATED,
+                changed,
+                &sb.primary_thread_id,
+                now,
+            )],
+            ..Default::default()
+        })
     })
     .await?;
     Ok(axum::Json(view(&rec)?))
@@ -357,20 +466,32 @@ async fn update(State(app): State<AppState>, Workspace(ws): Workspace, Path(id):
         ("statuses[]" = Option<Vec<String>>, Query), ("created_at[gt]" = Option<String>, Query), ("created_at[gte]" = Option<String>, Query),
         ("created_at[lt]" = Option<String>, Query), ("created_at[lte]" = Option<String>, Query)),
     responses((status = 200, body = super::openapi::SessionPage), (status = 400, body = super::openapi::ErrorBody)))]
-async fn list(State(app): State<AppState>, Workspace(ws): Workspace, q: QueryParams) -> ApiResult<axum::Json<BiPage<Session>>> {
+async fn list(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    q: QueryParams,
+) -> ApiResult<axum::Json<BiPage<Session>>> {
     let page = PageRequest::<String>::parse(&q, Direction::Descending, 20, 100, true)?;
     let statuses = q.all("statuses");
     if let Some(bad) = statuses.iter().find(|s| SessionStatus::parse(s).is_none()) {
-        return Err(ApiError::invalid(format!("`statuses[]` value `{bad}` is not one of idle, running, rescheduling, terminated")));
+        return Err(ApiError::invalid(format!(
+            "`statuses[]` value `{bad}` is not one of idle, running, rescheduling, terminated"
+        )));
     }
     let agent_id = q.get("agent_id").map(str::to_string);
     let agent_version = q.int("agent_version", 1, i64::MAX)?;
     if agent_version.is_some() && agent_id.is_none() {
-        return Err(ApiError::invalid("`agent_version` can only be used together with `agent_id`"));
+        return Err(ApiError::invalid(
+            "`agent_version` can only be used together with `agent_id`",
+        ));
     }
     if q.get("deployment_id").is_some() || q.get("memory_store_id").is_some() {
         // Nothing here belongs to a deployment or memory store.
-        return Ok(axum::Json(BiPage { data: vec![], next_page: None, prev_page: None }));
+        return Ok(axum::Json(BiPage {
+            data: vec![],
+            next_page: None,
+            prev_page: None,
+        }));
     }
     let filter = SessionFilter {
         agent_id,
@@ -385,18 +506,29 @@ async fn list(State(app): State<AppState>, Workspace(ws): Workspace, q: QueryPar
     let rows = app.store.list_sessions(&ws, &filter, &page.scan()).await?;
     let page = page.finish(rows, |r| r.id.clone());
     let data = page.data.iter().map(view).collect::<ApiResult<Vec<_>>>()?;
-    Ok(axum::Json(BiPage { data, next_page: page.next_page, prev_page: page.prev_page }))
+    Ok(axum::Json(BiPage {
+        data,
+        next_page: page.next_page,
+        prev_page: page.prev_page,
+    }))
 }
 
 #[utoipa::path(post, path = "/v1/sessions/{session_id}/archive", tag = "sessions", params(("session_id" = String, Path)),
     responses((status = 200, body = Session), (status = 404, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
-async fn archive(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>) -> ApiResult<axum::Json<Session>> {
+async fn archive(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Session>> {
     let (rec, _) = transact_session(&app, &ws, &id, |rec| {
         if rec.archived_at.is_some() {
             return Ok(TxnOutput::default());
         }
         if status_of(rec).is_active() {
-            return Err(StoreError::Conflict(format!("session `{}` is running; interrupt it before archiving", rec.id)));
+            return Err(StoreError::Conflict(format!(
+                "session `{}` is running; interrupt it before archiving",
+                rec.id
+            )));
         }
         let now = time::now();
         rec.archived_at = Some(now);
@@ -409,36 +541,72 @@ async fn archive(State(app): State<AppState>, Workspace(ws): Workspace, Path(id)
 
 #[utoipa::path(delete, path = "/v1/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path)),
     responses((status = 200, body = SessionDeleted), (status = 404, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
-async fn delete(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>) -> ApiResult<axum::Json<SessionDeleted>> {
+async fn delete(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<SessionDeleted>> {
     match app.store.delete_session(&ws, &id).await? {
         Deleted::Yes => {
             app.hub.deleted(&id);
-            Ok(axum::Json(SessionDeleted { id, tag: SessionDeletedTag::Tag }))
+            Ok(axum::Json(SessionDeleted {
+                id,
+                tag: SessionDeletedTag::Tag,
+            }))
         }
         Deleted::Missing => Err(not_found(&id)),
-        Deleted::Busy => Err(ApiError::conflict(format!("session `{id}` is running; interrupt it before deleting"))),
+        Deleted::Busy => Err(ApiError::conflict(format!(
+            "session `{id}` is running; interrupt it before deleting"
+        ))),
     }
 }
 
 /// `user.*` events answering blocking events get a precise message when the id is unknown
 /// versus already answered (the transaction itself is the authority).
-pub async fn explain_answer_error(app: &AppState, session_id: &str, batch: &[ClientEvent]) -> ApiResult<()> {
+pub async fn explain_answer_error(
+    app: &AppState,
+    session_id: &str,
+    batch: &[ClientEvent],
+) -> ApiResult<()> {
     for (i, e) in batch.iter().enumerate() {
         let (field, target, want) = match e {
-            ClientEvent::CustomToolResult { custom_tool_use_id, .. } => ("custom_tool_use_id", custom_tool_use_id, kind::AGENT_CUSTOM_TOOL_USE),
-            ClientEvent::ToolResult { tool_use_id, .. } => ("tool_use_id", tool_use_id, kind::AGENT_TOOL_USE),
-            ClientEvent::ToolConfirmation { tool_use_id, .. } => ("tool_use_id", tool_use_id, kind::AGENT_TOOL_USE),
+            ClientEvent::CustomToolResult {
+                custom_tool_use_id, ..
+            } => (
+                "custom_tool_use_id",
+                custom_tool_use_id,
+                kind::AGENT_CUSTOM_TOOL_USE,
+            ),
+            ClientEvent::ToolResult { tool_use_id, .. } => {
+                ("tool_use_id", tool_use_id, kind::AGENT_TOOL_USE)
+            }
+            ClientEvent::ToolConfirmation { tool_use_id, .. } => {
+                ("tool_use_id", tool_use_id, kind::AGENT_TOOL_USE)
+            }
             _ => continue,
         };
         match app.store.get_event(session_id, target).await? {
-            None => return Err(ApiError::invalid(format!("`events[{i}].{field}`: no event `{target}` in this session"))),
+            None => {
+                return Err(ApiError::invalid(format!(
+                    "`events[{i}].{field}`: no event `{target}` in this session"
+                )));
+            }
             Some(ev) if ev.kind != want => {
-                return Err(ApiError::invalid(format!("`events[{i}].{field}`: event `{target}` is a `{}`, not `{want}`", ev.kind)));
+                return Err(ApiError::invalid(format!(
+                    "`events[{i}].{field}`: event `{target}` is a `{}`, not `{want}`",
+                    ev.kind
+                )));
             }
             Some(_) => {
-                let answer = if matches!(e, ClientEvent::ToolConfirmation { .. }) { "confirmation" } else { "result" };
+                let answer = if matches!(e, ClientEvent::ToolConfirmation { .. }) {
+                    "confirmation"
+                } else {
+                    "result"
+                };
                 if app.store.has_answer(session_id, target, answer).await? {
-                    return Err(ApiError::invalid(format!("`events[{i}].{field}`: `{target}` was already answered")));
+                    return Err(ApiError::invalid(format!(
+                        "`events[{i}].{field}`: `{target}` was already answered"
+                    )));
                 }
             }
         }
@@ -447,7 +615,12 @@ pub async fn explain_answer_error(app: &AppState, session_id: &str, batch: &[Cli
 }
 
 /// Accepts a batch of client events on a session (shared by the events endpoint).
-pub async fn accept_events(app: &AppState, ws: &str, id: &str, batch: Vec<ClientEvent>) -> ApiResult<Vec<Value>> {
+pub async fn accept_events(
+    app: &AppState,
+    ws: &str,
+    id: &str,
+    batch: Vec<ClientEvent>,
+) -> ApiResult<Vec<Value>> {
     let n = batch.len();
     let flags = std::sync::Arc::new(std::sync::Mutex::new(intake::Accepted::default()));
     let out_flags = flags.clone();

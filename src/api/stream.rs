@@ -39,7 +39,9 @@ pub fn router() -> Router<AppState> {
 fn parse_deltas(q: &QueryParams) -> ApiResult<(bool, bool)> {
     let values = q.all("event_deltas");
     if values.len() > 100 {
-        return Err(ApiError::invalid("`event_deltas[]` accepts at most 100 values"));
+        return Err(ApiError::invalid(
+            "`event_deltas[]` accepts at most 100 values",
+        ));
     }
     let (mut message, mut thinking) = (false, false);
     for v in &values {
@@ -70,18 +72,25 @@ struct Tail {
 }
 
 fn frame(e: &EventRecord) -> Event {
-    Event::default().event(e.kind.as_str()).id(e.id.as_str()).data(e.wire().to_string())
+    Event::default()
+        .event(e.kind.as_str())
+        .id(e.id.as_str())
+        .data(e.wire().to_string())
 }
 
 impl Tail {
     fn visible(&self, e: &EventRecord) -> bool {
-        e.thread_id.as_deref().is_none_or(|t| t == self.thread) || e.body.get("session_thread_id").is_some()
+        e.thread_id.as_deref().is_none_or(|t| t == self.thread)
+            || e.body.get("session_thread_id").is_some()
     }
 
     /// Queues every stored event after `last_seq` up to `upto` (inclusive; None = all).
     async fn fill(&mut self, upto: Option<i64>) -> Result<(), crate::store::StoreError> {
         loop {
-            let batch = self.store.events_after(&self.sid, self.last_seq, 500).await?;
+            let batch = self
+                .store
+                .events_after(&self.sid, self.last_seq, 500)
+                .await?;
             let n = batch.len();
             for e in batch {
                 if upto.is_some_and(|u| e.seq > u) {
@@ -111,7 +120,13 @@ impl Tail {
                 r = tokio::time::timeout(KEEPALIVE, self.sub.rx.recv()) => r,
             };
             match item {
-                Err(_) => return Some(Event::default().event("ping").data(json!({"type": "ping"}).to_string())),
+                Err(_) => {
+                    return Some(
+                        Event::default()
+                            .event("ping")
+                            .data(json!({"type": "ping"}).to_string()),
+                    );
+                }
                 Ok(Err(RecvError::Closed)) => return None,
                 Ok(Err(RecvError::Lagged(_))) => {
                     // Fell behind the channel: re-read what was missed from the log.
@@ -123,10 +138,19 @@ impl Tail {
                     self.done = true;
                     let data = json!({"type": kind::SESSION_DELETED, "id": crate::domain::ids::new_id("sevt"),
                         "processed_at": crate::domain::time::format(crate::domain::time::now())});
-                    return Some(Event::default().event(kind::SESSION_DELETED).data(data.to_string()));
+                    return Some(
+                        Event::default()
+                            .event(kind::SESSION_DELETED)
+                            .data(data.to_string()),
+                    );
                 }
-                Ok(Ok(HubItem::Preview { thread_id, of, frame })) => {
-                    let wanted = (of == kind::AGENT_MESSAGE && self.previews.0) || (of == kind::AGENT_THINKING && self.previews.1);
+                Ok(Ok(HubItem::Preview {
+                    thread_id,
+                    of,
+                    frame,
+                })) => {
+                    let wanted = (of == kind::AGENT_MESSAGE && self.previews.0)
+                        || (of == kind::AGENT_THINKING && self.previews.1);
                     if !wanted || thread_id != self.thread {
                         continue;
                     }
@@ -165,23 +189,42 @@ impl Tail {
 }
 
 fn into_stream(tail: Tail) -> impl Stream<Item = Result<Event, Infallible>> {
-    futures_util::stream::unfold(tail, |mut t| async move { t.next_frame().await.map(|f| (Ok(f), t)) })
+    futures_util::stream::unfold(tail, |mut t| async move {
+        t.next_frame().await.map(|f| (Ok(f), t))
+    })
 }
 
 #[utoipa::path(get, path = "/v1/sessions/{session_id}/events/stream", tag = "events",
     params(("session_id" = String, Path), ("event_deltas[]" = Option<Vec<String>>, Query), ("after" = Option<String>, Query)),
     responses((status = 200, description = "Server-Sent Events", content_type = "text/event-stream"),
         (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody)))]
-async fn stream(State(app): State<AppState>, Workspace(ws): Workspace, Path(id): Path<String>, q: QueryParams, headers: HeaderMap) -> ApiResult<Response> {
+async fn stream(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+    q: QueryParams,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     let previews = parse_deltas(&q)?;
     // Subscribe before reading the session, so nothing committed from here on can be missed.
     let sub = app.hub.subscribe(&id, previews.0 || previews.1);
-    let rec = app.store.get_session(&ws, &id).await?.ok_or_else(|| not_found(&id))?;
-    let thread = serde_json::from_str::<SessionBody>(&rec.body).map_err(ApiError::internal)?.primary_thread_id;
+    let rec = app
+        .store
+        .get_session(&ws, &id)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
+    let thread = serde_json::from_str::<SessionBody>(&rec.body)
+        .map_err(ApiError::internal)?
+        .primary_thread_id;
     let after = q
         .get("after")
         .map(str::to_string)
-        .or_else(|| headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_string))
+        .or_else(|| {
+            headers
+                .get("last-event-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        })
         .filter(|s| !s.is_empty());
     let mut tail = Tail {
         store: app.store.clone(),
@@ -196,11 +239,11 @@ async fn stream(State(app): State<AppState>, Workspace(ws): Workspace, Path(id):
         shutdown: app.shutdown.clone(),
     };
     if let Some(after) = after {
-        let ev = app
-            .store
-            .get_event(&id, &after)
-            .await?
-            .ok_or_else(|| ApiError::invalid(format!("`after` / Last-Event-ID: no event `{after}` in this session")))?;
+        let ev = app.store.get_event(&id, &after).await?.ok_or_else(|| {
+            ApiError::invalid(format!(
+                "`after` / Last-Event-ID: no event `{after}` in this session"
+            ))
+        })?;
         tail.last_seq = ev.seq;
         tail.fill(None).await?;
     }

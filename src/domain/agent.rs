@@ -248,15 +248,26 @@ pub fn resolve_skills(skills: &[SkillParams]) -> Valid<Vec<Skill>> {
         .map(|(i, s)| {
             check_len(&format!("skills[{i}].skill_id"), &s.skill_id, 1, 256)?;
             if !seen.insert(s.skill_id.clone()) {
-                return Err(Invalid::new(format!("`skills` lists `{}` twice", s.skill_id)));
+                return Err(Invalid::new(format!(
+                    "`skills` lists `{}` twice",
+                    s.skill_id
+                )));
             }
             let version = match &s.version {
                 None | Some(Value::Null) => "latest".to_string(),
                 Some(Value::String(v)) if !v.is_empty() => v.clone(),
                 Some(Value::Number(n)) => n.to_string(),
-                _ => return Err(Invalid::new(format!("`skills[{i}].version` must be a version string"))),
+                _ => {
+                    return Err(Invalid::new(format!(
+                        "`skills[{i}].version` must be a version string"
+                    )));
+                }
             };
-            Ok(Skill { kind: s.kind, skill_id: s.skill_id.clone(), version })
+            Ok(Skill {
+                kind: s.kind,
+                skill_id: s.skill_id.clone(),
+                version,
+            })
         })
         .collect()
 }
@@ -266,7 +277,9 @@ fn check_skills_need_read(skills: &[Skill], tools: &[Tool]) -> Valid<()> {
     if skills.is_empty() {
         return Ok(());
     }
-    let read_enabled = tools.iter().any(|t| t.builtin_config("read").is_some_and(|(enabled, _)| enabled));
+    let read_enabled = tools
+        .iter()
+        .any(|t| t.builtin_config("read").is_some_and(|(enabled, _)| enabled));
     if !read_enabled {
         return Err(Invalid::new(
             "agents with `skills` need the `read` tool: add {\"type\":\"agent_toolset_20260401\"} with `read` enabled",
@@ -282,11 +295,15 @@ impl AgentCreate {
         check_description(&self.description)?;
         check_system("system", &self.system)?;
         let model = self.model.resolve(None)?;
-        let (tools, mcp_servers) =
-            tools::resolve_tools(&self.tools.unwrap_or_default(), &self.mcp_servers.unwrap_or_default())?;
+        let (tools, mcp_servers) = tools::resolve_tools(
+            &self.tools.unwrap_or_default(),
+            &self.mcp_servers.unwrap_or_default(),
+        )?;
         let skills = resolve_skills(&self.skills.unwrap_or_default())?;
         check_skills_need_read(&skills, &tools)?;
-        let execution_identity = self.execution_identity.unwrap_or(ExecutionIdentity::ServiceAccount);
+        let execution_identity = self
+            .execution_identity
+            .unwrap_or(ExecutionIdentity::ServiceAccount);
         check_identity(&execution_identity)?;
         let metadata = self.metadata.unwrap_or_default();
         metadata::validate(&metadata)?;
@@ -306,7 +323,8 @@ impl AgentCreate {
 }
 
 fn to_params<T: serde::de::DeserializeOwned>(v: impl Serialize) -> T {
-    serde_json::from_value(serde_json::to_value(v).expect("serializable")).expect("stored form parses as request form")
+    serde_json::from_value(serde_json::to_value(v).expect("serializable"))
+        .expect("stored form parses as request form")
 }
 
 impl AgentUpdate {
@@ -374,7 +392,10 @@ impl AgentUpdate {
             Patch::Absent => current.multiagent.clone(),
             Patch::Null => None,
             Patch::Value(v) if v.is_null() => None,
-            Patch::Value(v) => Some(super::multiagent::merge_update(&v, current.multiagent.as_ref())?),
+            Patch::Value(v) => Some(super::multiagent::merge_update(
+                &v,
+                current.multiagent.as_ref(),
+            )?),
         };
         Ok(AgentSpec {
             name,
@@ -393,7 +414,14 @@ impl AgentUpdate {
 
 impl AgentSpec {
     /// Builds the wire object for a version of this content.
-    pub fn into_agent(self, id: &str, version: i64, multiagent: Option<Value>, created_at: String, updated_at: String) -> Agent {
+    pub fn into_agent(
+        self,
+        id: &str,
+        version: i64,
+        multiagent: Option<Value>,
+        created_at: String,
+        updated_at: String,
+    ) -> Agent {
         Agent {
             tag: AgentTag::Tag,
             id: id.to_string(),

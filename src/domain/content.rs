@@ -29,7 +29,9 @@ fn field<'a>(o: &'a Map<String, Value>, at: &str, key: &str) -> Valid<&'a str> {
 fn text_block(at: &str, o: &Map<String, Value>) -> Valid<Value> {
     let text = field(o, at, "text")?;
     if text.len() > MAX_TEXT_CHARS {
-        return Err(Invalid::new(format!("`{at}.text` is longer than {MAX_TEXT_CHARS} bytes")));
+        return Err(Invalid::new(format!(
+            "`{at}.text` is longer than {MAX_TEXT_CHARS} bytes"
+        )));
     }
     Ok(json!({"type": "text", "text": text}))
 }
@@ -43,10 +45,20 @@ fn source(at: &str, o: &Map<String, Value>, document: bool) -> Valid<Value> {
     match s.get("type").and_then(Value::as_str) {
         Some("base64") => {
             let media = field(s, &sat, "media_type")?;
-            let ok = if document { media == "application/pdf" } else { IMAGE_TYPES.contains(&media) };
+            let ok = if document {
+                media == "application/pdf"
+            } else {
+                IMAGE_TYPES.contains(&media)
+            };
             if !ok {
-                let allowed = if document { "application/pdf".to_string() } else { IMAGE_TYPES.join(", ") };
-                return Err(Invalid::new(format!("`{sat}.media_type` must be one of {allowed}")));
+                let allowed = if document {
+                    "application/pdf".to_string()
+                } else {
+                    IMAGE_TYPES.join(", ")
+                };
+                return Err(Invalid::new(format!(
+                    "`{sat}.media_type` must be one of {allowed}"
+                )));
             }
             let data = field(s, &sat, "data")?;
             Ok(json!({"type": "base64", "media_type": media, "data": data}))
@@ -73,7 +85,9 @@ fn source(at: &str, o: &Map<String, Value>, document: bool) -> Valid<Value> {
 }
 
 fn block(at: &str, v: &Value, place: Place) -> Valid<Value> {
-    let o = v.as_object().ok_or_else(|| Invalid::new(format!("`{at}` must be a content block object")))?;
+    let o = v
+        .as_object()
+        .ok_or_else(|| Invalid::new(format!("`{at}` must be a content block object")))?;
     let kind = o.get("type").and_then(Value::as_str).unwrap_or("");
     let allowed: &[&str] = match place {
         Place::UserMessage => &["text", "image", "document"],
@@ -81,10 +95,15 @@ fn block(at: &str, v: &Value, place: Place) -> Valid<Value> {
         Place::System => &["text"],
     };
     if kind == "redacted" && place == Place::UserMessage {
-        return Err(Invalid::new(format!("`{at}`: clients cannot send `redacted` blocks")));
+        return Err(Invalid::new(format!(
+            "`{at}`: clients cannot send `redacted` blocks"
+        )));
     }
     if !allowed.contains(&kind) {
-        return Err(Invalid::new(format!("`{at}.type` must be one of {} (got `{kind}`)", allowed.join(", "))));
+        return Err(Invalid::new(format!(
+            "`{at}.type` must be one of {} (got `{kind}`)",
+            allowed.join(", ")
+        )));
     }
     match kind {
         "text" => text_block(at, o),
@@ -103,17 +122,22 @@ fn block(at: &str, v: &Value, place: Place) -> Valid<Value> {
         "search_result" => {
             let src = field(o, at, "source")?;
             let title = field(o, at, "title")?;
-            let content = o
-                .get("content")
-                .and_then(Value::as_array)
-                .ok_or_else(|| Invalid::new(format!("`{at}.content` must be a list of text blocks")))?;
+            let content = o.get("content").and_then(Value::as_array).ok_or_else(|| {
+                Invalid::new(format!("`{at}.content` must be a list of text blocks"))
+            })?;
             let content = content
                 .iter()
                 .enumerate()
                 .map(|(i, c)| block(&format!("{at}.content[{i}]"), c, Place::System))
                 .collect::<Valid<Vec<_>>>()?;
-            let enabled = o.get("citations").and_then(|c| c.get("enabled")).and_then(Value::as_bool).unwrap_or(false);
-            Ok(json!({"type": "search_result", "source": src, "title": title, "content": content, "citations": {"enabled": enabled}}))
+            let enabled = o
+                .get("citations")
+                .and_then(|c| c.get("enabled"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            Ok(
+                json!({"type": "search_result", "source": src, "title": title, "content": content, "citations": {"enabled": enabled}}),
+            )
         }
         _ => unreachable!("checked against the allowed list"),
     }
@@ -121,16 +145,32 @@ fn block(at: &str, v: &Value, place: Place) -> Valid<Value> {
 
 /// Validates a content list for `place` and returns it normalised (known keys only).
 /// `min` is the least number of blocks accepted.
-pub fn validate(at: &str, v: Option<&Value>, place: Place, min: usize, max: usize) -> Valid<Vec<Value>> {
+pub fn validate(
+    at: &str,
+    v: Option<&Value>,
+    place: Place,
+    min: usize,
+    max: usize,
+) -> Valid<Vec<Value>> {
     let list = match v {
         None | Some(Value::Null) if min == 0 => return Ok(vec![]),
         Some(Value::Array(a)) => a,
-        _ => return Err(Invalid::new(format!("`{at}` must be a list of content blocks"))),
+        _ => {
+            return Err(Invalid::new(format!(
+                "`{at}` must be a list of content blocks"
+            )));
+        }
     };
     if list.len() < min || list.len() > max {
-        return Err(Invalid::new(format!("`{at}` must have between {min} and {max} blocks (got {})", list.len())));
+        return Err(Invalid::new(format!(
+            "`{at}` must have between {min} and {max} blocks (got {})",
+            list.len()
+        )));
     }
-    list.iter().enumerate().map(|(i, b)| block(&format!("{at}[{i}]"), b, place)).collect()
+    list.iter()
+        .enumerate()
+        .map(|(i, b)| block(&format!("{at}[{i}]"), b, place))
+        .collect()
 }
 
 /// A single text block.
@@ -162,7 +202,11 @@ mod tests {
         let sr = json!([{"type":"search_result","source":"https://x","title":"t","content":[{"type":"text","text":"a"}]}]);
         let v = validate("c", Some(&sr), Place::ToolResult, 0, 100).unwrap();
         assert_eq!(v[0]["citations"], json!({"enabled": false}));
-        assert!(validate("c", None, Place::ToolResult, 0, 100).unwrap().is_empty());
+        assert!(
+            validate("c", None, Place::ToolResult, 0, 100)
+                .unwrap()
+                .is_empty()
+        );
         let bad = json!([{"type":"image","source":{"type":"base64","media_type":"image/bmp","data":"AA=="}}]);
         assert!(validate("c", Some(&bad), Place::UserMessage, 1, 100).is_err());
     }

@@ -59,14 +59,20 @@ impl Packages {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EnvironmentConfig {
-    Cloud { networking: Networking, packages: Packages },
+    Cloud {
+        networking: Networking,
+        packages: Packages,
+    },
     SelfHosted,
 }
 
 impl EnvironmentConfig {
     /// The default for a new environment: cloud with unrestricted networking.
     pub fn default_cloud() -> Self {
-        EnvironmentConfig::Cloud { networking: Networking::Unrestricted, packages: Packages::default() }
+        EnvironmentConfig::Cloud {
+            networking: Networking::Unrestricted,
+            packages: Packages::default(),
+        }
     }
 
     /// The config type's wire name.
@@ -184,13 +190,17 @@ pub struct EnvironmentUpdate {
 
 fn check_hosts(hosts: &[String]) -> Valid<()> {
     if hosts.len() > 256 {
-        return Err(Invalid::new("`config.networking.allowed_hosts` has more than 256 entries"));
+        return Err(Invalid::new(
+            "`config.networking.allowed_hosts` has more than 256 entries",
+        ));
     }
     for h in hosts {
         let bare = h.strip_prefix("*.").unwrap_or(h);
         let ok = !bare.is_empty()
             && bare.len() <= 253
-            && bare.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':'));
+            && bare
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':'));
         if !ok {
             return Err(Invalid::new(format!(
                 "`config.networking.allowed_hosts` entry `{h}` is not a hostname or IP address"
@@ -209,7 +219,9 @@ fn resolve_packages(p: PackagesParams) -> Valid<Packages> {
     let lists = [&p.apt, &p.cargo, &p.gem, &p.go, &p.npm, &p.pip];
     for spec in lists.into_iter().flatten().flatten() {
         if spec.trim().is_empty() || spec.len() > 256 || spec.contains(['\n', '\0']) {
-            return Err(Invalid::new(format!("`config.packages` entry `{spec}` is not a package spec")));
+            return Err(Invalid::new(format!(
+                "`config.packages` entry `{spec}` is not a package spec"
+            )));
         }
     }
     Ok(Packages {
@@ -226,7 +238,11 @@ fn resolve_packages(p: PackagesParams) -> Valid<Packages> {
 fn resolve_networking(n: NetworkingParams) -> Valid<Networking> {
     Ok(match n {
         NetworkingParams::Unrestricted => Networking::Unrestricted,
-        NetworkingParams::Limited { allowed_hosts, allow_package_managers, allow_mcp_servers } => {
+        NetworkingParams::Limited {
+            allowed_hosts,
+            allow_package_managers,
+            allow_mcp_servers,
+        } => {
             let allowed_hosts = allowed_hosts.unwrap_or_default();
             check_hosts(&allowed_hosts)?;
             Networking::Limited {
@@ -239,13 +255,26 @@ fn resolve_networking(n: NetworkingParams) -> Valid<Networking> {
 }
 
 /// Resolves a sent config, keeping stored cloud fields the body omits (on update).
-fn resolve_config(p: Option<ConfigParams>, stored: Option<&EnvironmentConfig>) -> Valid<EnvironmentConfig> {
+fn resolve_config(
+    p: Option<ConfigParams>,
+    stored: Option<&EnvironmentConfig>,
+) -> Valid<EnvironmentConfig> {
     let config = match p {
-        None => return Ok(stored.cloned().unwrap_or_else(EnvironmentConfig::default_cloud)),
+        None => {
+            return Ok(stored
+                .cloned()
+                .unwrap_or_else(EnvironmentConfig::default_cloud));
+        }
         Some(ConfigParams::SelfHosted) => EnvironmentConfig::SelfHosted,
-        Some(ConfigParams::Cloud { networking, packages }) => {
+        Some(ConfigParams::Cloud {
+            networking,
+            packages,
+        }) => {
             let (old_net, old_pkgs) = match stored {
-                Some(EnvironmentConfig::Cloud { networking, packages }) => (Some(networking.clone()), Some(packages.clone())),
+                Some(EnvironmentConfig::Cloud {
+                    networking,
+                    packages,
+                }) => (Some(networking.clone()), Some(packages.clone())),
                 _ => (None, None),
             };
             let networking = match networking {
@@ -256,14 +285,20 @@ fn resolve_config(p: Option<ConfigParams>, stored: Option<&EnvironmentConfig>) -
                 Some(p) => resolve_packages(p)?,
                 None => old_pkgs.unwrap_or_default(),
             };
-            if let Networking::Limited { allow_package_managers: false, .. } = &networking
+            if let Networking::Limited {
+                allow_package_managers: false,
+                ..
+            } = &networking
                 && !packages.is_empty()
             {
                 return Err(Invalid::new(
                     "`config.packages` needs `config.networking.allow_package_managers: true` under limited networking",
                 ));
             }
-            EnvironmentConfig::Cloud { networking, packages }
+            EnvironmentConfig::Cloud {
+                networking,
+                packages,
+            }
         }
     };
     if let Some(stored) = stored
@@ -271,7 +306,11 @@ fn resolve_config(p: Option<ConfigParams>, stored: Option<&EnvironmentConfig>) -
     {
         return Err(Invalid::with_code(
             "invalid_config_type_change",
-            format!("`config.type` cannot change from `{}` to `{}`", stored.kind(), config.kind()),
+            format!(
+                "`config.type` cannot change from `{}` to `{}`",
+                stored.kind(),
+                config.kind()
+            ),
         ));
     }
     Ok(config)
@@ -314,7 +353,10 @@ impl EnvironmentUpdate {
     /// Applies the update to the stored environment (which must not be archived).
     pub fn apply(self, current: &Environment) -> Valid<EnvironmentSpec> {
         if current.archived_at.is_some() {
-            return Err(Invalid::with_code("environment_archived", "archived environments cannot be updated"));
+            return Err(Invalid::with_code(
+                "environment_archived",
+                "archived environments cannot be updated",
+            ));
         }
         let name = match self.name {
             Some(n) => {
@@ -351,15 +393,20 @@ mod tests {
     use serde_json::json;
 
     fn create(v: serde_json::Value) -> Valid<EnvironmentSpec> {
-        serde_json::from_value::<EnvironmentCreate>(v).unwrap().into_spec()
+        serde_json::from_value::<EnvironmentCreate>(v)
+            .unwrap()
+            .into_spec()
     }
 
     #[test]
     fn default_config_is_cloud_unrestricted_with_all_arrays() {
         let s = create(json!({"name":"e"})).unwrap();
         let v = serde_json::to_value(&s.config).unwrap();
-        assert_eq!(v, json!({"type":"cloud","networking":{"type":"unrestricted"},
-            "packages":{"type":"packages","apt":[],"cargo":[],"gem":[],"go":[],"npm":[],"pip":[]}}));
+        assert_eq!(
+            v,
+            json!({"type":"cloud","networking":{"type":"unrestricted"},
+            "packages":{"type":"packages","apt":[],"cargo":[],"gem":[],"go":[],"npm":[],"pip":[]}})
+        );
     }
 
     #[test]
@@ -372,14 +419,32 @@ mod tests {
     fn update_keeps_omitted_cloud_fields_and_refuses_type_change() {
         let s = create(json!({"name":"e","config":{"type":"cloud","networking":{"type":"limited","allowed_hosts":["a.com"]}}})).unwrap();
         let env = Environment {
-            tag: EnvironmentTag::Tag, id: "env_1".into(), name: s.name, description: None, config: s.config.clone(),
-            metadata: Metadata::new(), scope: s.scope, created_at: String::new(), updated_at: String::new(), archived_at: None,
+            tag: EnvironmentTag::Tag,
+            id: "env_1".into(),
+            name: s.name,
+            description: None,
+            config: s.config.clone(),
+            metadata: Metadata::new(),
+            scope: s.scope,
+            created_at: String::new(),
+            updated_at: String::new(),
+            archived_at: None,
         };
-        let u: EnvironmentUpdate = serde_json::from_value(json!({"config":{"type":"cloud","packages":{"apt":["x"]}}})).unwrap();
-        assert!(u.apply(&env).is_err(), "limited networking kept, so packages need package managers");
-        let u: EnvironmentUpdate = serde_json::from_value(json!({"config":{"type":"cloud"}})).unwrap();
+        let u: EnvironmentUpdate =
+            serde_json::from_value(json!({"config":{"type":"cloud","packages":{"apt":["x"]}}}))
+                .unwrap();
+        assert!(
+            u.apply(&env).is_err(),
+            "limited networking kept, so packages need package managers"
+        );
+        let u: EnvironmentUpdate =
+            serde_json::from_value(json!({"config":{"type":"cloud"}})).unwrap();
         assert_eq!(u.apply(&env).unwrap().config, s.config);
-        let u: EnvironmentUpdate = serde_json::from_value(json!({"config":{"type":"self_hosted"}})).unwrap();
-        assert_eq!(u.apply(&env).unwrap_err().code, Some("invalid_config_type_change"));
+        let u: EnvironmentUpdate =
+            serde_json::from_value(json!({"config":{"type":"self_hosted"}})).unwrap();
+        assert_eq!(
+            u.apply(&env).unwrap_err().code,
+            Some("invalid_config_type_change")
+        );
     }
 }

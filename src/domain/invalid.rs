@@ -15,12 +15,18 @@ pub struct Invalid {
 impl Invalid {
     /// A rule violation with no specific error code.
     pub fn new(message: impl Into<String>) -> Self {
-        Self { message: message.into(), code: None }
+        Self {
+            message: message.into(),
+            code: None,
+        }
     }
 
     /// A rule violation with an upstream error code.
     pub fn with_code(code: &'static str, message: impl Into<String>) -> Self {
-        Self { message: message.into(), code: Some(code) }
+        Self {
+            message: message.into(),
+            code: Some(code),
+        }
     }
 }
 
@@ -42,10 +48,14 @@ pub fn check_len(field: &str, s: &str, min: usize, max: usize) -> Valid<()> {
         if min == 1 {
             return Err(Invalid::new(format!("`{field}` must not be empty")));
         }
-        return Err(Invalid::new(format!("`{field}` must be at least {min} characters")));
+        return Err(Invalid::new(format!(
+            "`{field}` must be at least {min} characters"
+        )));
     }
     if n > max {
-        return Err(Invalid::new(format!("`{field}` must be at most {max} characters (got {n})")));
+        return Err(Invalid::new(format!(
+            "`{field}` must be at most {max} characters (got {n})"
+        )));
     }
     Ok(())
 }

@@ -45,7 +45,11 @@ pub fn validate(metadata: &Metadata) -> Valid<()> {
 
 /// Applies a patch to stored metadata and validates the result. With `empty_deletes`
 /// (environments), an empty string deletes the key too.
-pub fn apply_patch(stored: &Metadata, patch: &MetadataPatch, empty_deletes: bool) -> Valid<Metadata> {
+pub fn apply_patch(
+    stored: &Metadata,
+    patch: &MetadataPatch,
+    empty_deletes: bool,
+) -> Valid<Metadata> {
     let mut out = stored.clone();
     for (k, v) in patch {
         match v {
@@ -83,10 +87,17 @@ mod tests {
     #[test]
     fn patch_upserts_and_deletes() {
         let stored: Metadata = [("a".into(), "1".into()), ("b".into(), "2".into())].into();
-        let patch: MetadataPatch =
-            [("a".into(), None), ("c".into(), Some("3".into())), ("b".into(), Some("".into()))].into();
+        let patch: MetadataPatch = [
+            ("a".into(), None),
+            ("c".into(), Some("3".into())),
+            ("b".into(), Some("".into())),
+        ]
+        .into();
         let out = apply_patch(&stored, &patch, false).unwrap();
-        assert_eq!(out, [("b".into(), "".into()), ("c".into(), "3".into())].into());
+        assert_eq!(
+            out,
+            [("b".into(), "".into()), ("c".into(), "3".into())].into()
+        );
         let out = apply_patch(&stored, &patch, true).unwrap();
         assert_eq!(out, [("c".into(), "3".into())].into());
     }

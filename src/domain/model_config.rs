@@ -82,7 +82,9 @@ pub enum ModelParam {
 
 /// The effort a model gets when none is chosen.
 pub fn default_effort(_model_id: &str) -> Effort {
-    Effort { level: EffortLevel::High }
+    Effort {
+        level: EffortLevel::High,
+    }
 }
 
 impl ModelParam {
@@ -106,7 +108,9 @@ impl ModelParam {
             Patch::Value(e) => Effort { level: e.level() },
             Patch::Null => default_effort(&params.id),
             Patch::Absent => match previous {
-                Some(p) if p.id == params.id => p.effort.unwrap_or_else(|| default_effort(&params.id)),
+                Some(p) if p.id == params.id => {
+                    p.effort.unwrap_or_else(|| default_effort(&params.id))
+                }
                 _ => default_effort(&params.id),
             },
         };
@@ -139,20 +143,35 @@ mod tests {
 
     #[test]
     fn bare_id_gets_defaults() {
-        let m = parse(serde_json::json!("claude-opus-4-7")).resolve(None).unwrap();
-        assert_eq!(m.effort, Some(Effort { level: EffortLevel::High }));
+        let m = parse(serde_json::json!("claude-opus-4-7"))
+            .resolve(None)
+            .unwrap();
+        assert_eq!(
+            m.effort,
+            Some(Effort {
+                level: EffortLevel::High
+            })
+        );
         assert_eq!(m.speed, Some(Speed::Standard));
     }
 
     #[test]
     fn effort_kept_on_same_model_and_reset_on_change() {
-        let stored = parse(serde_json::json!({"id":"a","effort":"low"})).resolve(None).unwrap();
+        let stored = parse(serde_json::json!({"id":"a","effort":"low"}))
+            .resolve(None)
+            .unwrap();
         assert_eq!(stored.effort.unwrap().level, EffortLevel::Low);
-        let same = parse(serde_json::json!({"id":"a"})).resolve(Some(&stored)).unwrap();
+        let same = parse(serde_json::json!({"id":"a"}))
+            .resolve(Some(&stored))
+            .unwrap();
         assert_eq!(same.effort.unwrap().level, EffortLevel::Low);
-        let changed = parse(serde_json::json!("b")).resolve(Some(&stored)).unwrap();
+        let changed = parse(serde_json::json!("b"))
+            .resolve(Some(&stored))
+            .unwrap();
         assert_eq!(changed.effort.unwrap().level, EffortLevel::High);
-        let object = parse(serde_json::json!({"id":"a","effort":{"type":"max"}})).resolve(None).unwrap();
+        let object = parse(serde_json::json!({"id":"a","effort":{"type":"max"}}))
+            .resolve(None)
+            .unwrap();
         assert_eq!(object.effort.unwrap().level, EffortLevel::Max);
     }
 }

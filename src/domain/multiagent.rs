@@ -37,44 +37,72 @@ struct Member {
 #[derive(Debug, Clone)]
 enum Plan {
     Coordinator(Vec<Entry>),
-    V20261001 { advisor: Option<String>, subagents: Member, workflows: Member },
+    V20261001 {
+        advisor: Option<String>,
+        subagents: Member,
+        workflows: Member,
+    },
 }
 
 fn entry(at: &str, v: &Value, allow_advisor: bool) -> Valid<Entry> {
     match v {
-        Value::String(id) if !id.is_empty() => Ok(Entry::Agent(RosterRef { id: id.clone(), version: None })),
+        Value::String(id) if !id.is_empty() => Ok(Entry::Agent(RosterRef {
+            id: id.clone(),
+            version: None,
+        })),
         Value::Object(o) => match o.get("type").and_then(Value::as_str) {
             Some("agent") => {
-                let id = o.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
+                let id = o
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty());
                 let id = id.ok_or_else(|| Invalid::new(format!("`{at}.id` is required")))?;
                 let version = match o.get("version") {
                     None | Some(Value::Null) => None,
                     Some(v) => match v.as_i64() {
                         Some(n) if n >= 1 => Some(n),
-                        _ => return Err(Invalid::new(format!("`{at}.version` must be an integer >= 1"))),
+                        _ => {
+                            return Err(Invalid::new(format!(
+                                "`{at}.version` must be an integer >= 1"
+                            )));
+                        }
                     },
                 };
-                Ok(Entry::Agent(RosterRef { id: id.to_string(), version }))
+                Ok(Entry::Agent(RosterRef {
+                    id: id.to_string(),
+                    version,
+                }))
             }
             Some("self") => Ok(Entry::SelfRef),
             Some("advisor") if allow_advisor => {
-                let model = o.get("model").and_then(Value::as_str).filter(|s| !s.trim().is_empty());
-                let model = model.ok_or_else(|| Invalid::new(format!("`{at}.model` is required")))?;
+                let model = o
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.trim().is_empty());
+                let model =
+                    model.ok_or_else(|| Invalid::new(format!("`{at}.model` is required")))?;
                 Ok(Entry::Advisor(model.to_string()))
             }
             other => Err(Invalid::new(format!(
                 "`{at}.type` must be `agent`, `self`{} (got {})",
                 if allow_advisor { " or `advisor`" } else { "" },
-                other.map(|s| format!("`{s}`")).unwrap_or_else(|| "nothing".into())
+                other
+                    .map(|s| format!("`{s}`"))
+                    .unwrap_or_else(|| "nothing".into())
             ))),
         },
-        _ => Err(Invalid::new(format!("`{at}` must be an agent id or an entry object"))),
+        _ => Err(Invalid::new(format!(
+            "`{at}` must be an agent id or an entry object"
+        ))),
     }
 }
 
 fn check_entries(at: &str, entries: &[Entry]) -> Valid<()> {
     if entries.len() > MAX_ROSTER {
-        return Err(Invalid::new(format!("`{at}` has {} entries; at most {MAX_ROSTER} are allowed", entries.len())));
+        return Err(Invalid::new(format!(
+            "`{at}` has {} entries; at most {MAX_ROSTER} are allowed",
+            entries.len()
+        )));
     }
     let mut ids = BTreeSet::new();
     let (mut selves, mut advisors) = (0, 0);
@@ -82,7 +110,10 @@ fn check_entries(at: &str, entries: &[Entry]) -> Valid<()> {
         match e {
             Entry::Agent(r) => {
                 if !ids.insert(r.id.clone()) {
-                    return Err(Invalid::new(format!("`{at}` lists agent `{}` more than once", r.id)));
+                    return Err(Invalid::new(format!(
+                        "`{at}` lists agent `{}` more than once",
+                        r.id
+                    )));
                 }
             }
             Entry::SelfRef => selves += 1,
@@ -90,27 +121,47 @@ fn check_entries(at: &str, entries: &[Entry]) -> Valid<()> {
         }
     }
     if selves > 1 {
-        return Err(Invalid::new(format!("`{at}` may contain at most one `self` entry")));
+        return Err(Invalid::new(format!(
+            "`{at}` may contain at most one `self` entry"
+        )));
     }
     if advisors > 1 {
-        return Err(Invalid::new(format!("`{at}` may contain at most one `advisor` entry")));
+        return Err(Invalid::new(format!(
+            "`{at}` may contain at most one `advisor` entry"
+        )));
     }
     Ok(())
 }
 
 fn member(at: &str, v: Option<&Value>) -> Valid<Member> {
-    let default = Member { enabled: true, inline: true, predefined: vec![] };
-    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(default) };
-    let o = v.as_object().ok_or_else(|| Invalid::new(format!("`{at}` must be an object")))?;
+    let default = Member {
+        enabled: true,
+        inline: true,
+        predefined: vec![],
+    };
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(default);
+    };
+    let o = v
+        .as_object()
+        .ok_or_else(|| Invalid::new(format!("`{at}` must be an object")))?;
     match o.get("type").and_then(Value::as_str) {
-        Some("disabled") => Ok(Member { enabled: false, inline: false, predefined: vec![] }),
+        Some("disabled") => Ok(Member {
+            enabled: false,
+            inline: false,
+            predefined: vec![],
+        }),
         Some("enabled") => {
             let inline = match o.get("inline_agents") {
                 None | Some(Value::Null) => true,
                 Some(i) => match i.get("type").and_then(Value::as_str) {
                     Some("enabled") => true,
                     Some("disabled") => false,
-                    _ => return Err(Invalid::new(format!("`{at}.inline_agents.type` must be `enabled` or `disabled`"))),
+                    _ => {
+                        return Err(Invalid::new(format!(
+                            "`{at}.inline_agents.type` must be `enabled` or `disabled`"
+                        )));
+                    }
                 },
             };
             let predefined = match o.get("predefined_agents") {
@@ -120,7 +171,11 @@ fn member(at: &str, v: Option<&Value>) -> Valid<Member> {
                     .enumerate()
                     .map(|(i, e)| entry(&format!("{at}.predefined_agents[{i}]"), e, false))
                     .collect::<Valid<Vec<_>>>()?,
-                Some(_) => return Err(Invalid::new(format!("`{at}.predefined_agents` must be a list"))),
+                Some(_) => {
+                    return Err(Invalid::new(format!(
+                        "`{at}.predefined_agents` must be a list"
+                    )));
+                }
             };
             check_entries(&format!("{at}.predefined_agents"), &predefined)?;
             if !inline && predefined.is_empty() {
@@ -128,22 +183,31 @@ fn member(at: &str, v: Option<&Value>) -> Valid<Member> {
                     "`{at}`: with inline agents disabled, `predefined_agents` must not be empty"
                 )));
             }
-            Ok(Member { enabled: true, inline, predefined })
+            Ok(Member {
+                enabled: true,
+                inline,
+                predefined,
+            })
         }
-        _ => Err(Invalid::new(format!("`{at}.type` must be `enabled` or `disabled`"))),
+        _ => Err(Invalid::new(format!(
+            "`{at}.type` must be `enabled` or `disabled`"
+        ))),
     }
 }
 
 fn parse(v: &Value) -> Valid<Plan> {
-    let o = v.as_object().ok_or_else(|| Invalid::new("`multiagent` must be an object"))?;
+    let o = v
+        .as_object()
+        .ok_or_else(|| Invalid::new("`multiagent` must be an object"))?;
     match o.get("type").and_then(Value::as_str) {
         Some("coordinator") => {
-            let agents = o
-                .get("agents")
-                .and_then(Value::as_array)
-                .ok_or_else(|| Invalid::new("`multiagent.agents` must be a list of 1-20 entries"))?;
+            let agents = o.get("agents").and_then(Value::as_array).ok_or_else(|| {
+                Invalid::new("`multiagent.agents` must be a list of 1-20 entries")
+            })?;
             if agents.is_empty() {
-                return Err(Invalid::new("`multiagent.agents` must list at least one agent"));
+                return Err(Invalid::new(
+                    "`multiagent.agents` must list at least one agent",
+                ));
             }
             let entries = agents
                 .iter()
@@ -159,10 +223,23 @@ fn parse(v: &Value) -> Valid<Plan> {
                 Some(a) => match a.get("type").and_then(Value::as_str) {
                     Some("disabled") => None,
                     Some("enabled") => {
-                        let model = a.get("model").and_then(Value::as_str).filter(|s| !s.trim().is_empty());
-                        Some(model.ok_or_else(|| Invalid::new("`multiagent.advisor.model` is required"))?.to_string())
+                        let model = a
+                            .get("model")
+                            .and_then(Value::as_str)
+                            .filter(|s| !s.trim().is_empty());
+                        Some(
+                            model
+                                .ok_or_else(|| {
+                                    Invalid::new("`multiagent.advisor.model` is required")
+                                })?
+                                .to_string(),
+                        )
                     }
-                    _ => return Err(Invalid::new("`multiagent.advisor.type` must be `enabled` or `disabled`")),
+                    _ => {
+                        return Err(Invalid::new(
+                            "`multiagent.advisor.type` must be `enabled` or `disabled`",
+                        ));
+                    }
                 },
             };
             Ok(Plan::V20261001 {
@@ -173,7 +250,9 @@ fn parse(v: &Value) -> Valid<Plan> {
         }
         other => Err(Invalid::new(format!(
             "`multiagent.type` must be `coordinator` or `multiagent_20261001` (got {})",
-            other.map(|s| format!("`{s}`")).unwrap_or_else(|| "nothing".into())
+            other
+                .map(|s| format!("`{s}`"))
+                .unwrap_or_else(|| "nothing".into())
         ))),
     }
 }
@@ -205,7 +284,11 @@ pub fn merge_update(req: &Value, stored: Option<&Value>) -> Valid<Value> {
                     _ => Value::Object(sent.clone()),
                 }
             }
-            Some(_) => return Err(Invalid::new(format!("`multiagent.{key}` must be an object or null"))),
+            Some(_) => {
+                return Err(Invalid::new(format!(
+                    "`multiagent.{key}` must be an object or null"
+                )));
+            }
         };
         out[key] = merged;
     }
@@ -225,7 +308,11 @@ pub fn roster_refs(req: &Value) -> Valid<Vec<RosterRef>> {
     let mut out = BTreeSet::new();
     match parse(req)? {
         Plan::Coordinator(entries) => refs_of(&entries, &mut out),
-        Plan::V20261001 { subagents, workflows, .. } => {
+        Plan::V20261001 {
+            subagents,
+            workflows,
+            ..
+        } => {
             refs_of(&subagents.predefined, &mut out);
             refs_of(&workflows.predefined, &mut out);
         }
@@ -240,13 +327,21 @@ pub struct SelfAgent<'a> {
     pub inference_geo: Option<&'a str>,
 }
 
-fn pin(at: &str, e: &Entry, me: &SelfAgent, found: &dyn Fn(&RosterRef) -> Option<Agent>, geos: &mut BTreeSet<Option<String>>) -> Valid<Value> {
+fn pin(
+    at: &str,
+    e: &Entry,
+    me: &SelfAgent,
+    found: &dyn Fn(&RosterRef) -> Option<Agent>,
+    geos: &mut BTreeSet<Option<String>>,
+) -> Valid<Value> {
     match e {
         Entry::SelfRef => Ok(json!({"type": "agent", "id": me.id, "version": me.version})),
         Entry::Advisor(model) => Ok(json!({"type": "advisor", "model": model})),
         Entry::Agent(r) => {
             if r.id == me.id {
-                return Err(Invalid::new(format!("`{at}` refers to the agent itself; use {{\"type\":\"self\"}}")));
+                return Err(Invalid::new(format!(
+                    "`{at}` refers to the agent itself; use {{\"type\":\"self\"}}"
+                )));
             }
             let a = found(r).ok_or_else(|| {
                 Invalid::new(match r.version {
@@ -255,7 +350,10 @@ fn pin(at: &str, e: &Entry, me: &SelfAgent, found: &dyn Fn(&RosterRef) -> Option
                 })
             })?;
             if a.archived_at.is_some() {
-                return Err(Invalid::new(format!("`{at}`: agent `{}` is archived", r.id)));
+                return Err(Invalid::new(format!(
+                    "`{at}`: agent `{}` is archived",
+                    r.id
+                )));
             }
             if a.multiagent.is_some() {
                 return Err(Invalid::new(format!(
@@ -269,7 +367,13 @@ fn pin(at: &str, e: &Entry, me: &SelfAgent, found: &dyn Fn(&RosterRef) -> Option
     }
 }
 
-fn pin_member(at: &str, m: &Member, me: &SelfAgent, found: &dyn Fn(&RosterRef) -> Option<Agent>, geos: &mut BTreeSet<Option<String>>) -> Valid<Value> {
+fn pin_member(
+    at: &str,
+    m: &Member,
+    me: &SelfAgent,
+    found: &dyn Fn(&RosterRef) -> Option<Agent>,
+    geos: &mut BTreeSet<Option<String>>,
+) -> Valid<Value> {
     if !m.enabled {
         return Ok(json!({"type": "disabled"}));
     }
@@ -288,7 +392,11 @@ fn pin_member(at: &str, m: &Member, me: &SelfAgent, found: &dyn Fn(&RosterRef) -
 
 /// Resolves a multiagent request to the agent form: every roster agent pinned to a concrete
 /// version, `self` to the agent being saved, defaults filled in.
-pub fn resolve(req: &Value, me: &SelfAgent, found: &dyn Fn(&RosterRef) -> Option<Agent>) -> Valid<Value> {
+pub fn resolve(
+    req: &Value,
+    me: &SelfAgent,
+    found: &dyn Fn(&RosterRef) -> Option<Agent>,
+) -> Valid<Value> {
     let mut geos: BTreeSet<Option<String>> = BTreeSet::new();
     geos.insert(me.inference_geo.map(str::to_string));
     let out = match parse(req)? {
@@ -307,7 +415,11 @@ pub fn resolve(req: &Value, me: &SelfAgent, found: &dyn Fn(&RosterRef) -> Option
             agents.extend(advisor);
             json!({"type": "coordinator", "agents": agents})
         }
-        Plan::V20261001 { advisor, subagents, workflows } => json!({
+        Plan::V20261001 {
+            advisor,
+            subagents,
+            workflows,
+        } => json!({
             "type": "multiagent_20261001",
             "advisor": match advisor {
                 Some(model) => json!({"type": "enabled", "model": model}),
@@ -331,7 +443,10 @@ pub fn pinned_refs(agent_form: &Value) -> Vec<(String, i64)> {
     let mut visit = |list: Option<&Value>| {
         for e in list.and_then(Value::as_array).into_iter().flatten() {
             if e.get("type").and_then(Value::as_str) == Some("agent")
-                && let (Some(id), Some(v)) = (e.get("id").and_then(Value::as_str), e.get("version").and_then(Value::as_i64))
+                && let (Some(id), Some(v)) = (
+                    e.get("id").and_then(Value::as_str),
+                    e.get("version").and_then(Value::as_i64),
+                )
             {
                 out.push((id.to_string(), v));
             }
@@ -344,7 +459,10 @@ pub fn pinned_refs(agent_form: &Value) -> Vec<(String, i64)> {
 }
 
 /// Turns the agent form into the session form: pinned references become full snapshots.
-pub fn session_form(agent_form: &Value, snapshot: &dyn Fn(&str, i64) -> Option<SessionAgent>) -> Value {
+pub fn session_form(
+    agent_form: &Value,
+    snapshot: &dyn Fn(&str, i64) -> Option<SessionAgent>,
+) -> Value {
     let expand = |list: &Value| -> Value {
         Value::Array(
             list.as_array()
@@ -388,7 +506,10 @@ mod tests {
         let m = merge_update(&req, Some(&stored)).unwrap();
         assert_eq!(m["advisor"], stored["advisor"]);
         assert_eq!(m["subagents"]["inline_agents"], json!({"type":"disabled"}));
-        assert_eq!(m["subagents"]["predefined_agents"], stored["subagents"]["predefined_agents"]);
+        assert_eq!(
+            m["subagents"]["predefined_agents"],
+            stored["subagents"]["predefined_agents"]
+        );
         assert_eq!(m["workflows"], Value::Null);
     }
 
@@ -396,24 +517,56 @@ mod tests {
     fn shape_errors() {
         assert!(roster_refs(&json!({"type":"coordinator","agents":[]})).is_err());
         assert!(roster_refs(&json!({"type":"coordinator","agents":["a","a"]})).is_err());
-        assert!(roster_refs(&json!({"type":"coordinator","agents":[{"type":"self"},{"type":"self"}]})).is_err());
+        assert!(
+            roster_refs(&json!({"type":"coordinator","agents":[{"type":"self"},{"type":"self"}]}))
+                .is_err()
+        );
         let many: Vec<Value> = (0..21).map(|i| json!(format!("agent_{i}"))).collect();
         assert!(roster_refs(&json!({"type":"coordinator","agents":many})).is_err());
         assert!(roster_refs(&json!({"type":"multiagent_20261001","subagents":{"type":"enabled","inline_agents":{"type":"disabled"}}})).is_err());
         assert_eq!(
-            roster_refs(&json!({"type":"coordinator","agents":["b",{"type":"agent","id":"a","version":2}]})).unwrap(),
-            vec![RosterRef { id: "a".into(), version: Some(2) }, RosterRef { id: "b".into(), version: None }]
+            roster_refs(
+                &json!({"type":"coordinator","agents":["b",{"type":"agent","id":"a","version":2}]})
+            )
+            .unwrap(),
+            vec![
+                RosterRef {
+                    id: "a".into(),
+                    version: Some(2)
+                },
+                RosterRef {
+                    id: "b".into(),
+                    version: None
+                }
+            ]
         );
     }
 
     #[test]
     fn resolves_defaults() {
-        let me = SelfAgent { id: "me", version: 3, inference_geo: None };
+        let me = SelfAgent {
+            id: "me",
+            version: 3,
+            inference_geo: None,
+        };
         let v = resolve(&json!({"type":"multiagent_20261001"}), &me, &|_| None).unwrap();
         assert_eq!(v["advisor"], json!({"type":"disabled"}));
-        assert_eq!(v["subagents"], json!({"type":"enabled","inline_agents":{"type":"enabled"},"predefined_agents":[]}));
+        assert_eq!(
+            v["subagents"],
+            json!({"type":"enabled","inline_agents":{"type":"enabled"},"predefined_agents":[]})
+        );
         let v = resolve(&json!({"type":"coordinator","agents":[{"type":"advisor","model":"x"},{"type":"self"}]}), &me, &|_| None).unwrap();
-        assert_eq!(v["agents"], json!([{"type":"agent","id":"me","version":3},{"type":"advisor","model":"x"}]));
-        assert!(resolve(&json!({"type":"coordinator","agents":["missing"]}), &me, &|_| None).is_err());
+        assert_eq!(
+            v["agents"],
+            json!([{"type":"agent","id":"me","version":3},{"type":"advisor","model":"x"}])
+        );
+        assert!(
+            resolve(
+                &json!({"type":"coordinator","agents":["missing"]}),
+                &me,
+                &|_| None
+            )
+            .is_err()
+        );
     }
 }

@@ -170,7 +170,11 @@ pub fn parse_agent_selection(v: &Value) -> Valid<AgentSelection> {
         }
     };
     match v {
-        Value::String(id) if !id.is_empty() => Ok(AgentSelection { id: id.clone(), version: None, overrides: None }),
+        Value::String(id) if !id.is_empty() => Ok(AgentSelection {
+            id: id.clone(),
+            version: None,
+            overrides: None,
+        }),
         Value::Object(o) => {
             let id = o
                 .get("id")
@@ -179,23 +183,37 @@ pub fn parse_agent_selection(v: &Value) -> Valid<AgentSelection> {
                 .ok_or_else(|| Invalid::new("`agent.id` is required"))?
                 .to_string();
             match o.get("type").and_then(Value::as_str) {
-                Some("agent") => Ok(AgentSelection { id, version: version(o)?, overrides: None }),
+                Some("agent") => Ok(AgentSelection {
+                    id,
+                    version: version(o)?,
+                    overrides: None,
+                }),
                 Some("agent_with_overrides") => {
                     let overrides: AgentOverrides = serde_json::from_value(v.clone())
                         .map_err(|e| Invalid::new(format!("`agent`: {e}")))?;
-                    Ok(AgentSelection { id, version: version(o)?, overrides: Some(overrides) })
+                    Ok(AgentSelection {
+                        id,
+                        version: version(o)?,
+                        overrides: Some(overrides),
+                    })
                 }
-                _ => Err(Invalid::new("`agent.type` must be `agent` or `agent_with_overrides`")),
+                _ => Err(Invalid::new(
+                    "`agent.type` must be `agent` or `agent_with_overrides`",
+                )),
             }
         }
-        _ => Err(Invalid::new("`agent` must be an agent id or an agent reference object")),
+        _ => Err(Invalid::new(
+            "`agent` must be an agent id or an agent reference object",
+        )),
     }
 }
 
 fn parse_list<T: serde::de::DeserializeOwned>(field: &str, v: Vec<Value>) -> Valid<Vec<T>> {
     v.into_iter()
         .enumerate()
-        .map(|(i, x)| serde_json::from_value(x).map_err(|e| Invalid::new(format!("`{field}[{i}]`: {e}"))))
+        .map(|(i, x)| {
+            serde_json::from_value(x).map_err(|e| Invalid::new(format!("`{field}[{i}]`: {e}")))
+        })
         .collect()
 }
 
@@ -205,11 +223,14 @@ impl AgentOverrides {
         match self.model {
             Patch::Absent => {}
             Patch::Null => {
-                return Err(Invalid::with_code("agent_model_required", "`agent.model` cannot be null"));
+                return Err(Invalid::with_code(
+                    "agent_model_required",
+                    "`agent.model` cannot be null",
+                ));
             }
             Patch::Value(m) => {
-                let param: ModelParam =
-                    serde_json::from_value(m).map_err(|e| Invalid::new(format!("`agent.model`: {e}")))?;
+                let param: ModelParam = serde_json::from_value(m)
+                    .map_err(|e| Invalid::new(format!("`agent.model`: {e}")))?;
                 let mut resolved = param.resolve(None)?;
                 // Effort comes from the agent; an override only changes id, speed and geography.
                 resolved.effort = agent.model.effort;
@@ -226,12 +247,18 @@ impl AgentOverrides {
         }
         if self.tools.is_present() || self.mcp_servers.is_present() {
             let tools_raw = match self.tools {
-                Patch::Absent => serde_json::from_value(serde_json::to_value(&agent.tools).expect("json")).expect("tools"),
+                Patch::Absent => {
+                    serde_json::from_value(serde_json::to_value(&agent.tools).expect("json"))
+                        .expect("tools")
+                }
                 Patch::Null => vec![],
                 Patch::Value(v) => v,
             };
             let servers: Vec<McpServerParams> = match self.mcp_servers {
-                Patch::Absent => serde_json::from_value(serde_json::to_value(&agent.mcp_servers).expect("json")).expect("servers"),
+                Patch::Absent => {
+                    serde_json::from_value(serde_json::to_value(&agent.mcp_servers).expect("json"))
+                        .expect("servers")
+                }
                 Patch::Null => vec![],
                 Patch::Value(v) => parse_list("agent.mcp_servers", v)?,
             };

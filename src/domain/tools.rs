@@ -14,7 +14,16 @@ use super::invalid::{Invalid, Valid, check_len};
 pub const AGENT_TOOLSET: &str = "agent_toolset_20260401";
 
 /// Names of the tools in the built-in toolset, in documentation order.
-pub const BUILTIN_TOOLS: [&str; 8] = ["bash", "edit", "read", "write", "glob", "grep", "web_fetch", "web_search"];
+pub const BUILTIN_TOOLS: [&str; 8] = [
+    "bash",
+    "edit",
+    "read",
+    "write",
+    "glob",
+    "grep",
+    "web_fetch",
+    "web_search",
+];
 
 const MAX_TOOLS: usize = 256;
 const MAX_MCP_SERVERS: usize = 20;
@@ -241,7 +250,9 @@ fn parse_tool(index: usize, raw: &Value) -> Valid<ToolParams> {
 fn check_domains(at: &str, field: &str, list: &Option<Vec<String>>) -> Valid<()> {
     let Some(list) = list else { return Ok(()) };
     if list.is_empty() {
-        return Err(Invalid::new(format!("`{at}.{field}` must not be empty when given")));
+        return Err(Invalid::new(format!(
+            "`{at}.{field}` must not be empty when given"
+        )));
     }
     if list.len() > MAX_DOMAINS {
         return Err(Invalid::new(format!(
@@ -252,7 +263,9 @@ fn check_domains(at: &str, field: &str, list: &Option<Vec<String>>) -> Valid<()>
     for d in list {
         let host = d.split('/').next().unwrap_or("");
         if host.is_empty() || host.contains(char::is_whitespace) || host.contains("://") {
-            return Err(Invalid::new(format!("`{at}.{field}` entry `{d}` is not a hostname")));
+            return Err(Invalid::new(format!(
+                "`{at}.{field}` entry `{d}` is not a hostname"
+            )));
         }
     }
     Ok(())
@@ -274,7 +287,9 @@ fn normalize_url_source_filter(at: &str, v: &Value, names_must_be_server: bool) 
                 let mut seen = BTreeSet::new();
                 for t in tools {
                     let name = t.get("name").and_then(Value::as_str).unwrap_or("");
-                    if t.get("type").and_then(Value::as_str) != Some("tool_reference") || name.is_empty() {
+                    if t.get("type").and_then(Value::as_str) != Some("tool_reference")
+                        || name.is_empty()
+                    {
                         return Err(Invalid::new(format!(
                             "`{at}.tools` entries must be {{\"type\":\"tool_reference\",\"name\":...}}"
                         )));
@@ -294,7 +309,9 @@ fn normalize_url_source_filter(at: &str, v: &Value, names_must_be_server: bool) 
                 "`{at}.type` must be `all`, `none`, `only` or `except`"
             ))),
         },
-        _ => Err(Invalid::new(format!("`{at}` must be \"all\", \"none\" or an object"))),
+        _ => Err(Invalid::new(format!(
+            "`{at}` must be \"all\", \"none\" or an object"
+        ))),
     }
 }
 
@@ -304,12 +321,23 @@ fn normalize_url_sources(at: &str, v: &Value) -> Valid<Value> {
     };
     let mut out = serde_json::Map::new();
     let mut nones = 0;
-    for (key, server) in [("user_input", false), ("client_tool_results", false), ("server_tool_results", true)] {
+    for (key, server) in [
+        ("user_input", false),
+        ("client_tool_results", false),
+        ("server_tool_results", true),
+    ] {
         let raw = o.get(key).cloned().unwrap_or(Value::Null);
         let norm = if key == "user_input" {
             match &raw {
-                Value::Object(m) if matches!(m.get("type").and_then(Value::as_str), Some("only" | "except")) => {
-                    return Err(Invalid::new(format!("`{at}.user_input` must be `all` or `none`")));
+                Value::Object(m)
+                    if matches!(
+                        m.get("type").and_then(Value::as_str),
+                        Some("only" | "except")
+                    ) =>
+                {
+                    return Err(Invalid::new(format!(
+                        "`{at}.user_input` must be `all` or `none`"
+                    )));
                 }
                 _ => normalize_url_source_filter(&format!("{at}.{key}"), &raw, false)?,
             }
@@ -322,7 +350,9 @@ fn normalize_url_sources(at: &str, v: &Value) -> Valid<Value> {
         out.insert(key.to_string(), norm);
     }
     if nones == 3 {
-        return Err(Invalid::new(format!("`{at}` cannot set every source to `none`")));
+        return Err(Invalid::new(format!(
+            "`{at}` cannot set every source to `none`"
+        )));
     }
     Ok(Value::Object(out))
 }
@@ -342,7 +372,10 @@ fn resolve_builtin_config(
     if let Some(kind) = &p.kind
         && kind != &p.name
     {
-        return Err(Invalid::new(format!("`{at}.type` must equal its name `{}`", p.name)));
+        return Err(Invalid::new(format!(
+            "`{at}.type` must equal its name `{}`",
+            p.name
+        )));
     }
     let web = matches!(p.name.as_str(), "web_fetch" | "web_search");
     if !web && (p.allowed_domains.is_some() || p.blocked_domains.is_some()) {
@@ -350,13 +383,17 @@ fn resolve_builtin_config(
             "`{at}`: domain lists are only valid for web_fetch and web_search"
         )));
     }
-    if p.name != "web_fetch" && (p.max_content_tokens.is_some() || p.url_sources.as_ref().is_some_and(|v| !v.is_null())) {
+    if p.name != "web_fetch"
+        && (p.max_content_tokens.is_some() || p.url_sources.as_ref().is_some_and(|v| !v.is_null()))
+    {
         return Err(Invalid::new(format!(
             "`{at}`: `max_content_tokens` and `url_sources` are only valid for web_fetch"
         )));
     }
     if p.name != "web_search" && p.user_location.is_some() {
-        return Err(Invalid::new(format!("`{at}`: `user_location` is only valid for web_search")));
+        return Err(Invalid::new(format!(
+            "`{at}`: `user_location` is only valid for web_search"
+        )));
     }
     check_domains(at, "allowed_domains", &p.allowed_domains)?;
     check_domains(at, "blocked_domains", &p.blocked_domains)?;
@@ -368,7 +405,9 @@ fn resolve_builtin_config(
     if let Some(n) = p.max_content_tokens
         && n < 1
     {
-        return Err(Invalid::new(format!("`{at}.max_content_tokens` must be positive")));
+        return Err(Invalid::new(format!(
+            "`{at}.max_content_tokens` must be positive"
+        )));
     }
     let url_sources = match &p.url_sources {
         Some(v) if !v.is_null() => Some(normalize_url_sources(&format!("{at}.url_sources"), v)?),
@@ -377,7 +416,9 @@ fn resolve_builtin_config(
     let user_location = match &p.user_location {
         Some(loc) => {
             if loc.kind != "approximate" {
-                return Err(Invalid::new(format!("`{at}.user_location.type` must be `approximate`")));
+                return Err(Invalid::new(format!(
+                    "`{at}.user_location.type` must be `approximate`"
+                )));
             }
             if let Some(c) = &loc.country
                 && (c.len() != 2 || !c.chars().all(|ch| ch.is_ascii_alphabetic()))
@@ -405,10 +446,17 @@ fn resolve_builtin_config(
 fn is_custom_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 128
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-fn resolve_custom(at: &str, name: &str, description: &str, schema: &serde_json::Map<String, Value>) -> Valid<CustomTool> {
+fn resolve_custom(
+    at: &str,
+    name: &str,
+    description: &str,
+    schema: &serde_json::Map<String, Value>,
+) -> Valid<CustomTool> {
     if !is_custom_name(name) {
         return Err(Invalid::new(format!(
             "`{at}.name` must be 1-128 characters of letters, digits, `_` or `-` (got `{name}`)"
@@ -416,11 +464,17 @@ fn resolve_custom(at: &str, name: &str, description: &str, schema: &serde_json::
     }
     check_len(&format!("{at}.description"), description, 1, 10_000)?;
     if schema.get("type").and_then(Value::as_str) != Some("object") {
-        return Err(Invalid::new(format!("`{at}.input_schema.type` must be `object`")));
+        return Err(Invalid::new(format!(
+            "`{at}.input_schema.type` must be `object`"
+        )));
     }
     match schema.get("properties") {
         None | Some(Value::Null) | Some(Value::Object(_)) => {}
-        _ => return Err(Invalid::new(format!("`{at}.input_schema.properties` must be an object"))),
+        _ => {
+            return Err(Invalid::new(format!(
+                "`{at}.input_schema.properties` must be an object"
+            )));
+        }
     }
     match schema.get("required") {
         None | Some(Value::Null) => {}
@@ -438,7 +492,10 @@ fn resolve_custom(at: &str, name: &str, description: &str, schema: &serde_json::
     })
 }
 
-fn resolve_default(p: &Option<DefaultConfigParams>, policy: PermissionPolicy) -> ToolsetDefaultConfig {
+fn resolve_default(
+    p: &Option<DefaultConfigParams>,
+    policy: PermissionPolicy,
+) -> ToolsetDefaultConfig {
     let p = p.clone().unwrap_or_default();
     ToolsetDefaultConfig {
         enabled: p.enabled.unwrap_or(true),
@@ -447,7 +504,10 @@ fn resolve_default(p: &Option<DefaultConfigParams>, policy: PermissionPolicy) ->
 }
 
 /// Validates an agent's `tools` and `mcp_servers` together and returns their resolved forms.
-pub fn resolve_tools(tools: &[Value], servers: &[McpServerParams]) -> Valid<(Vec<Tool>, Vec<McpServer>)> {
+pub fn resolve_tools(
+    tools: &[Value],
+    servers: &[McpServerParams],
+) -> Valid<(Vec<Tool>, Vec<McpServer>)> {
     if servers.len() > MAX_MCP_SERVERS {
         return Err(Invalid::new(format!(
             "`mcp_servers` has {} entries; at most {MAX_MCP_SERVERS} are allowed",
@@ -458,16 +518,27 @@ pub fn resolve_tools(tools: &[Value], servers: &[McpServerParams]) -> Valid<(Vec
     let mut server_names = BTreeSet::new();
     for (i, s) in servers.iter().enumerate() {
         if s.kind != "url" {
-            return Err(Invalid::new(format!("`mcp_servers[{i}].type` must be `url`")));
+            return Err(Invalid::new(format!(
+                "`mcp_servers[{i}].type` must be `url`"
+            )));
         }
         check_len(&format!("mcp_servers[{i}].name"), &s.name, 1, 255)?;
         if !(s.url.starts_with("https://") || s.url.starts_with("http://")) || s.url.len() > 2048 {
-            return Err(Invalid::new(format!("`mcp_servers[{i}].url` must be an http(s) URL")));
+            return Err(Invalid::new(format!(
+                "`mcp_servers[{i}].url` must be an http(s) URL"
+            )));
         }
         if !server_names.insert(s.name.clone()) {
-            return Err(Invalid::new(format!("`mcp_servers` names `{}` more than once", s.name)));
+            return Err(Invalid::new(format!(
+                "`mcp_servers` names `{}` more than once",
+                s.name
+            )));
         }
-        resolved_servers.push(McpServer { kind: McpServerKind::Url, name: s.name.clone(), url: s.url.clone() });
+        resolved_servers.push(McpServer {
+            kind: McpServerKind::Url,
+            name: s.name.clone(),
+            url: s.url.clone(),
+        });
     }
 
     let mut out = Vec::with_capacity(tools.len());
@@ -477,7 +548,10 @@ pub fn resolve_tools(tools: &[Value], servers: &[McpServerParams]) -> Valid<(Vec
     for (i, raw) in tools.iter().enumerate() {
         let at = format!("tools[{i}]");
         match parse_tool(i, raw)? {
-            ToolParams::AgentToolset { default_config, configs } => {
+            ToolParams::AgentToolset {
+                default_config,
+                configs,
+            } => {
                 let default = resolve_default(&default_config, PermissionPolicy::AlwaysAllow);
                 let mut resolved = Vec::new();
                 let mut seen = BTreeSet::new();
@@ -485,7 +559,10 @@ pub fn resolve_tools(tools: &[Value], servers: &[McpServerParams]) -> Valid<(Vec
                     let cat = format!("{at}.configs[{j}]");
                     let r = resolve_builtin_config(&cat, c, &default)?;
                     if !seen.insert(r.name.clone()) {
-                        return Err(Invalid::new(format!("`{at}.configs` configures `{}` twice", r.name)));
+                        return Err(Invalid::new(format!(
+                            "`{at}.configs` configures `{}` twice",
+                            r.name
+                        )));
                     }
                     resolved.push(r);
                 }
@@ -497,9 +574,16 @@ pub fn resolve_tools(tools: &[Value], servers: &[McpServerParams]) -> Valid<(Vec
                     }
                 }
                 count += BUILTIN_TOOLS.len();
-                out.push(Tool::AgentToolset { default_config: default, configs: resolved });
+                out.push(Tool::AgentToolset {
+                    default_config: default,
+                    configs: resolved,
+                });
             }
-            ToolParams::McpToolset { mcp_server_name, default_config, configs } => {
+            ToolParams::McpToolset {
+                mcp_server_name,
+                default_config,
+                configs,
+            } => {
                 if !server_names.contains(&mcp_server_name) {
                     return Err(Invalid::new(format!(
                         "`{at}.mcp_server_name` `{mcp_server_name}` does not match any entry of `mcp_servers`"
@@ -512,7 +596,10 @@ pub fn resolve_tools(tools: &[Value], servers: &[McpServerParams]) -> Valid<(Vec
                 for (j, c) in configs.unwrap_or_default().iter().enumerate() {
                     check_len(&format!("{at}.configs[{j}].name"), &c.name, 1, 128)?;
                     if !seen.insert(c.name.clone()) {
-                        return Err(Invalid::new(format!("`{at}.configs` configures `{}` twice", c.name)));
+                        return Err(Invalid::new(format!(
+                            "`{at}.configs` configures `{}` twice",
+                            c.name
+                        )));
                     }
                     resolved.push(McpToolConfig {
                         name: c.name.clone(),
@@ -521,9 +608,17 @@ pub fn resolve_tools(tools: &[Value], servers: &[McpServerParams]) -> Valid<(Vec
                     });
                 }
                 count += resolved.len().max(1);
-                out.push(Tool::McpToolset { mcp_server_name, default_config: default, configs: resolved });
+                out.push(Tool::McpToolset {
+                    mcp_server_name,
+                    default_config: default,
+                    configs: resolved,
+                });
             }
-            ToolParams::Custom { name, description, input_schema } => {
+            ToolParams::Custom {
+                name,
+                description,
+                input_schema,
+            } => {
                 let tool = resolve_custom(&at, &name, &description, &input_schema)?;
                 if !names.insert(tool.name.clone()) {
                     return Err(Invalid::new(format!(
@@ -563,12 +658,13 @@ impl Tool {
     /// The effective configuration of built-in tool `name`, if this is the built-in toolset.
     pub fn builtin_config(&self, name: &str) -> Option<(bool, PermissionPolicy)> {
         match self {
-            Tool::AgentToolset { default_config, configs } => {
-                Some(match configs.iter().find(|c| c.name == name) {
-                    Some(c) => (c.enabled, c.permission_policy),
-                    None => (default_config.enabled, default_config.permission_policy),
-                })
-            }
+            Tool::AgentToolset {
+                default_config,
+                configs,
+            } => Some(match configs.iter().find(|c| c.name == name) {
+                Some(c) => (c.enabled, c.permission_policy),
+                None => (default_config.enabled, default_config.permission_policy),
+            }),
             _ => None,
         }
     }
@@ -590,13 +686,26 @@ mod tests {
             json!({"type":"mcp_toolset","mcp_server_name":"linear"}),
             json!({"type":"custom","name":"get_weather","description":"d","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}),
         ];
-        let (t, s) = resolve_tools(&tools, &servers(json!([{"type":"url","name":"linear","url":"https://mcp.linear.app/mcp"}]))).unwrap();
+        let (t, s) = resolve_tools(
+            &tools,
+            &servers(json!([{"type":"url","name":"linear","url":"https://mcp.linear.app/mcp"}])),
+        )
+        .unwrap();
         let v = serde_json::to_value(&t).unwrap();
-        assert_eq!(v[0]["default_config"], json!({"enabled":true,"permission_policy":{"type":"always_allow"}}));
-        assert_eq!(v[0]["configs"][0], json!({"type":"bash","name":"bash","enabled":true,"permission_policy":{"type":"always_ask"}}));
+        assert_eq!(
+            v[0]["default_config"],
+            json!({"enabled":true,"permission_policy":{"type":"always_allow"}})
+        );
+        assert_eq!(
+            v[0]["configs"][0],
+            json!({"type":"bash","name":"bash","enabled":true,"permission_policy":{"type":"always_ask"}})
+        );
         assert_eq!(v[0]["configs"][1]["url_sources"], Value::Null);
         assert_eq!(v[0]["configs"][1]["enabled"], json!(false));
-        assert_eq!(v[1]["default_config"]["permission_policy"], json!({"type":"always_ask"}));
+        assert_eq!(
+            v[1]["default_config"]["permission_policy"],
+            json!({"type":"always_ask"})
+        );
         assert_eq!(v[2]["input_schema"]["required"], json!(["city"]));
         assert_eq!(s.len(), 1);
         let back: Vec<Tool> = serde_json::from_value(v).unwrap();

@@ -21,7 +21,11 @@ pub enum Tail {
     /// The last message is the user's: the model should answer.
     User,
     /// The last response stopped for `stop_reason` with no open tool calls.
-    Assistant { stop_reason: String, stop_details: Option<Value>, continuations: u32 },
+    Assistant {
+        stop_reason: String,
+        stop_details: Option<Value>,
+        continuations: u32,
+    },
     /// The last response called tools; these have no result yet.
     AwaitingTools(Vec<String>),
 }
@@ -48,7 +52,11 @@ fn push(messages: &mut Vec<Message>, role: Role, mut content: Vec<Value>) {
 fn result_block(ev: &EventRecord, id_key: &str) -> Option<(String, Value)> {
     let id = ev.body.get(id_key)?.as_str()?.to_string();
     let content = ev.body.get("content").cloned().unwrap_or_else(|| json!([]));
-    let is_error = ev.body.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+    let is_error = ev
+        .body
+        .get("is_error")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let mut block = json!({"type": "tool_result", "tool_use_id": id, "content": content});
     if is_error {
         block["is_error"] = json!(true);
@@ -57,10 +65,17 @@ fn result_block(ev: &EventRecord, id_key: &str) -> Option<(String, Value)> {
 }
 
 fn input_blocks(ev: &EventRecord) -> Vec<Value> {
-    let content = ev.body.get("content").and_then(Value::as_array).cloned().unwrap_or_default();
+    let content = ev
+        .body
+        .get("content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if ev.kind == kind::SYSTEM_MESSAGE {
         let text = crate::domain::content::plain_text(&content);
-        return vec![json!({"type": "text", "text": format!("{SYSTEM_PREFIX}{text}</system-message>")})];
+        return vec![
+            json!({"type": "text", "text": format!("{SYSTEM_PREFIX}{text}</system-message>")}),
+        ];
     }
     content
 }
@@ -68,7 +83,12 @@ fn input_blocks(ev: &EventRecord) -> Vec<Value> {
 /// Where an event sits in the conversation: its sequence number, except for queued input,
 /// which counts from the point the loop consumed it (`internal.after_seq`).
 fn position(e: &EventRecord) -> (i64, i64) {
-    match e.internal.as_ref().and_then(|i| i.get("after_seq")).and_then(Value::as_i64) {
+    match e
+        .internal
+        .as_ref()
+        .and_then(|i| i.get("after_seq"))
+        .and_then(Value::as_i64)
+    {
         Some(after) => (after, 1),
         None => (e.seq, 0),
     }
@@ -88,8 +108,14 @@ pub fn build(events: &[EventRecord]) -> Context {
     // Whether the newest thing in the log is a model response (which may have no content).
     let mut after_response = false;
 
-    let close_open = |messages: &mut Vec<Message>, open: &mut Vec<String>, results: &mut HashMap<String, Value>, deferred: &mut Vec<Value>| {
-        let mut blocks: Vec<Value> = open.drain(..).filter_map(|id| results.remove(&id)).collect();
+    let close_open = |messages: &mut Vec<Message>,
+                      open: &mut Vec<String>,
+                      results: &mut HashMap<String, Value>,
+                      deferred: &mut Vec<Value>| {
+        let mut blocks: Vec<Value> = open
+            .drain(..)
+            .filter_map(|id| results.remove(&id))
+            .collect();
         blocks.append(deferred);
         push(messages, Role::User, blocks);
     };
@@ -110,13 +136,23 @@ pub fn build(events: &[EventRecord]) -> Context {
             kind::SPAN_START => started = Some(ev.id.clone()),
             kind::SPAN_END => {
                 started = None;
-                let Some(internal) = &ev.internal else { continue };
-                let Some(content) = internal.get("content").and_then(Value::as_array) else { continue };
+                let Some(internal) = &ev.internal else {
+                    continue;
+                };
+                let Some(content) = internal.get("content").and_then(Value::as_array) else {
+                    continue;
+                };
                 if !open.is_empty() && open.iter().all(|id| results.contains_key(id)) {
                     close_open(&mut messages, &mut open, &mut results, &mut deferred);
                 }
-                let stop = internal.get("stop_reason").and_then(Value::as_str).unwrap_or("end_turn").to_string();
-                if matches!(stop.as_str(), "max_tokens" | "pause_turn") && matches!(messages.last(), Some(m) if m.role == Role::Assistant) {
+                let stop = internal
+                    .get("stop_reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("end_turn")
+                    .to_string();
+                if matches!(stop.as_str(), "max_tokens" | "pause_turn")
+                    && matches!(messages.last(), Some(m) if m.role == Role::Assistant)
+                {
                     continuations += 1;
                 } else {
                     continuations = u32::from(matches!(stop.as_str(), "max_tokens" | "pause_turn"));
@@ -127,7 +163,13 @@ pub fn build(events: &[EventRecord]) -> Context {
                     .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
                     .filter_map(|b| b.get("id").and_then(Value::as_str).map(str::to_string))
                     .collect();
-                last_stop = Some((stop, internal.get("stop_details").cloned().filter(|d| !d.is_null())));
+                last_stop = Some((
+                    stop,
+                    internal
+                        .get("stop_details")
+                        .cloned()
+                        .filter(|d| !d.is_null()),
+                ));
                 after_response = true;
             }
             kind::AGENT_TOOL_RESULT => {
@@ -149,7 +191,11 @@ pub fn build(events: &[EventRecord]) -> Context {
         }
     }
 
-    let missing: Vec<String> = open.iter().filter(|id| !results.contains_key(*id)).cloned().collect();
+    let missing: Vec<String> = open
+        .iter()
+        .filter(|id| !results.contains_key(*id))
+        .cloned()
+        .collect();
     let tools_answered = !open.is_empty() && missing.is_empty();
     if tools_answered {
         close_open(&mut messages, &mut open, &mut results, &mut deferred);
@@ -162,15 +208,27 @@ pub fn build(events: &[EventRecord]) -> Context {
     } else if !tools_answered && after_response {
         // Also covers responses with no content at all (a bare refusal).
         let (stop_reason, stop_details) = last_stop.unwrap_or_else(|| ("end_turn".into(), None));
-        Tail::Assistant { stop_reason, stop_details, continuations }
+        Tail::Assistant {
+            stop_reason,
+            stop_details,
+            continuations,
+        }
     } else {
         match messages.last() {
             None => Tail::Empty,
             Some(m) if m.role == Role::User => Tail::User,
-            Some(_) => Tail::Assistant { stop_reason: "end_turn".into(), stop_details: None, continuations: 0 },
+            Some(_) => Tail::Assistant {
+                stop_reason: "end_turn".into(),
+                stop_details: None,
+                continuations: 0,
+            },
         }
     };
-    Context { messages, tail, dangling_request: started }
+    Context {
+        messages,
+        tail,
+        dangling_request: started,
+    }
 }
 
 /// Prepares a context whose tail is a partial assistant message for continuation: the API
@@ -189,7 +247,13 @@ pub fn trim_for_continuation(messages: &mut [Message]) {
 mod tests {
     use super::*;
 
-    fn ev(seq: i64, kind: &str, body: Value, internal: Option<Value>, processed: bool) -> EventRecord {
+    fn ev(
+        seq: i64,
+        kind: &str,
+        body: Value,
+        internal: Option<Value>,
+        processed: bool,
+    ) -> EventRecord {
         EventRecord {
             session_id: "s".into(),
             seq,
@@ -210,11 +274,37 @@ mod tests {
     #[test]
     fn tool_results_precede_input_consumed_while_open() {
         let events = vec![
-            ev(1, kind::USER_MESSAGE, json!({"content": text("go")}), None, true),
+            ev(
+                1,
+                kind::USER_MESSAGE,
+                json!({"content": text("go")}),
+                None,
+                true,
+            ),
             ev(2, kind::SPAN_START, json!({}), None, true),
-            ev(3, kind::SPAN_END, json!({}), Some(json!({"content":[{"type":"tool_use","id":"sevt_9","name":"t","input":{}}],"stop_reason":"tool_use"})), true),
-            ev(4, kind::USER_MESSAGE, json!({"content": text("also this")}), None, true),
-            ev(5, kind::USER_CUSTOM_TOOL_RESULT, json!({"custom_tool_use_id":"sevt_9","content": text("r")}), None, true),
+            ev(
+                3,
+                kind::SPAN_END,
+                json!({}),
+                Some(
+                    json!({"content":[{"type":"tool_use","id":"sevt_9","name":"t","input":{}}],"stop_reason":"tool_use"}),
+                ),
+                true,
+            ),
+            ev(
+                4,
+                kind::USER_MESSAGE,
+                json!({"content": text("also this")}),
+                None,
+                true,
+            ),
+            ev(
+                5,
+                kind::USER_CUSTOM_TOOL_RESULT,
+                json!({"custom_tool_use_id":"sevt_9","content": text("r")}),
+                None,
+                true,
+            ),
         ];
         let c = build(&events);
         assert_eq!(c.tail, Tail::User);
@@ -225,14 +315,32 @@ mod tests {
 
     #[test]
     fn input_consumed_after_a_response_follows_it() {
-        let mut queued = ev(3, kind::USER_MESSAGE, json!({"content": text("second")}), Some(json!({"after_seq": 5})), true);
+        let mut queued = ev(
+            3,
+            kind::USER_MESSAGE,
+            json!({"content": text("second")}),
+            Some(json!({"after_seq": 5})),
+            true,
+        );
         queued.processed_at = Some(2);
         let events = vec![
-            ev(1, kind::USER_MESSAGE, json!({"content": text("first")}), None, true),
+            ev(
+                1,
+                kind::USER_MESSAGE,
+                json!({"content": text("first")}),
+                None,
+                true,
+            ),
             ev(2, kind::SPAN_START, json!({}), None, true),
             queued,
             ev(4, kind::AGENT_MESSAGE, json!({}), None, true),
-            ev(5, kind::SPAN_END, json!({}), Some(json!({"content":[{"type":"text","text":"one"}],"stop_reason":"end_turn"})), true),
+            ev(
+                5,
+                kind::SPAN_END,
+                json!({}),
+                Some(json!({"content":[{"type":"text","text":"one"}],"stop_reason":"end_turn"})),
+                true,
+            ),
         ];
         let c = build(&events);
         assert_eq!(c.tail, Tail::User);
@@ -243,11 +351,37 @@ mod tests {
     #[test]
     fn open_tools_and_dangling_requests_and_queued_input() {
         let events = vec![
-            ev(1, kind::USER_MESSAGE, json!({"content": text("go")}), None, true),
+            ev(
+                1,
+                kind::USER_MESSAGE,
+                json!({"content": text("go")}),
+                None,
+                true,
+            ),
             ev(2, kind::SPAN_START, json!({}), None, true),
-            ev(3, kind::SPAN_END, json!({}), Some(json!({"content":[{"type":"tool_use","id":"a","name":"t","input":{}},{"type":"tool_use","id":"b","name":"t","input":{}}],"stop_reason":"tool_use"})), true),
-            ev(4, kind::USER_CUSTOM_TOOL_RESULT, json!({"custom_tool_use_id":"a","content": text("r")}), None, true),
-            ev(5, kind::USER_MESSAGE, json!({"content": text("queued")}), None, false),
+            ev(
+                3,
+                kind::SPAN_END,
+                json!({}),
+                Some(
+                    json!({"content":[{"type":"tool_use","id":"a","name":"t","input":{}},{"type":"tool_use","id":"b","name":"t","input":{}}],"stop_reason":"tool_use"}),
+                ),
+                true,
+            ),
+            ev(
+                4,
+                kind::USER_CUSTOM_TOOL_RESULT,
+                json!({"custom_tool_use_id":"a","content": text("r")}),
+                None,
+                true,
+            ),
+            ev(
+                5,
+                kind::USER_MESSAGE,
+                json!({"content": text("queued")}),
+                None,
+                false,
+            ),
             ev(6, kind::SPAN_START, json!({}), None, true),
         ];
         let c = build(&events);

@@ -37,10 +37,16 @@ pub struct Accepted {
 /// Checks that a session takes input at all.
 pub fn check_open(rec: &SessionRecord) -> Result<(), StoreError> {
     if rec.archived_at.is_some() {
-        return Err(StoreError::Conflict(format!("session `{}` is archived and accepts no new events", rec.id)));
+        return Err(StoreError::Conflict(format!(
+            "session `{}` is archived and accepts no new events",
+            rec.id
+        )));
     }
     if status_of(rec) == SessionStatus::Terminated {
-        return Err(StoreError::Conflict(format!("session `{}` is terminated and accepts no new events", rec.id)));
+        return Err(StoreError::Conflict(format!(
+            "session `{}` is terminated and accepts no new events",
+            rec.id
+        )));
     }
     Ok(())
 }
@@ -53,7 +59,11 @@ fn not_pending(i: usize, field: &str, id: &str, what: &str) -> StoreError {
 
 /// Applies a validated batch to the locked row. Client echoes come first in the output, in
 /// request order; status events caused by the batch follow.
-pub fn accept(rec: &mut SessionRecord, batch: &[ClientEvent], now: Micros) -> Result<(TxnOutput, Accepted), StoreError> {
+pub fn accept(
+    rec: &mut SessionRecord,
+    batch: &[ClientEvent],
+    now: Micros,
+) -> Result<(TxnOutput, Accepted), StoreError> {
     check_open(rec)?;
     let body: SessionBody = serde_json::from_str(&rec.body)?;
     let primary = body.primary_thread_id.as_str();
@@ -85,24 +95,33 @@ pub fn accept(rec: &mut SessionRecord, batch: &[ClientEvent], now: Micros) -> Re
                     st.queued += 1;
                 }
             }
-            ClientEvent::CustomToolResult { custom_tool_use_id: id, .. } => {
-                let p = st.take(id, PendingKind::Custom).ok_or_else(|| not_pending(i, "custom_tool_use_id", id, "agent.custom_tool_use"))?;
+            ClientEvent::CustomToolResult {
+                custom_tool_use_id: id,
+                ..
+            } => {
+                let p = st.take(id, PendingKind::Custom).ok_or_else(|| {
+                    not_pending(i, "custom_tool_use_id", id, "agent.custom_tool_use")
+                })?;
                 answered = true;
                 answers = Some((id.clone(), "result"));
                 routed = (p.thread_id != primary).then_some(p.thread_id);
             }
-            ClientEvent::ToolResult { tool_use_id: id, .. } => {
-                let p = st
-                    .take(id, PendingKind::ClientTool)
-                    .ok_or_else(|| not_pending(i, "tool_use_id", id, "self-hosted agent.tool_use"))?;
+            ClientEvent::ToolResult {
+                tool_use_id: id, ..
+            } => {
+                let p = st.take(id, PendingKind::ClientTool).ok_or_else(|| {
+                    not_pending(i, "tool_use_id", id, "self-hosted agent.tool_use")
+                })?;
                 answered = true;
                 answers = Some((id.clone(), "result"));
                 routed = (p.thread_id != primary).then_some(p.thread_id);
             }
-            ClientEvent::ToolConfirmation { tool_use_id: id, .. } => {
-                let p = st
-                    .take(id, PendingKind::Confirmation)
-                    .ok_or_else(|| not_pending(i, "tool_use_id", id, "agent.tool_use awaiting confirmation"))?;
+            ClientEvent::ToolConfirmation {
+                tool_use_id: id, ..
+            } => {
+                let p = st.take(id, PendingKind::Confirmation).ok_or_else(|| {
+                    not_pending(i, "tool_use_id", id, "agent.tool_use awaiting confirmation")
+                })?;
                 answered = true;
                 answers = Some((id.clone(), "confirmation"));
                 routed = (p.thread_id != primary).then_some(p.thread_id);
@@ -139,19 +158,40 @@ pub fn accept(rec: &mut SessionRecord, batch: &[ClientEvent], now: Micros) -> Re
         // error result and ends the turn without sampling the model (API.md §5.3).
         for p in std::mem::take(&mut st.pending) {
             let text = crate::domain::content::text(events::INTERRUPTED_TOOL_MESSAGE);
-            let mut e = server_event(kind::AGENT_TOOL_RESULT, events::tool_result(&p.id, vec![text], true), &p.thread_id, now);
+            let mut e = server_event(
+                kind::AGENT_TOOL_RESULT,
+                events::tool_result(&p.id, vec![text], true),
+                &p.thread_id,
+                now,
+            );
             e.answers = Some((p.id.clone(), "result"));
             out.events.push(e);
         }
         st.queued = 0;
         out.flush_queued = true;
-        out.events.push(server_event(kind::STATUS_IDLE, events::idle(&StopReason::EndTurn, None), primary, now));
+        out.events.push(server_event(
+            kind::STATUS_IDLE,
+            events::idle(&StopReason::EndTurn, None),
+            primary,
+            now,
+        ));
         rec.updated_at = now;
     } else if status == SessionStatus::Idle && answered && !st.pending.is_empty() {
         let remaining = StopReason::RequiresAction(st.pending_ids());
-        out.events.push(server_event(kind::STATUS_IDLE, events::idle(&remaining, None), primary, now));
-    } else if status == SessionStatus::Idle && ((answered && st.pending.is_empty()) || starts_turn) {
-        out.events.push(server_event(kind::STATUS_RUNNING, serde_json::json!({}), primary, now));
+        out.events.push(server_event(
+            kind::STATUS_IDLE,
+            events::idle(&remaining, None),
+            primary,
+            now,
+        ));
+    } else if status == SessionStatus::Idle && ((answered && st.pending.is_empty()) || starts_turn)
+    {
+        out.events.push(server_event(
+            kind::STATUS_RUNNING,
+            serde_json::json!({}),
+            primary,
+            now,
+        ));
         set_status(rec, SessionStatus::Running, now);
         acc.wake = true;
     } else if status.is_active() {

@@ -92,7 +92,12 @@ pub struct Engine {
 
 impl Engine {
     /// Creates the engine; call [`Engine::start`] to resume work and begin reaping.
-    pub fn new(store: Arc<dyn Store>, hub: Arc<Hub>, models: Arc<Models>, config: EngineConfig) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        hub: Arc<Hub>,
+        models: Arc<Models>,
+        config: EngineConfig,
+    ) -> Self {
         Engine {
             inner: Arc::new(Inner {
                 store,
@@ -110,13 +115,19 @@ impl Engine {
     /// Resumes sessions left active and starts the reaper.
     pub async fn start(&self) -> anyhow::Result<()> {
         if self.inner.config.single_replica {
-            let n = self.inner.store.clear_foreign_leases(&self.inner.owner).await?;
+            let n = self
+                .inner
+                .store
+                .clear_foreign_leases(&self.inner.owner)
+                .await?;
             if n > 0 {
                 tracing::info!(sessions = n, "took over leases left by a previous process");
             }
         }
         let engine = self.clone();
-        self.inner.tasks.spawn(async move { engine.reap_forever().await });
+        self.inner
+            .tasks
+            .spawn(async move { engine.reap_forever().await });
         Ok(())
     }
 
@@ -128,7 +139,12 @@ impl Engine {
                 _ = self.inner.shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            match self.inner.store.sessions_needing_runner(time::now(), 500).await {
+            match self
+                .inner
+                .store
+                .sessions_needing_runner(time::now(), 500)
+                .await
+            {
                 Ok(ids) => ids.iter().for_each(|id| self.wake(id)),
                 Err(e) => tracing::warn!(error = %e, "reaper could not list sessions"),
             }
@@ -150,7 +166,9 @@ impl Engine {
         runners.insert(session_id.to_string(), handle.clone());
         let inner = self.inner.clone();
         let sid = session_id.to_string();
-        self.inner.tasks.spawn(async move { run(inner, sid, handle).await });
+        self.inner
+            .tasks
+            .spawn(async move { run(inner, sid, handle).await });
     }
 
     /// Cuts short whatever the session's local runner is waiting on (a model stream, a
@@ -173,7 +191,10 @@ impl Engine {
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.shutdown.cancel();
         self.inner.tasks.close();
-        if tokio::time::timeout(grace, self.inner.tasks.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.inner.tasks.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!("runners did not stop within {grace:?}; their leases will expire");
         }
     }
@@ -186,7 +207,11 @@ async fn run(inner: Arc<Inner>, sid: String, handle: Arc<RunnerHandle>) {
         handle.dirty.store(false, Ordering::SeqCst);
         let now = time::now();
         let until = now + inner.config.lease_ttl.as_micros() as i64;
-        match inner.store.claim_lease(&sid, &inner.owner, now, until).await {
+        match inner
+            .store
+            .claim_lease(&sid, &inner.owner, now, until)
+            .await
+        {
             Ok(true) => {
                 if let Err(e) = turn::drive(&inner, &handle, &sid).await {
                     tracing::warn!(session_id = %sid, error = %e, "runner stopped");

@@ -62,7 +62,10 @@ impl EngineState {
 
     /// Removes and returns the pending entry `id` of `kind`.
     pub fn take(&mut self, id: &str, kind: PendingKind) -> Option<Pending> {
-        let i = self.pending.iter().position(|p| p.id == id && p.kind == kind)?;
+        let i = self
+            .pending
+            .iter()
+            .position(|p| p.id == id && p.kind == kind)?;
         Some(self.pending.remove(i))
     }
 }

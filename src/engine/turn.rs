@@ -66,13 +66,19 @@ struct Loop<'a> {
 /// Drives the session until it has no work (idle or terminated), the lease is lost, or the
 /// process shuts down.
 pub(super) async fn drive(inner: &Inner, handle: &RunnerHandle, sid: &str) -> Result<(), RunError> {
-    let rec = inner.store.get_session_by_id(sid).await?.ok_or(RunError::Gone)?;
+    let rec = inner
+        .store
+        .get_session_by_id(sid)
+        .await?
+        .ok_or(RunError::Gone)?;
     let body: SessionBody = serde_json::from_str(&rec.body).map_err(StoreError::from)?;
     let mut lp = Loop {
         inner,
         handle,
         sid: sid.to_string(),
-        writer: Writer::Runner { owner: inner.owner.clone() },
+        writer: Writer::Runner {
+            owner: inner.owner.clone(),
+        },
         primary: body.primary_thread_id.clone(),
         body,
         events: Vec::new(),
@@ -84,7 +90,10 @@ pub(super) async fn drive(inner: &Inner, handle: &RunnerHandle, sid: &str) -> Re
         if inner.shutdown.is_cancelled() {
             return Err(RunError::Shutdown);
         }
-        let rec = lp.hold(inner.store.get_session_by_id(sid)).await?.ok_or(RunError::Gone)?;
+        let rec = lp
+            .hold(inner.store.get_session_by_id(sid))
+            .await?
+            .ok_or(RunError::Gone)?;
         let status = status_of(&rec);
         if !status.is_active() {
             return Ok(());
@@ -101,7 +110,12 @@ pub(super) async fn drive(inner: &Inner, handle: &RunnerHandle, sid: &str) -> Re
         let ctx = context::build(&lp.events);
         if let Some(start) = ctx.dangling_request {
             // The process died during this request: close its span and issue it again.
-            let end = server_event(kind::SPAN_END, events::span_end(&start, &ModelUsage::default(), true), &lp.primary, time::now());
+            let end = server_event(
+                kind::SPAN_END,
+                events::span_end(&start, &ModelUsage::default(), true),
+                &lp.primary,
+                time::now(),
+            );
             lp.commit(move |_, _| Ok(vec![end]), vec![]).await?;
             continue;
         }
@@ -113,7 +127,10 @@ pub(super) async fn drive(inner: &Inner, handle: &RunnerHandle, sid: &str) -> Re
             let queued: Vec<String> = lp
                 .events
                 .iter()
-                .filter(|e| e.processed_at.is_none() && (e.kind == kind::USER_MESSAGE || e.kind == kind::SYSTEM_MESSAGE))
+                .filter(|e| {
+                    e.processed_at.is_none()
+                        && (e.kind == kind::USER_MESSAGE || e.kind == kind::SYSTEM_MESSAGE)
+                })
                 .map(|e| e.id.clone())
                 .collect();
             if !queued.is_empty() {
@@ -123,7 +140,11 @@ pub(super) async fn drive(inner: &Inner, handle: &RunnerHandle, sid: &str) -> Re
         }
         match ctx.tail {
             Tail::User => lp.call_model(ctx.messages).await?,
-            Tail::Assistant { stop_reason, stop_details, continuations } => match stop_reason.as_str() {
+            Tail::Assistant {
+                stop_reason,
+                stop_details,
+                continuations,
+            } => match stop_reason.as_str() {
                 "max_tokens" | "pause_turn" if continuations <= inner.config.max_continuations => {
                     let mut messages = ctx.messages;
                     context::trim_for_continuation(&mut messages);
@@ -131,12 +152,17 @@ pub(super) async fn drive(inner: &Inner, handle: &RunnerHandle, sid: &str) -> Re
                 }
                 "refusal" => lp.finish(StopReason::Refusal, stop_details).await?,
                 "model_context_window_exceeded" => {
-                    lp.fail_turn("model_request_failed_error", "the conversation no longer fits the model's context window")
-                        .await?
+                    lp.fail_turn(
+                        "model_request_failed_error",
+                        "the conversation no longer fits the model's context window",
+                    )
+                    .await?
                 }
                 _ => lp.finish(StopReason::EndTurn, None).await?,
             },
-            Tail::AwaitingTools(missing) => lp.finish(StopReason::RequiresAction(missing), None).await?,
+            Tail::AwaitingTools(missing) => {
+                lp.finish(StopReason::RequiresAction(missing), None).await?
+            }
             Tail::Empty => lp.finish(StopReason::EndTurn, None).await?,
         }
     }
@@ -144,7 +170,10 @@ pub(super) async fn drive(inner: &Inner, handle: &RunnerHandle, sid: &str) -> Re
 
 impl Loop<'_> {
     /// Awaits `fut` while renewing the lease; fails when the lease is lost or on shutdown.
-    async fn hold<T>(&self, fut: impl Future<Output = Result<T, StoreError>>) -> Result<T, RunError> {
+    async fn hold<T>(
+        &self,
+        fut: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, RunError> {
         match self.hold_raw(fut).await? {
             Ok(v) => Ok(v),
             Err(e) => Err(store_err(e)),
@@ -186,7 +215,13 @@ impl Loop<'_> {
     /// Reads events appended since the last look.
     async fn refresh(&mut self) -> Result<(), RunError> {
         loop {
-            let batch = self.hold(self.inner.store.events_after(&self.sid, self.last_seq, 1000)).await?;
+            let batch = self
+                .hold(
+                    self.inner
+                        .store
+                        .events_after(&self.sid, self.last_seq, 1000),
+                )
+                .await?;
             let n = batch.len();
             for e in batch {
                 self.last_seq = e.seq;
@@ -201,17 +236,30 @@ impl Loop<'_> {
     }
 
     /// Runs a decision against the locked row, appends its events, publishes them.
-    async fn commit<F>(&mut self, f: F, mark_processed: Vec<String>) -> Result<Vec<EventRecord>, RunError>
+    async fn commit<F>(
+        &mut self,
+        f: F,
+        mark_processed: Vec<String>,
+    ) -> Result<Vec<EventRecord>, RunError>
     where
-        F: FnOnce(&mut SessionRecord, &mut EngineState) -> Result<Vec<NewEvent>, StoreError> + Send + 'static,
+        F: FnOnce(&mut SessionRecord, &mut EngineState) -> Result<Vec<NewEvent>, StoreError>
+            + Send
+            + 'static,
     {
         let txn = Box::new(move |rec: &mut SessionRecord| {
             let mut st = EngineState::of(rec)?;
             let events = f(rec, &mut st)?;
             st.store(rec)?;
-            Ok(TxnOutput { events, mark_processed, flush_queued: false })
+            Ok(TxnOutput {
+                events,
+                mark_processed,
+                flush_queued: false,
+            })
         });
-        let (_, appended) = self.hold(self.inner.store.transact(&self.sid, &self.writer, txn)).await?.ok_or(RunError::Gone)?;
+        let (_, appended) = self
+            .hold(self.inner.store.transact(&self.sid, &self.writer, txn))
+            .await?
+            .ok_or(RunError::Gone)?;
         self.inner.hub.publish(&self.sid, &appended);
         Ok(appended)
     }
@@ -222,7 +270,12 @@ impl Loop<'_> {
             move |rec, _| {
                 let now = time::now();
                 set_status(rec, SessionStatus::Running, now);
-                Ok(vec![server_event(kind::STATUS_RUNNING, json!({}), &primary, now)])
+                Ok(vec![server_event(
+                    kind::STATUS_RUNNING,
+                    json!({}),
+                    &primary,
+                    now,
+                )])
             },
             vec![],
         )
@@ -238,9 +291,15 @@ impl Loop<'_> {
             let mut st = EngineState::of(rec)?;
             st.queued = st.queued.saturating_sub(n);
             st.store(rec)?;
-            Ok(TxnOutput { mark_processed: consumed, ..Default::default() })
+            Ok(TxnOutput {
+                mark_processed: consumed,
+                ..Default::default()
+            })
         });
-        let (rec, _) = self.hold(self.inner.store.transact(&self.sid, &self.writer, txn)).await?.ok_or(RunError::Gone)?;
+        let (rec, _) = self
+            .hold(self.inner.store.transact(&self.sid, &self.writer, txn))
+            .await?
+            .ok_or(RunError::Gone)?;
         let now = time::now();
         for e in self.events.iter_mut().filter(|e| ids.contains(&e.id)) {
             e.processed_at = Some(now);
@@ -307,18 +366,29 @@ impl Loop<'_> {
                 let (sid, thread) = (self.sid.clone(), self.primary.clone());
                 let (mid, tid) = (message_id.clone(), thinking_id.clone());
                 let started_text = AtomicBool::new(false);
-                let sink = move |d: Delta| preview(&hub, &sid, &thread, &mid, &tid, &started_text, d);
+                let sink =
+                    move |d: Delta| preview(&hub, &sid, &thread, &mid, &tid, &started_text, d);
                 let client = client.clone();
                 let request = &request;
-                self.interruptible(async move { client.complete(request, &sink).await }).await?
+                self.interruptible(async move { client.complete(request, &sink).await })
+                    .await?
             };
             match outcome {
                 Waited::Interrupted => {
-                    let end = server_event(kind::SPAN_END, events::span_end(&start_id, &ModelUsage::default(), false), &self.primary, time::now());
+                    let end = server_event(
+                        kind::SPAN_END,
+                        events::span_end(&start_id, &ModelUsage::default(), false),
+                        &self.primary,
+                        time::now(),
+                    );
                     self.commit(move |_, _| Ok(vec![end]), vec![]).await?;
                     return Ok(());
                 }
-                Waited::Done(Ok(resp)) => return self.record_response(resp, &start_id, message_id, thinking_id).await,
+                Waited::Done(Ok(resp)) => {
+                    return self
+                        .record_response(resp, &start_id, message_id, thinking_id)
+                        .await;
+                }
                 Waited::Done(Err(err)) => {
                     attempt += 1;
                     let retry = err.retryable && attempt <= self.inner.config.max_retries;
@@ -336,7 +406,12 @@ impl Loop<'_> {
         }
     }
 
-    async fn record_failure(&mut self, err: &ModelError, start_id: &str, retrying: bool) -> Result<(), RunError> {
+    async fn record_failure(
+        &mut self,
+        err: &ModelError,
+        start_id: &str,
+        retrying: bool,
+    ) -> Result<(), RunError> {
         let primary = self.primary.clone();
         let start_id = start_id.to_string();
         let kind_name = err.kind.session_error_type();
@@ -345,14 +420,41 @@ impl Loop<'_> {
         self.commit(
             move |rec, st| {
                 let now = time::now();
-                let mut out = vec![server_event(kind::SPAN_END, events::span_end(&start_id, &ModelUsage::default(), true), &primary, now)];
+                let mut out = vec![server_event(
+                    kind::SPAN_END,
+                    events::span_end(&start_id, &ModelUsage::default(), true),
+                    &primary,
+                    now,
+                )];
                 if retrying {
-                    out.push(server_event(kind::SESSION_ERROR, events::session_error(kind_name, &message, "retrying"), &primary, now));
-                    out.push(server_event(kind::STATUS_RESCHEDULED, json!({}), &primary, now));
+                    out.push(server_event(
+                        kind::SESSION_ERROR,
+                        events::session_error(kind_name, &message, "retrying"),
+                        &primary,
+                        now,
+                    ));
+                    out.push(server_event(
+                        kind::STATUS_RESCHEDULED,
+                        json!({}),
+                        &primary,
+                        now,
+                    ));
                     set_status(rec, SessionStatus::Rescheduling, now);
                 } else {
-                    out.push(server_event(kind::SESSION_ERROR, events::session_error(kind_name, &message, "exhausted"), &primary, now));
-                    out.extend(end_turn(rec, st, &primary, StopReason::RetriesExhausted, None, now));
+                    out.push(server_event(
+                        kind::SESSION_ERROR,
+                        events::session_error(kind_name, &message, "exhausted"),
+                        &primary,
+                        now,
+                    ));
+                    out.extend(end_turn(
+                        rec,
+                        st,
+                        &primary,
+                        StopReason::RetriesExhausted,
+                        None,
+                        now,
+                    ));
                 }
                 Ok(out)
             },
@@ -369,8 +471,20 @@ impl Loop<'_> {
         self.commit(
             move |rec, st| {
                 let now = time::now();
-                let mut out = vec![server_event(kind::SESSION_ERROR, events::session_error(error_type, &message, "exhausted"), &primary, now)];
-                out.extend(end_turn(rec, st, &primary, StopReason::RetriesExhausted, None, now));
+                let mut out = vec![server_event(
+                    kind::SESSION_ERROR,
+                    events::session_error(error_type, &message, "exhausted"),
+                    &primary,
+                    now,
+                )];
+                out.extend(end_turn(
+                    rec,
+                    st,
+                    &primary,
+                    StopReason::RetriesExhausted,
+                    None,
+                    now,
+                ));
                 Ok(out)
             },
             vec![],
@@ -382,14 +496,25 @@ impl Loop<'_> {
     /// Turns a model response into events: thinking, message, tool uses, the span's end (which
     /// privately keeps the exact content for rebuilding context), and results for calls to
     /// tools the agent does not have.
-    async fn record_response(&mut self, resp: ModelResponse, start_id: &str, message_id: String, thinking_id: String) -> Result<(), RunError> {
+    async fn record_response(
+        &mut self,
+        resp: ModelResponse,
+        start_id: &str,
+        message_id: String,
+        thinking_id: String,
+    ) -> Result<(), RunError> {
         let now = time::now();
         let custom: Vec<String> = self.custom_tools().into_iter().map(|t| t.name).collect();
         let mut out = Vec::new();
         let mut pending = Vec::new();
         let mut refused_calls = Vec::new();
         let mut content = Vec::with_capacity(resp.content.len());
-        if resp.content.iter().any(|b| matches!(b.get("type").and_then(Value::as_str), Some("thinking" | "redacted_thinking"))) {
+        if resp.content.iter().any(|b| {
+            matches!(
+                b.get("type").and_then(Value::as_str),
+                Some("thinking" | "redacted_thinking")
+            )
+        }) {
             let mut e = server_event(kind::AGENT_THINKING, json!({}), &self.primary, now);
             e.id = thinking_id;
             out.push(e);
@@ -401,7 +526,12 @@ impl Loop<'_> {
             .map(|b| content::text(b.get("text").and_then(Value::as_str).unwrap_or("")))
             .collect();
         if !texts.is_empty() {
-            let mut e = server_event(kind::AGENT_MESSAGE, json!({ "content": texts }), &self.primary, now);
+            let mut e = server_event(
+                kind::AGENT_MESSAGE,
+                json!({ "content": texts }),
+                &self.primary,
+                now,
+            );
             e.id = message_id;
             out.push(e);
         }
@@ -415,17 +545,30 @@ impl Loop<'_> {
                 // Its input may be incomplete; the continuation will call it again.
                 continue;
             }
-            let name = block.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+            let name = block
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
             let input = block.get("input").cloned().unwrap_or_else(|| json!({}));
             let id = new_id("sevt");
             let mut b = block.clone();
             b["id"] = json!(id);
             content.push(b);
             if custom.contains(&name) {
-                let mut e = server_event(kind::AGENT_CUSTOM_TOOL_USE, json!({ "name": name, "input": input }), &self.primary, now);
+                let mut e = server_event(
+                    kind::AGENT_CUSTOM_TOOL_USE,
+                    json!({ "name": name, "input": input }),
+                    &self.primary,
+                    now,
+                );
                 e.id = id.clone();
                 out.push(e);
-                pending.push(Pending { id, kind: PendingKind::Custom, thread_id: self.primary.clone() });
+                pending.push(Pending {
+                    id,
+                    kind: PendingKind::Custom,
+                    thread_id: self.primary.clone(),
+                });
             } else {
                 let mut e = server_event(
                     kind::AGENT_TOOL_USE,
@@ -435,15 +578,34 @@ impl Loop<'_> {
                 );
                 e.id = id.clone();
                 out.push(e);
-                let available = if custom.is_empty() { "none".to_string() } else { custom.join(", ") };
-                refused_calls.push((id, format!("There is no tool named `{name}`. Available tools: {available}.")));
+                let available = if custom.is_empty() {
+                    "none".to_string()
+                } else {
+                    custom.join(", ")
+                };
+                refused_calls.push((
+                    id,
+                    format!("There is no tool named `{name}`. Available tools: {available}."),
+                ));
             }
         }
-        let mut end = server_event(kind::SPAN_END, events::span_end(start_id, &resp.usage, false), &self.primary, now);
-        end.internal = Some(json!({ "content": content, "stop_reason": resp.stop_reason, "stop_details": resp.stop_details }));
+        let mut end = server_event(
+            kind::SPAN_END,
+            events::span_end(start_id, &resp.usage, false),
+            &self.primary,
+            now,
+        );
+        end.internal = Some(
+            json!({ "content": content, "stop_reason": resp.stop_reason, "stop_details": resp.stop_details }),
+        );
         out.push(end);
         for (id, msg) in refused_calls {
-            let mut e = server_event(kind::AGENT_TOOL_RESULT, events::tool_result(&id, vec![content::text(msg)], true), &self.primary, now);
+            let mut e = server_event(
+                kind::AGENT_TOOL_RESULT,
+                events::tool_result(&id, vec![content::text(msg)], true),
+                &self.primary,
+                now,
+            );
             e.answers = Some((id, "result"));
             out.push(e);
         }
@@ -482,7 +644,12 @@ impl Loop<'_> {
                 let mut out = Vec::new();
                 if usage_at_start.as_deref() != Some(rec.usage.as_str()) {
                     let usage: Value = serde_json::from_str(&rec.usage)?;
-                    out.push(server_event(kind::SESSION_USAGE, json!({ "usage": usage }), &primary, now));
+                    out.push(server_event(
+                        kind::SESSION_USAGE,
+                        json!({ "usage": usage }),
+                        &primary,
+                        now,
+                    ));
                 }
                 out.extend(end_turn(rec, st, &primary, reason, details, now));
                 Ok(out)
@@ -513,17 +680,36 @@ impl Loop<'_> {
             }
             for id in close {
                 let text = content::text(events::INTERRUPTED_TOOL_MESSAGE);
-                let mut e = server_event(kind::AGENT_TOOL_RESULT, events::tool_result(&id, vec![text], true), &primary, now);
+                let mut e = server_event(
+                    kind::AGENT_TOOL_RESULT,
+                    events::tool_result(&id, vec![text], true),
+                    &primary,
+                    now,
+                );
                 e.answers = Some((id, "result"));
                 out.push(e);
             }
             st.interrupt = false;
             st.queued = 0;
-            out.extend(end_turn(rec, &mut st, &primary, StopReason::EndTurn, None, now));
+            out.extend(end_turn(
+                rec,
+                &mut st,
+                &primary,
+                StopReason::EndTurn,
+                None,
+                now,
+            ));
             st.store(rec)?;
-            Ok(TxnOutput { events: out, mark_processed: vec![], flush_queued: true })
+            Ok(TxnOutput {
+                events: out,
+                mark_processed: vec![],
+                flush_queued: true,
+            })
         });
-        let (_, appended) = self.hold(self.inner.store.transact(&self.sid, &self.writer, txn)).await?.ok_or(RunError::Gone)?;
+        let (_, appended) = self
+            .hold(self.inner.store.transact(&self.sid, &self.writer, txn))
+            .await?
+            .ok_or(RunError::Gone)?;
         self.inner.hub.publish(&self.sid, &appended);
         let now = time::now();
         for e in self.events.iter_mut().filter(|e| e.processed_at.is_none()) {
@@ -534,16 +720,30 @@ impl Loop<'_> {
 }
 
 /// The events and row changes that put a session idle.
-fn end_turn(rec: &mut SessionRecord, st: &mut EngineState, primary: &str, reason: StopReason, details: Option<Value>, now: i64) -> Vec<NewEvent> {
+fn end_turn(
+    rec: &mut SessionRecord,
+    st: &mut EngineState,
+    primary: &str,
+    reason: StopReason,
+    details: Option<Value>,
+    now: i64,
+) -> Vec<NewEvent> {
     if !matches!(reason, StopReason::RequiresAction(_)) {
         st.pending.clear();
     }
     set_status(rec, SessionStatus::Idle, now);
-    vec![server_event(kind::STATUS_IDLE, events::idle(&reason, details), primary, now)]
+    vec![server_event(
+        kind::STATUS_IDLE,
+        events::idle(&reason, details),
+        primary,
+        now,
+    )]
 }
 
 fn backoff(config: &super::EngineConfig, attempt: u32, err: &ModelError) -> Duration {
-    let exp = config.retry_base.saturating_mul(1u32 << (attempt - 1).min(16));
+    let exp = config
+        .retry_base
+        .saturating_mul(1u32 << (attempt - 1).min(16));
     let d = exp.min(config.retry_cap);
     match err.retry_after {
         Some(after) if after > d => after.min(config.retry_cap.max(after)),
@@ -552,7 +752,15 @@ fn backoff(config: &super::EngineConfig, attempt: u32, err: &ModelError) -> Dura
 }
 
 /// Publishes preview frames for subscribers that asked for them (API.md §4.5).
-fn preview(hub: &Arc<crate::hub::Hub>, sid: &str, thread: &str, message_id: &str, thinking_id: &str, started_text: &AtomicBool, d: Delta) {
+fn preview(
+    hub: &Arc<crate::hub::Hub>,
+    sid: &str,
+    thread: &str,
+    message_id: &str,
+    thinking_id: &str,
+    started_text: &AtomicBool,
+    d: Delta,
+) {
     if !hub.wants_previews(sid) {
         return;
     }

@@ -20,7 +20,11 @@ pub enum HubItem {
     /// A committed event.
     Event(Arc<EventRecord>),
     /// A stream-only preview frame (`event_start` / `event_delta`) of a thread; never stored.
-    Preview { thread_id: String, of: &'static str, frame: Arc<Value> },
+    Preview {
+        thread_id: String,
+        of: &'static str,
+        frame: Arc<Value>,
+    },
     /// The session was deleted: send `session.deleted` and close.
     Deleted,
 }
@@ -54,24 +58,29 @@ impl Hub {
     /// Subscribes to a session; `previews` marks a subscriber that wants preview frames.
     pub fn subscribe(&self, session_id: &str, previews: bool) -> Subscription {
         let mut topics = self.topics.lock().expect("hub lock");
-        let topic = topics.entry(session_id.to_string()).or_insert_with(|| Topic {
-            tx: broadcast::channel(CAPACITY).0,
-            previewers: Arc::new(AtomicUsize::new(0)),
-        });
+        let topic = topics
+            .entry(session_id.to_string())
+            .or_insert_with(|| Topic {
+                tx: broadcast::channel(CAPACITY).0,
+                previewers: Arc::new(AtomicUsize::new(0)),
+            });
         let previewers = previews.then(|| {
             topic.previewers.fetch_add(1, Ordering::Relaxed);
             topic.previewers.clone()
         });
-        Subscription { rx: topic.tx.subscribe(), previewers }
+        Subscription {
+            rx: topic.tx.subscribe(),
+            previewers,
+        }
     }
 
     fn send(&self, session_id: &str, item: HubItem) {
         let mut topics = self.topics.lock().expect("hub lock");
-        if let Some(topic) = topics.get(session_id) {
-            if topic.tx.send(item).is_err() {
-                // Nobody listens any more; drop the topic so idle sessions hold nothing.
-                topics.remove(session_id);
-            }
+        if let Some(topic) = topics.get(session_id)
+            && topic.tx.send(item).is_err()
+        {
+            // Nobody listens any more; drop the topic so idle sessions hold nothing.
+            topics.remove(session_id);
         }
     }
 
@@ -86,12 +95,21 @@ impl Hub {
     /// building them otherwise).
     pub fn wants_previews(&self, session_id: &str) -> bool {
         let topics = self.topics.lock().expect("hub lock");
-        topics.get(session_id).is_some_and(|t| t.previewers.load(Ordering::Relaxed) > 0)
+        topics
+            .get(session_id)
+            .is_some_and(|t| t.previewers.load(Ordering::Relaxed) > 0)
     }
 
     /// Publishes a preview frame of `of` (`agent.message` or `agent.thinking`).
     pub fn preview(&self, session_id: &str, thread_id: &str, of: &'static str, frame: Value) {
-        self.send(session_id, HubItem::Preview { thread_id: thread_id.to_string(), of, frame: Arc::new(frame) });
+        self.send(
+            session_id,
+            HubItem::Preview {
+                thread_id: thread_id.to_string(),
+                of,
+                frame: Arc::new(frame),
+            },
+        );
     }
 
     /// Tells subscribers the session is gone.

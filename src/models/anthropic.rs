@@ -27,9 +27,14 @@ impl AnthropicConfig {
     /// Reads the same environment variables as the official SDKs.
     pub fn from_env() -> Self {
         AnthropicConfig {
-            base_url: std::env::var("ANTHROPIC_BASE_URL").unwrap_or_else(|_| "https://api.anthropic.com".into()),
-            api_key: std::env::var("ANTHROPIC_API_KEY").ok().filter(|k| !k.is_empty()),
-            auth_token: std::env::var("ANTHROPIC_AUTH_TOKEN").ok().filter(|k| !k.is_empty()),
+            base_url: std::env::var("ANTHROPIC_BASE_URL")
+                .unwrap_or_else(|_| "https://api.anthropic.com".into()),
+            api_key: std::env::var("ANTHROPIC_API_KEY")
+                .ok()
+                .filter(|k| !k.is_empty()),
+            auth_token: std::env::var("ANTHROPIC_AUTH_TOKEN")
+                .ok()
+                .filter(|k| !k.is_empty()),
             read_timeout: Duration::from_secs(300),
         }
     }
@@ -61,10 +66,13 @@ impl AnthropicClient {
             .collect();
         // A moving cache breakpoint on the newest block lets each request reuse the previous
         // one's prefix.
-        if let Some(last) = messages.last_mut().and_then(|m| m["content"].as_array_mut()).and_then(|c| c.last_mut()) {
-            if let Some(o) = last.as_object_mut() {
-                o.insert("cache_control".into(), ephemeral.clone());
-            }
+        if let Some(o) = messages
+            .last_mut()
+            .and_then(|m| m["content"].as_array_mut())
+            .and_then(|c| c.last_mut())
+            .and_then(Value::as_object_mut)
+        {
+            o.insert("cache_control".into(), ephemeral.clone());
         }
         let mut body = json!({
             "model": req.model,
@@ -104,7 +112,11 @@ impl AnthropicClient {
 fn classify_status(status: u16, body: &str, retry_after: Option<Duration>) -> ModelError {
     let message = serde_json::from_str::<Value>(body)
         .ok()
-        .and_then(|v| v.pointer("/error/message").and_then(Value::as_str).map(str::to_string))
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
         .unwrap_or_else(|| format!("model provider answered HTTP {status}"));
     let mut e = match status {
         429 => ModelError::transient(ErrorKind::RateLimited, message),
@@ -122,7 +134,11 @@ fn classify_status(status: u16, body: &str, retry_after: Option<Duration>) -> Mo
 }
 
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    if let Some(ms) = headers.get("retry-after-ms").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<f64>().ok()) {
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<f64>().ok())
+    {
         return Some(Duration::from_millis(ms as u64));
     }
     headers
@@ -161,7 +177,12 @@ impl Accumulator {
         }
     }
 
-    fn on_event(&mut self, name: &str, data: &Value, deltas: DeltaSink<'_>) -> Result<(), ModelError> {
+    fn on_event(
+        &mut self,
+        name: &str,
+        data: &Value,
+        deltas: DeltaSink<'_>,
+    ) -> Result<(), ModelError> {
         let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
         match name {
             "message_start" => {
@@ -170,14 +191,21 @@ impl Accumulator {
                 }
             }
             "content_block_start" => {
-                let block = data.get("content_block").and_then(Value::as_object).cloned().unwrap_or_default();
+                let block = data
+                    .get("content_block")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
                 match block.get("type").and_then(Value::as_str) {
                     Some("text") => {
                         let n = self.text_index.len();
                         self.text_index.insert(index, n);
                         let initial = block.get("text").and_then(Value::as_str).unwrap_or("");
                         if !initial.is_empty() {
-                            deltas(Delta::Text { index: n, text: initial.to_string() });
+                            deltas(Delta::Text {
+                                index: n,
+                                text: initial.to_string(),
+                            });
                         }
                     }
                     Some("thinking") | Some("redacted_thinking") => deltas(Delta::ThinkingStarted),
@@ -189,7 +217,11 @@ impl Accumulator {
                 let delta = data.get("delta").cloned().unwrap_or(Value::Null);
                 let block = self.blocks.entry(index).or_default();
                 let append = |block: &mut Map<String, Value>, key: &str, s: &str| {
-                    let cur = block.get(key).and_then(Value::as_str).unwrap_or("").to_string();
+                    let cur = block
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
                     block.insert(key.into(), Value::String(cur + s));
                 };
                 match delta.get("type").and_then(Value::as_str) {
@@ -197,20 +229,35 @@ impl Accumulator {
                         let t = delta.get("text").and_then(Value::as_str).unwrap_or("");
                         append(block, "text", t);
                         if let Some(n) = self.text_index.get(&index) {
-                            deltas(Delta::Text { index: *n, text: t.to_string() });
+                            deltas(Delta::Text {
+                                index: *n,
+                                text: t.to_string(),
+                            });
                         }
                     }
-                    Some("thinking_delta") => append(block, "thinking", delta.get("thinking").and_then(Value::as_str).unwrap_or("")),
+                    Some("thinking_delta") => append(
+                        block,
+                        "thinking",
+                        delta.get("thinking").and_then(Value::as_str).unwrap_or(""),
+                    ),
                     Some("signature_delta") => {
-                        block.insert("signature".into(), delta.get("signature").cloned().unwrap_or(Value::Null));
+                        block.insert(
+                            "signature".into(),
+                            delta.get("signature").cloned().unwrap_or(Value::Null),
+                        );
                     }
                     Some("input_json_delta") => {
-                        let p = delta.get("partial_json").and_then(Value::as_str).unwrap_or("");
+                        let p = delta
+                            .get("partial_json")
+                            .and_then(Value::as_str)
+                            .unwrap_or("");
                         self.partial_json.entry(index).or_default().push_str(p);
                     }
                     Some("citations_delta") => {
                         let c = delta.get("citation").cloned().unwrap_or(Value::Null);
-                        let list = block.entry("citations").or_insert_with(|| Value::Array(vec![]));
+                        let list = block
+                            .entry("citations")
+                            .or_insert_with(|| Value::Array(vec![]));
                         if let Some(a) = list.as_array_mut() {
                             a.push(c);
                         }
@@ -226,7 +273,10 @@ impl Accumulator {
                         json!({})
                     } else {
                         serde_json::from_str(&json).map_err(|e| {
-                            ModelError::transient(ErrorKind::RequestFailed, format!("model sent malformed tool input: {e}"))
+                            ModelError::transient(
+                                ErrorKind::RequestFailed,
+                                format!("model sent malformed tool input: {e}"),
+                            )
                         })?
                     };
                     block.insert("input".into(), input);
@@ -245,12 +295,21 @@ impl Accumulator {
             }
             "message_stop" => self.done = true,
             "error" => {
-                let kind = data.pointer("/error/type").and_then(Value::as_str).unwrap_or("api_error");
-                let message = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("stream error").to_string();
+                let kind = data
+                    .pointer("/error/type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("api_error");
+                let message = data
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("stream error")
+                    .to_string();
                 return Err(match kind {
                     "overloaded_error" => ModelError::transient(ErrorKind::Overloaded, message),
                     "rate_limit_error" => ModelError::transient(ErrorKind::RateLimited, message),
-                    "api_error" | "timeout_error" => ModelError::transient(ErrorKind::RequestFailed, message),
+                    "api_error" | "timeout_error" => {
+                        ModelError::transient(ErrorKind::RequestFailed, message)
+                    }
                     _ => ModelError::fatal(ErrorKind::RequestFailed, message),
                 });
             }
@@ -261,11 +320,17 @@ impl Accumulator {
 
     fn finish(mut self) -> Result<ModelResponse, ModelError> {
         if !self.done {
-            return Err(ModelError::transient(ErrorKind::RequestFailed, "model stream ended before the message was complete"));
+            return Err(ModelError::transient(
+                ErrorKind::RequestFailed,
+                "model stream ended before the message was complete",
+            ));
         }
         // A tool_use whose input never completed (cut by max_tokens) keeps what was parsed.
         for (index, json) in std::mem::take(&mut self.partial_json) {
-            if let (Some(block), Ok(v)) = (self.blocks.get_mut(&index), serde_json::from_str::<Value>(&json)) {
+            if let (Some(block), Ok(v)) = (
+                self.blocks.get_mut(&index),
+                serde_json::from_str::<Value>(&json),
+            ) {
                 block.insert("input".into(), v);
             }
         }
@@ -280,7 +345,11 @@ impl Accumulator {
 
 #[async_trait]
 impl ModelClient for AnthropicClient {
-    async fn complete(&self, req: &ModelRequest, deltas: DeltaSink<'_>) -> Result<ModelResponse, ModelError> {
+    async fn complete(
+        &self,
+        req: &ModelRequest,
+        deltas: DeltaSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
         let mut http = self
             .http
@@ -297,7 +366,10 @@ impl ModelClient for AnthropicClient {
             http = http.header("anthropic-beta", "fast-mode-2026-02-01");
         }
         let resp = http.json(&self.body(req)).send().await.map_err(|e| {
-            ModelError::transient(ErrorKind::RequestFailed, format!("could not reach the model provider: {e}"))
+            ModelError::transient(
+                ErrorKind::RequestFailed,
+                format!("could not reach the model provider: {e}"),
+            )
         })?;
         let status = resp.status().as_u16();
         if status >= 400 {
@@ -310,7 +382,10 @@ impl ModelClient for AnthropicClient {
         let mut stream = resp.bytes_stream();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| {
-                ModelError::transient(ErrorKind::RequestFailed, format!("model stream interrupted: {e}"))
+                ModelError::transient(
+                    ErrorKind::RequestFailed,
+                    format!("model stream interrupted: {e}"),
+                )
             })?;
             for ev in decoder.feed(&chunk) {
                 let name = ev.event.unwrap_or_default();
@@ -318,9 +393,19 @@ impl ModelClient for AnthropicClient {
                     continue;
                 }
                 let data: Value = serde_json::from_str(&ev.data).map_err(|e| {
-                    ModelError::transient(ErrorKind::RequestFailed, format!("model stream sent invalid JSON: {e}"))
+                    ModelError::transient(
+                        ErrorKind::RequestFailed,
+                        format!("model stream sent invalid JSON: {e}"),
+                    )
                 })?;
-                let name = if name.is_empty() { data.get("type").and_then(Value::as_str).unwrap_or("").to_string() } else { name };
+                let name = if name.is_empty() {
+                    data.get("type")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string()
+                } else {
+                    name
+                };
                 acc.on_event(&name, &data, deltas)?;
             }
         }
@@ -337,7 +422,11 @@ mod tests {
         assert!(classify_status(529, "", None).retryable);
         assert_eq!(classify_status(429, "", None).kind, ErrorKind::RateLimited);
         assert!(!classify_status(401, "", None).retryable);
-        let e = classify_status(400, r#"{"error":{"type":"invalid_request_error","message":"prompt is too long: 300000 tokens"}}"#, None);
+        let e = classify_status(
+            400,
+            r#"{"error":{"type":"invalid_request_error","message":"prompt is too long: 300000 tokens"}}"#,
+            None,
+        );
         assert_eq!(e.kind, ErrorKind::ContextWindow);
         assert!(!e.retryable);
     }

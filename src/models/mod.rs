@@ -99,7 +99,9 @@ impl ErrorKind {
             ErrorKind::Overloaded => "model_overloaded_error",
             ErrorKind::RateLimited => "model_rate_limited_error",
             ErrorKind::Billing => "billing_error",
-            ErrorKind::Authentication | ErrorKind::ContextWindow | ErrorKind::RequestFailed => "model_request_failed_error",
+            ErrorKind::Authentication | ErrorKind::ContextWindow | ErrorKind::RequestFailed => {
+                "model_request_failed_error"
+            }
         }
     }
 }
@@ -117,12 +119,22 @@ pub struct ModelError {
 impl ModelError {
     /// A transient failure.
     pub fn transient(kind: ErrorKind, message: impl Into<String>) -> Self {
-        ModelError { kind, message: message.into(), retryable: true, retry_after: None }
+        ModelError {
+            kind,
+            message: message.into(),
+            retryable: true,
+            retry_after: None,
+        }
     }
 
     /// A failure retrying cannot fix.
     pub fn fatal(kind: ErrorKind, message: impl Into<String>) -> Self {
-        ModelError { kind, message: message.into(), retryable: false, retry_after: None }
+        ModelError {
+            kind,
+            message: message.into(),
+            retryable: false,
+            retry_after: None,
+        }
     }
 }
 
@@ -139,5 +151,9 @@ pub type DeltaSink<'a> = &'a (dyn Fn(Delta) + Send + Sync);
 #[async_trait]
 pub trait ModelClient: Send + Sync {
     /// Runs one request to completion, reporting progress to `deltas`.
-    async fn complete(&self, req: &ModelRequest, deltas: DeltaSink<'_>) -> Result<ModelResponse, ModelError>;
+    async fn complete(
+        &self,
+        req: &ModelRequest,
+        deltas: DeltaSink<'_>,
+    ) -> Result<ModelResponse, ModelError>;
 }

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use super::ModelClient;
 use super::anthropic::{AnthropicClient, AnthropicConfig};
 use super::scripted::{self, Scripted};
-use super::ModelClient;
 
 /// The configured providers.
 pub struct Models {
@@ -16,7 +16,10 @@ pub struct Models {
 impl Models {
     /// Providers configured from `config`.
     pub fn new(anthropic: AnthropicConfig) -> Self {
-        Models { anthropic: Arc::new(AnthropicClient::new(anthropic)), scripted: Arc::new(Scripted) }
+        Models {
+            anthropic: Arc::new(AnthropicClient::new(anthropic)),
+            scripted: Arc::new(Scripted),
+        }
     }
 
     /// The provider for a model id.

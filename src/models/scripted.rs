@@ -15,7 +15,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{Delta, DeltaSink, ErrorKind, ModelClient, ModelError, ModelRequest, ModelResponse, Role};
+use super::{
+    Delta, DeltaSink, ErrorKind, ModelClient, ModelError, ModelRequest, ModelResponse, Role,
+};
 use crate::domain::session::ModelUsage;
 
 /// The model id served by [`Scripted`].
@@ -49,17 +51,25 @@ fn parse_steps(script: &str) -> Result<Vec<Step>, String> {
         if line.is_empty() {
             continue;
         }
-        let (word, rest) = line.split_once(char::is_whitespace).map(|(w, r)| (w, r.trim())).unwrap_or((line, ""));
+        let (word, rest) = line
+            .split_once(char::is_whitespace)
+            .map(|(w, r)| (w, r.trim()))
+            .unwrap_or((line, ""));
         let step = steps.last_mut().expect("non-empty");
         match word {
             "---" => steps.push(Step::default()),
             "say" => step.say.push(rest.to_string()),
             "think" => step.think = true,
             "refuse" => step.refuse = true,
-            "sleep" => step.sleep_ms = rest.parse().map_err(|_| format!("`sleep` needs milliseconds, got `{rest}`"))?,
+            "sleep" => {
+                step.sleep_ms = rest
+                    .parse()
+                    .map_err(|_| format!("`sleep` needs milliseconds, got `{rest}`"))?
+            }
             "call" => {
                 let (tool, input) = rest.split_once(char::is_whitespace).unwrap_or((rest, "{}"));
-                let input: Value = serde_json::from_str(input.trim()).map_err(|e| format!("`call {tool}`: input is not JSON: {e}"))?;
+                let input: Value = serde_json::from_str(input.trim())
+                    .map_err(|e| format!("`call {tool}`: input is not JSON: {e}"))?;
                 step.calls.push((tool.to_string(), input));
             }
             _ => {}
@@ -116,25 +126,36 @@ fn estimate_tokens(chars: usize) -> i64 {
 
 #[async_trait]
 impl ModelClient for Scripted {
-    async fn complete(&self, req: &ModelRequest, deltas: DeltaSink<'_>) -> Result<ModelResponse, ModelError> {
+    async fn complete(
+        &self,
+        req: &ModelRequest,
+        deltas: DeltaSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
         let (script, step_index) = script_and_step(req);
         let result = latest_tool_result(req);
         let directive = script.lines().any(|l| is_directive(l.trim()));
         let step = if directive {
-            let steps = parse_steps(&script).map_err(|e| ModelError::fatal(ErrorKind::RequestFailed, e))?;
+            let steps =
+                parse_steps(&script).map_err(|e| ModelError::fatal(ErrorKind::RequestFailed, e))?;
             steps.into_iter().nth(step_index).unwrap_or_else(|| Step {
                 say: vec![result.clone().unwrap_or_else(|| "Done.".into())],
                 ..Step::default()
             })
         } else {
-            Step { say: vec![format!("You said: {script}")], ..Step::default() }
+            Step {
+                say: vec![format!("You said: {script}")],
+                ..Step::default()
+            }
         };
         let mut content = Vec::new();
         if step.think {
             deltas(Delta::ThinkingStarted);
             content.push(json!({"type": "thinking", "thinking": "Following the script.", "signature": "scripted"}));
         }
-        let text = step.say.join("\n").replace("{{result}}", result.as_deref().unwrap_or(""));
+        let text = step
+            .say
+            .join("\n")
+            .replace("{{result}}", result.as_deref().unwrap_or(""));
         if !text.is_empty() {
             let words: Vec<&str> = text.split_inclusive(' ').collect();
             let pause = Duration::from_millis(step.sleep_ms / words.len().max(1) as u64);
@@ -142,7 +163,10 @@ impl ModelClient for Scripted {
                 if !pause.is_zero() {
                     tokio::time::sleep(pause).await;
                 }
-                deltas(Delta::Text { index: 0, text: (*w).to_string() });
+                deltas(Delta::Text {
+                    index: 0,
+                    text: (*w).to_string(),
+                });
             }
             content.push(json!({"type": "text", "text": text}));
         } else if step.sleep_ms > 0 {
@@ -158,7 +182,11 @@ impl ModelClient for Scripted {
         } else {
             "tool_use"
         };
-        let prompt_chars: usize = req.messages.iter().map(|m| Value::Array(m.content.clone()).to_string().len()).sum::<usize>()
+        let prompt_chars: usize = req
+            .messages
+            .iter()
+            .map(|m| Value::Array(m.content.clone()).to_string().len())
+            .sum::<usize>()
             + req.system.as_deref().map_or(0, str::len);
         Ok(ModelResponse {
             content,
@@ -179,28 +207,54 @@ mod tests {
     use crate::models::Message;
 
     fn req(messages: Vec<Message>) -> ModelRequest {
-        ModelRequest { model: MODEL_ID.into(), system: None, messages, tools: vec![], max_tokens: 100, effort: None, fast: false, inference_geo: None }
+        ModelRequest {
+            model: MODEL_ID.into(),
+            system: None,
+            messages,
+            tools: vec![],
+            max_tokens: 100,
+            effort: None,
+            fast: false,
+            inference_geo: None,
+        }
     }
 
     fn user(t: &str) -> Message {
-        Message { role: Role::User, content: vec![json!({"type":"text","text":t})] }
+        Message {
+            role: Role::User,
+            content: vec![json!({"type":"text","text":t})],
+        }
     }
 
     #[tokio::test]
     async fn echoes_and_plays_steps() {
         let none = |_: Delta| {};
-        let r = Scripted.complete(&req(vec![user("hello")]), &none).await.unwrap();
+        let r = Scripted
+            .complete(&req(vec![user("hello")]), &none)
+            .await
+            .unwrap();
         assert_eq!(r.content[0]["text"], "You said: hello");
         assert_eq!(r.stop_reason, "end_turn");
 
         let script = "call get_weather {\"city\":\"Paris\"}\n---\nsay It is {{result}}.";
-        let r = Scripted.complete(&req(vec![user(script)]), &none).await.unwrap();
+        let r = Scripted
+            .complete(&req(vec![user(script)]), &none)
+            .await
+            .unwrap();
         assert_eq!(r.stop_reason, "tool_use");
         assert_eq!(r.content[0]["input"], json!({"city":"Paris"}));
         let after = vec![
             user(script),
-            Message { role: Role::Assistant, content: r.content.clone() },
-            Message { role: Role::User, content: vec![json!({"type":"tool_result","tool_use_id":"x","content":[{"type":"text","text":"sunny"}]})] },
+            Message {
+                role: Role::Assistant,
+                content: r.content.clone(),
+            },
+            Message {
+                role: Role::User,
+                content: vec![
+                    json!({"type":"tool_result","tool_use_id":"x","content":[{"type":"text","text":"sunny"}]}),
+                ],
+            },
         ];
         let r = Scripted.complete(&req(after), &none).await.unwrap();
         assert_eq!(r.content[0]["text"], "It is sunny.");

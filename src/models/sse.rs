@@ -40,7 +40,10 @@ impl SseDecoder {
     fn line_done(&mut self, line: &str, out: &mut Vec<SseEvent>) {
         if line.is_empty() {
             if self.event.is_some() || !self.data.is_empty() {
-                out.push(SseEvent { event: self.event.take(), data: self.data.join("\n") });
+                out.push(SseEvent {
+                    event: self.event.take(),
+                    data: self.data.join("\n"),
+                });
                 self.data.clear();
             }
             return;
@@ -69,9 +72,18 @@ mod tests {
         let mut d = SseDecoder::default();
         assert!(d.feed(b"event: a\ndata: {\"x\"").is_empty());
         let ev = d.feed(b":1}\n\n: comment\n\nevent: b\r\ndata: 1\r\ndata: 2\r\n\r\n");
-        assert_eq!(ev, vec![
-            SseEvent { event: Some("a".into()), data: "{\"x\":1}".into() },
-            SseEvent { event: Some("b".into()), data: "1\n2".into() },
-        ]);
+        assert_eq!(
+            ev,
+            vec![
+                SseEvent {
+                    event: Some("a".into()),
+                    data: "{\"x\":1}".into()
+                },
+                SseEvent {
+                    event: Some("b".into()),
+                    data: "1\n2".into()
+                },
+            ]
+        );
     }
 }

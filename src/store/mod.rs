@@ -42,7 +42,9 @@ impl From<sqlx::Error> for StoreError {
             sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
                 StoreError::Unavailable(e.to_string())
             }
-            sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict(db.message().to_string()),
+            sqlx::Error::Database(db) if db.is_unique_violation() => {
+                StoreError::Conflict(db.message().to_string())
+            }
             _ => StoreError::Internal(e.into()),
         }
     }
@@ -231,7 +233,8 @@ pub trait Store: Send + Sync + 'static {
     /// The id of the workspace named `name`, creating it if needed.
     async fn ensure_workspace(&self, name: &str) -> StoreResult<String>;
     /// Stores a new API key (hash only) for a workspace.
-    async fn insert_api_key(&self, id: &str, workspace_id: &str, key_hash: &str) -> StoreResult<()>;
+    async fn insert_api_key(&self, id: &str, workspace_id: &str, key_hash: &str)
+    -> StoreResult<()>;
     /// The workspace of the key with this hash, if any.
     async fn workspace_for_key(&self, key_hash: &str) -> StoreResult<Option<String>>;
     /// How many API keys exist at all (zero means the server may run open on loopback).
@@ -242,44 +245,104 @@ pub trait Store: Send + Sync + 'static {
     /// Inserts a new agent with its first version.
     async fn insert_agent(&self, workspace_id: &str, agent: &Agent) -> StoreResult<()>;
     /// An agent at `version` (latest when None), with the agent-level `archived_at` applied.
-    async fn get_agent(&self, workspace_id: &str, id: &str, version: Option<i64>) -> StoreResult<Option<Agent>>;
+    async fn get_agent(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        version: Option<i64>,
+    ) -> StoreResult<Option<Agent>>;
     /// Appends `agent` as the next version if the current version is still `expected`;
     /// `Conflict` otherwise.
-    async fn append_agent_version(&self, workspace_id: &str, agent: &Agent, expected: i64) -> StoreResult<()>;
+    async fn append_agent_version(
+        &self,
+        workspace_id: &str,
+        agent: &Agent,
+        expected: i64,
+    ) -> StoreResult<()>;
     /// Lists latest versions of agents by id.
-    async fn list_agents(&self, workspace_id: &str, filter: &AgentFilter, scan: &Scan<String>) -> StoreResult<Vec<Agent>>;
+    async fn list_agents(
+        &self,
+        workspace_id: &str,
+        filter: &AgentFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<Agent>>;
     /// Lists versions of one agent by version number.
-    async fn list_agent_versions(&self, workspace_id: &str, id: &str, scan: &Scan<i64>) -> StoreResult<Vec<Agent>>;
+    async fn list_agent_versions(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        scan: &Scan<i64>,
+    ) -> StoreResult<Vec<Agent>>;
     /// Marks an agent archived (idempotent); returns the latest version.
-    async fn archive_agent(&self, workspace_id: &str, id: &str, at: Micros) -> StoreResult<Option<Agent>>;
+    async fn archive_agent(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        at: Micros,
+    ) -> StoreResult<Option<Agent>>;
 
     // ---- environments ----
 
     /// Inserts an environment; `Conflict` when the name is taken in the workspace.
-    async fn insert_environment(&self, workspace_id: &str, env: &Environment, created_at: Micros) -> StoreResult<()>;
+    async fn insert_environment(
+        &self,
+        workspace_id: &str,
+        env: &Environment,
+        created_at: Micros,
+    ) -> StoreResult<()>;
     /// One environment.
-    async fn get_environment(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Environment>>;
+    async fn get_environment(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<Environment>>;
     /// Replaces an environment's stored body; `Conflict` when the new name is taken.
-    async fn update_environment(&self, workspace_id: &str, env: &Environment, at: Micros, archived: bool) -> StoreResult<()>;
+    async fn update_environment(
+        &self,
+        workspace_id: &str,
+        env: &Environment,
+        at: Micros,
+        archived: bool,
+    ) -> StoreResult<()>;
     /// Lists environments by id.
-    async fn list_environments(&self, workspace_id: &str, include_archived: bool, scan: &Scan<String>) -> StoreResult<Vec<Environment>>;
+    async fn list_environments(
+        &self,
+        workspace_id: &str,
+        include_archived: bool,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<Environment>>;
     /// Deletes an environment; false when it did not exist.
     async fn delete_environment(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
 
     // ---- sessions and threads ----
 
     /// Inserts a session, its primary thread and its first events in one transaction.
-    async fn create_session(&self, session: &SessionRecord, thread: &ThreadRecord, events: &[NewEvent]) -> StoreResult<Vec<EventRecord>>;
+    async fn create_session(
+        &self,
+        session: &SessionRecord,
+        thread: &ThreadRecord,
+        events: &[NewEvent],
+    ) -> StoreResult<Vec<EventRecord>>;
     /// One session in a workspace.
-    async fn get_session(&self, workspace_id: &str, id: &str) -> StoreResult<Option<SessionRecord>>;
+    async fn get_session(&self, workspace_id: &str, id: &str)
+    -> StoreResult<Option<SessionRecord>>;
     /// One session by id alone (the engine's view).
     async fn get_session_by_id(&self, id: &str) -> StoreResult<Option<SessionRecord>>;
     /// Lists sessions by id.
-    async fn list_sessions(&self, workspace_id: &str, filter: &SessionFilter, scan: &Scan<String>) -> StoreResult<Vec<SessionRecord>>;
+    async fn list_sessions(
+        &self,
+        workspace_id: &str,
+        filter: &SessionFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<SessionRecord>>;
     /// Deletes a session with its threads and events unless it is running.
     async fn delete_session(&self, workspace_id: &str, id: &str) -> StoreResult<Deleted>;
     /// Threads of a session by id.
-    async fn list_threads(&self, session_id: &str, scan: &Scan<String>) -> StoreResult<Vec<ThreadRecord>>;
+    async fn list_threads(
+        &self,
+        session_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<ThreadRecord>>;
     /// One thread of a session.
     async fn get_thread(&self, session_id: &str, id: &str) -> StoreResult<Option<ThreadRecord>>;
 
@@ -288,13 +351,28 @@ pub trait Store: Send + Sync + 'static {
     /// Locks the session row, runs `f` on it and, in the same transaction, writes the row's
     /// cached columns back, appends the returned events with consecutive sequence numbers and
     /// marks queued events processed. `Ok(None)` when the session does not exist.
-    async fn transact(&self, session_id: &str, writer: &Writer, f: SessionTxn) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>>;
+    async fn transact(
+        &self,
+        session_id: &str,
+        writer: &Writer,
+        f: SessionTxn,
+    ) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>>;
     /// Ids of a session's queued (unprocessed) events, in order.
     async fn queued_events(&self, session_id: &str) -> StoreResult<Vec<EventRecord>>;
     /// Events of a session by sequence number.
-    async fn list_events(&self, session_id: &str, filter: &EventFilter, scan: &Scan<i64>) -> StoreResult<Vec<EventRecord>>;
+    async fn list_events(
+        &self,
+        session_id: &str,
+        filter: &EventFilter,
+        scan: &Scan<i64>,
+    ) -> StoreResult<Vec<EventRecord>>;
     /// Events with sequence numbers greater than `after_seq`, in order (stream replay, runner).
-    async fn events_after(&self, session_id: &str, after_seq: i64, limit: i64) -> StoreResult<Vec<EventRecord>>;
+    async fn events_after(
+        &self,
+        session_id: &str,
+        after_seq: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<EventRecord>>;
     /// One event by id within a session.
     async fn get_event(&self, session_id: &str, id: &str) -> StoreResult<Option<EventRecord>>;
     /// Whether an answer of `kind` to blocking event `id` exists.
@@ -304,7 +382,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Claims the session's lease for `owner` until `until` if it is free, expired or
     /// already `owner`'s. Returns whether `owner` now holds it.
-    async fn claim_lease(&self, session_id: &str, owner: &str, now: Micros, until: Micros) -> StoreResult<bool>;
+    async fn claim_lease(
+        &self,
+        session_id: &str,
+        owner: &str,
+        now: Micros,
+        until: Micros,
+    ) -> StoreResult<bool>;
     /// Extends a held lease; false when `owner` no longer holds it.
     async fn renew_lease(&self, session_id: &str, owner: &str, until: Micros) -> StoreResult<bool>;
     /// Releases a held lease.

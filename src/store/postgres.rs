@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use sqlx::any::AnyPoolOptions;
 
-use super::sql::{Dialect, SqlStore};
 use super::StoreResult;
+use super::sql::{Dialect, SqlStore};
 
 /// Migrations embedded in the binary.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
@@ -19,7 +19,10 @@ pub async fn connect(url: &str, max_connections: u32) -> StoreResult<SqlStore> {
         .acquire_timeout(Duration::from_secs(5))
         .connect(url)
         .await?;
-    MIGRATOR.run(&pool).await.map_err(|e| anyhow::anyhow!("postgres migrations failed: {e}"))?;
+    MIGRATOR
+        .run(&pool)
+        .await
+        .map_err(|e| anyhow::anyhow!("postgres migrations failed: {e}"))?;
     Ok(SqlStore::new(pool.clone(), pool, Dialect::Postgres))
 }
 

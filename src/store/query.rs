@@ -56,7 +56,10 @@ pub(crate) struct Sql {
 impl Sql {
     /// Starts a statement.
     pub fn new(text: &str) -> Self {
-        Sql { text: text.to_string(), args: Vec::new() }
+        Sql {
+            text: text.to_string(),
+            args: Vec::new(),
+        }
     }
 
     /// Appends literal SQL.

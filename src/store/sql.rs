@@ -3,14 +3,14 @@
 //! (BIGINT, TEXT); the few dialect differences are switched on [`Dialect`].
 
 use async_trait::async_trait;
-use sqlx::any::AnyRow;
 use sqlx::AnyPool;
+use sqlx::any::AnyRow;
 use sqlx::{Row, Transaction};
 
 use super::query::{Arg, Sql, bound};
 use super::{
-    AgentFilter, Deleted, Direction, EventFilter, EventRecord, NewEvent, Scan, SessionFilter, SessionRecord,
-    SessionTxn, Store, StoreError, StoreResult, ThreadRecord, Writer,
+    AgentFilter, Deleted, Direction, EventFilter, EventRecord, NewEvent, Scan, SessionFilter,
+    SessionRecord, SessionTxn, Store, StoreError, StoreResult, ThreadRecord, Writer,
 };
 use crate::domain::agent::Agent;
 use crate::domain::environment::Environment;
@@ -35,9 +35,9 @@ pub struct SqlStore {
 
 const SESSION_COLS: &str = "id, workspace_id, agent_id, agent_version, environment_id, status, body, usage, \
     active_micros, running_since, last_seq, engine, created_at, updated_at, archived_at, terminated_at, lease_owner";
-const THREAD_COLS: &str =
-    "id, session_id, parent_thread_id, spawning_event_id, status, body, created_at, updated_at, archived_at";
-const EVENT_COLS: &str = "session_id, seq, id, thread_id, type, body, internal, processed_at, created_at";
+const THREAD_COLS: &str = "id, session_id, parent_thread_id, spawning_event_id, status, body, created_at, updated_at, archived_at";
+const EVENT_COLS: &str =
+    "session_id, seq, id, thread_id, type, body, internal, processed_at, created_at";
 
 fn order_sql(d: Direction) -> &'static str {
     match d {
@@ -55,9 +55,15 @@ fn after_op(d: Direction) -> &'static str {
 
 fn push_scan<K: Clone + Into<Arg>>(sql: &mut Sql, column: &str, scan: &Scan<K>) {
     if let Some(after) = &scan.after {
-        sql.push(" AND ").push(column).push(after_op(scan.direction)).bind(after.clone());
+        sql.push(" AND ")
+            .push(column)
+            .push(after_op(scan.direction))
+            .bind(after.clone());
     }
-    sql.push(" ORDER BY ").push(column).push(" ").push(order_sql(scan.direction));
+    sql.push(" ORDER BY ")
+        .push(column)
+        .push(" ")
+        .push(order_sql(scan.direction));
     sql.push(" LIMIT ").bind(scan.limit);
 }
 
@@ -128,7 +134,11 @@ fn event_from_row(row: &AnyRow) -> StoreResult<EventRecord> {
 impl SqlStore {
     /// Wraps pools that already have the schema migrated.
     pub fn new(write: AnyPool, read: AnyPool, dialect: Dialect) -> Self {
-        SqlStore { write, read, dialect }
+        SqlStore {
+            write,
+            read,
+            dialect,
+        }
     }
 
     /// The pool for writes (also the only pool on Postgres).
@@ -227,14 +237,21 @@ impl Store for SqlStore {
         Ok(row.try_get("id")?)
     }
 
-    async fn insert_api_key(&self, id: &str, workspace_id: &str, key_hash: &str) -> StoreResult<()> {
-        sqlx::query("INSERT INTO api_keys (id, workspace_id, key_hash, created_at) VALUES ($1, $2, $3, $4)")
-            .bind(id)
-            .bind(workspace_id)
-            .bind(key_hash)
-            .bind(time::now())
-            .execute(&self.write)
-            .await?;
+    async fn insert_api_key(
+        &self,
+        id: &str,
+        workspace_id: &str,
+        key_hash: &str,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO api_keys (id, workspace_id, key_hash, created_at) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(id)
+        .bind(workspace_id)
+        .bind(key_hash)
+        .bind(time::now())
+        .execute(&self.write)
+        .await?;
         Ok(())
     }
 
@@ -247,7 +264,9 @@ impl Store for SqlStore {
     }
 
     async fn count_api_keys(&self) -> StoreResult<i64> {
-        let row = sqlx::query("SELECT COUNT(*) AS n FROM api_keys").fetch_one(&self.read).await?;
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM api_keys")
+            .fetch_one(&self.read)
+            .await?;
         Ok(row.try_get("n")?)
     }
 
@@ -274,7 +293,12 @@ impl Store for SqlStore {
         Ok(())
     }
 
-    async fn get_agent(&self, workspace_id: &str, id: &str, version: Option<i64>) -> StoreResult<Option<Agent>> {
+    async fn get_agent(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        version: Option<i64>,
+    ) -> StoreResult<Option<Agent>> {
         let mut sql = Sql::new(
             "SELECT a.archived_at, v.snapshot FROM agents a JOIN agent_versions v ON v.agent_id = a.id AND v.version = ",
         );
@@ -282,12 +306,20 @@ impl Store for SqlStore {
             Some(v) => sql.bind(v),
             None => sql.push("a.current_version"),
         };
-        sql.push(" WHERE a.workspace_id = ").bind(workspace_id).push(" AND a.id = ").bind(id);
+        sql.push(" WHERE a.workspace_id = ")
+            .bind(workspace_id)
+            .push(" AND a.id = ")
+            .bind(id);
         let row = sql.query().fetch_optional(&self.read).await?;
         row.map(|r| agent_from_row(&r)).transpose()
     }
 
-    async fn append_agent_version(&self, workspace_id: &str, agent: &Agent, expected: i64) -> StoreResult<()> {
+    async fn append_agent_version(
+        &self,
+        workspace_id: &str,
+        agent: &Agent,
+        expected: i64,
+    ) -> StoreResult<()> {
         let at = time::parse(&agent.updated_at).unwrap_or_else(time::now);
         let mut tx = self.write.begin().await?;
         let updated = sqlx::query(
@@ -317,7 +349,12 @@ impl Store for SqlStore {
         Ok(())
     }
 
-    async fn list_agents(&self, workspace_id: &str, filter: &AgentFilter, scan: &Scan<String>) -> StoreResult<Vec<Agent>> {
+    async fn list_agents(
+        &self,
+        workspace_id: &str,
+        filter: &AgentFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<Agent>> {
         let mut sql = Sql::new(
             "SELECT a.archived_at, v.snapshot FROM agents a JOIN agent_versions v ON v.agent_id = a.id AND v.version = a.current_version WHERE a.workspace_id = ",
         );
@@ -336,7 +373,12 @@ impl Store for SqlStore {
         rows.iter().map(agent_from_row).collect()
     }
 
-    async fn list_agent_versions(&self, workspace_id: &str, id: &str, scan: &Scan<i64>) -> StoreResult<Vec<Agent>> {
+    async fn list_agent_versions(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        scan: &Scan<i64>,
+    ) -> StoreResult<Vec<Agent>> {
         let mut sql = Sql::new(
             "SELECT a.archived_at, v.snapshot FROM agents a JOIN agent_versions v ON v.agent_id = a.id WHERE a.workspace_id = ",
         );
@@ -346,7 +388,12 @@ impl Store for SqlStore {
         rows.iter().map(agent_from_row).collect()
     }
 
-    async fn archive_agent(&self, workspace_id: &str, id: &str, at: Micros) -> StoreResult<Option<Agent>> {
+    async fn archive_agent(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        at: Micros,
+    ) -> StoreResult<Option<Agent>> {
         sqlx::query(
             "UPDATE agents SET archived_at = $1, updated_at = $1 WHERE workspace_id = $2 AND id = $3 AND archived_at IS NULL",
         )
@@ -363,7 +410,12 @@ impl Store for SqlStore {
         row.map(|r| agent_from_row(&r)).transpose()
     }
 
-    async fn insert_environment(&self, workspace_id: &str, env: &Environment, created_at: Micros) -> StoreResult<()> {
+    async fn insert_environment(
+        &self,
+        workspace_id: &str,
+        env: &Environment,
+        created_at: Micros,
+    ) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO environments (id, workspace_id, name, body, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)",
         )
@@ -377,7 +429,11 @@ impl Store for SqlStore {
         Ok(())
     }
 
-    async fn get_environment(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Environment>> {
+    async fn get_environment(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<Environment>> {
         let row = sqlx::query("SELECT body FROM environments WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
@@ -386,7 +442,13 @@ impl Store for SqlStore {
         row.map(|r| env_from_row(&r)).transpose()
     }
 
-    async fn update_environment(&self, workspace_id: &str, env: &Environment, at: Micros, archived: bool) -> StoreResult<()> {
+    async fn update_environment(
+        &self,
+        workspace_id: &str,
+        env: &Environment,
+        at: Micros,
+        archived: bool,
+    ) -> StoreResult<()> {
         let archived_at = if archived { Some(at) } else { None };
         sqlx::query(
             "UPDATE environments SET name = $1, body = $2, updated_at = $3, archived_at = COALESCE(archived_at, $4) WHERE workspace_id = $5 AND id = $6",
@@ -402,7 +464,12 @@ impl Store for SqlStore {
         Ok(())
     }
 
-    async fn list_environments(&self, workspace_id: &str, include_archived: bool, scan: &Scan<String>) -> StoreResult<Vec<Environment>> {
+    async fn list_environments(
+        &self,
+        workspace_id: &str,
+        include_archived: bool,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<Environment>> {
         let mut sql = Sql::new("SELECT body FROM environments WHERE workspace_id = ");
         sql.bind(workspace_id);
         if !include_archived {
@@ -422,7 +489,12 @@ impl Store for SqlStore {
         Ok(r.rows_affected() > 0)
     }
 
-    async fn create_session(&self, s: &SessionRecord, t: &ThreadRecord, events: &[NewEvent]) -> StoreResult<Vec<EventRecord>> {
+    async fn create_session(
+        &self,
+        s: &SessionRecord,
+        t: &ThreadRecord,
+        events: &[NewEvent],
+    ) -> StoreResult<Vec<EventRecord>> {
         let mut tx = self.write.begin().await?;
         bound(
             "INSERT INTO sessions (id, workspace_id, agent_id, agent_version, environment_id, status, body, usage, \
@@ -465,30 +537,47 @@ impl Store for SqlStore {
         )
         .execute(&mut *tx)
         .await?;
-        let out = self.insert_events(&mut tx, &s.id, 1, events, s.created_at).await?;
+        let out = self
+            .insert_events(&mut tx, &s.id, 1, events, s.created_at)
+            .await?;
         tx.commit().await?;
         Ok(out)
     }
 
-    async fn get_session(&self, workspace_id: &str, id: &str) -> StoreResult<Option<SessionRecord>> {
-        let row = sqlx::query(&format!("SELECT {SESSION_COLS} FROM sessions WHERE workspace_id = $1 AND id = $2"))
-            .bind(workspace_id)
-            .bind(id)
-            .fetch_optional(&self.read)
-            .await?;
+    async fn get_session(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<SessionRecord>> {
+        let row = sqlx::query(&format!(
+            "SELECT {SESSION_COLS} FROM sessions WHERE workspace_id = $1 AND id = $2"
+        ))
+        .bind(workspace_id)
+        .bind(id)
+        .fetch_optional(&self.read)
+        .await?;
         row.map(|r| session_from_row(&r)).transpose()
     }
 
     async fn get_session_by_id(&self, id: &str) -> StoreResult<Option<SessionRecord>> {
-        let row = sqlx::query(&format!("SELECT {SESSION_COLS} FROM sessions WHERE id = $1"))
-            .bind(id)
-            .fetch_optional(&self.read)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {SESSION_COLS} FROM sessions WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.read)
+        .await?;
         row.map(|r| session_from_row(&r)).transpose()
     }
 
-    async fn list_sessions(&self, workspace_id: &str, f: &SessionFilter, scan: &Scan<String>) -> StoreResult<Vec<SessionRecord>> {
-        let mut sql = Sql::new(&format!("SELECT {SESSION_COLS} FROM sessions WHERE workspace_id = "));
+    async fn list_sessions(
+        &self,
+        workspace_id: &str,
+        f: &SessionFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        let mut sql = Sql::new(&format!(
+            "SELECT {SESSION_COLS} FROM sessions WHERE workspace_id = "
+        ));
         sql.bind(workspace_id);
         if let Some(a) = &f.agent_id {
             sql.push(" AND agent_id = ").bind(a);
@@ -502,7 +591,12 @@ impl Store for SqlStore {
         if !f.statuses.is_empty() {
             sql.push(" AND status IN ").bind_list(&f.statuses);
         }
-        for (op, v) in [(" > ", f.created_gt), (" >= ", f.created_gte), (" < ", f.created_lt), (" <= ", f.created_lte)] {
+        for (op, v) in [
+            (" > ", f.created_gt),
+            (" >= ", f.created_gte),
+            (" < ", f.created_lt),
+            (" <= ", f.created_lte),
+        ] {
             if let Some(v) = v {
                 sql.push(" AND created_at").push(op).bind(v);
             }
@@ -522,22 +616,39 @@ impl Store for SqlStore {
         .execute(&mut *tx)
         .await?;
         if r.rows_affected() == 0 {
-            let exists = sqlx::query("SELECT 1 AS one FROM sessions WHERE workspace_id = $1 AND id = $2")
-                .bind(workspace_id)
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await?
-                .is_some();
-            return Ok(if exists { Deleted::Busy } else { Deleted::Missing });
+            let exists =
+                sqlx::query("SELECT 1 AS one FROM sessions WHERE workspace_id = $1 AND id = $2")
+                    .bind(workspace_id)
+                    .bind(id)
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .is_some();
+            return Ok(if exists {
+                Deleted::Busy
+            } else {
+                Deleted::Missing
+            });
         }
-        sqlx::query("DELETE FROM events WHERE session_id = $1").bind(id).execute(&mut *tx).await?;
-        sqlx::query("DELETE FROM threads WHERE session_id = $1").bind(id).execute(&mut *tx).await?;
+        sqlx::query("DELETE FROM events WHERE session_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM threads WHERE session_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(Deleted::Yes)
     }
 
-    async fn list_threads(&self, session_id: &str, scan: &Scan<String>) -> StoreResult<Vec<ThreadRecord>> {
-        let mut sql = Sql::new(&format!("SELECT {THREAD_COLS} FROM threads WHERE session_id = "));
+    async fn list_threads(
+        &self,
+        session_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<ThreadRecord>> {
+        let mut sql = Sql::new(&format!(
+            "SELECT {THREAD_COLS} FROM threads WHERE session_id = "
+        ));
         sql.bind(session_id);
         push_scan(&mut sql, "id", scan);
         let rows = sql.query().fetch_all(&self.read).await?;
@@ -545,30 +656,41 @@ impl Store for SqlStore {
     }
 
     async fn get_thread(&self, session_id: &str, id: &str) -> StoreResult<Option<ThreadRecord>> {
-        let row = sqlx::query(&format!("SELECT {THREAD_COLS} FROM threads WHERE session_id = $1 AND id = $2"))
-            .bind(session_id)
-            .bind(id)
-            .fetch_optional(&self.read)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {THREAD_COLS} FROM threads WHERE session_id = $1 AND id = $2"
+        ))
+        .bind(session_id)
+        .bind(id)
+        .fetch_optional(&self.read)
+        .await?;
         row.map(|r| thread_from_row(&r)).transpose()
     }
 
-    async fn transact(&self, session_id: &str, writer: &Writer, f: SessionTxn) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>> {
+    async fn transact(
+        &self,
+        session_id: &str,
+        writer: &Writer,
+        f: SessionTxn,
+    ) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>> {
         let lock = match self.dialect {
             Dialect::Postgres => " FOR UPDATE",
             // The single writer connection already serialises every write transaction.
             Dialect::Sqlite => "",
         };
         let mut tx = self.write.begin().await?;
-        let row = sqlx::query(&format!("SELECT {SESSION_COLS} FROM sessions WHERE id = $1{lock}"))
-            .bind(session_id)
-            .fetch_optional(&mut *tx)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {SESSION_COLS} FROM sessions WHERE id = $1{lock}"
+        ))
+        .bind(session_id)
+        .fetch_optional(&mut *tx)
+        .await?;
         let Some(row) = row else { return Ok(None) };
         if let Writer::Runner { owner } = writer {
             let holder: Option<String> = row.try_get("lease_owner")?;
             if holder.as_deref() != Some(owner.as_str()) {
-                return Err(StoreError::Conflict(format!("runner {owner} no longer holds the lease of {session_id}")));
+                return Err(StoreError::Conflict(format!(
+                    "runner {owner} no longer holds the lease of {session_id}"
+                )));
             }
         }
         let before = session_from_row(&row)?;
@@ -598,7 +720,9 @@ impl Store for SqlStore {
             .execute(&mut *tx)
             .await?;
         }
-        let events = self.insert_events(&mut tx, session_id, first_seq, &out.events, now).await?;
+        let events = self
+            .insert_events(&mut tx, session_id, first_seq, &out.events, now)
+            .await?;
         if !out.mark_processed.is_empty() {
             // Consumed input takes its place in the conversation after everything logged so
             // far, whatever its sequence number (see engine::context).
@@ -634,8 +758,15 @@ impl Store for SqlStore {
         rows.iter().map(event_from_row).collect()
     }
 
-    async fn list_events(&self, session_id: &str, f: &EventFilter, scan: &Scan<i64>) -> StoreResult<Vec<EventRecord>> {
-        let mut sql = Sql::new(&format!("SELECT {EVENT_COLS} FROM events WHERE session_id = "));
+    async fn list_events(
+        &self,
+        session_id: &str,
+        f: &EventFilter,
+        scan: &Scan<i64>,
+    ) -> StoreResult<Vec<EventRecord>> {
+        let mut sql = Sql::new(&format!(
+            "SELECT {EVENT_COLS} FROM events WHERE session_id = "
+        ));
         sql.bind(session_id);
         if !f.types.is_empty() {
             sql.push(" AND type IN ").bind_list(&f.types);
@@ -643,7 +774,12 @@ impl Store for SqlStore {
         if let Some(t) = &f.thread_id {
             sql.push(" AND thread_id = ").bind(t);
         }
-        for (op, v) in [(" > ", f.processed_gt), (" >= ", f.processed_gte), (" < ", f.processed_lt), (" <= ", f.processed_lte)] {
+        for (op, v) in [
+            (" > ", f.processed_gt),
+            (" >= ", f.processed_gte),
+            (" < ", f.processed_lt),
+            (" <= ", f.processed_lte),
+        ] {
             if let Some(v) = v {
                 sql.push(" AND processed_at").push(op).bind(v);
             }
@@ -653,7 +789,12 @@ impl Store for SqlStore {
         rows.iter().map(event_from_row).collect()
     }
 
-    async fn events_after(&self, session_id: &str, after_seq: i64, limit: i64) -> StoreResult<Vec<EventRecord>> {
+    async fn events_after(
+        &self,
+        session_id: &str,
+        after_seq: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<EventRecord>> {
         let rows = sqlx::query(&format!(
             "SELECT {EVENT_COLS} FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
         ))
@@ -666,11 +807,13 @@ impl Store for SqlStore {
     }
 
     async fn get_event(&self, session_id: &str, id: &str) -> StoreResult<Option<EventRecord>> {
-        let row = sqlx::query(&format!("SELECT {EVENT_COLS} FROM events WHERE session_id = $1 AND id = $2"))
-            .bind(session_id)
-            .bind(id)
-            .fetch_optional(&self.read)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {EVENT_COLS} FROM events WHERE session_id = $1 AND id = $2"
+        ))
+        .bind(session_id)
+        .bind(id)
+        .fetch_optional(&self.read)
+        .await?;
         row.map(|r| event_from_row(&r)).transpose()
     }
 
@@ -684,7 +827,13 @@ impl Store for SqlStore {
         Ok(row.is_some())
     }
 
-    async fn claim_lease(&self, session_id: &str, owner: &str, now: Micros, until: Micros) -> StoreResult<bool> {
+    async fn claim_lease(
+        &self,
+        session_id: &str,
+        owner: &str,
+        now: Micros,
+        until: Micros,
+    ) -> StoreResult<bool> {
         let r = sqlx::query(
             "UPDATE sessions SET lease_owner = $1, lease_expires_at = $2 WHERE id = $3 \
              AND (lease_owner IS NULL OR lease_owner = $1 OR lease_expires_at < $4)",
@@ -699,12 +848,14 @@ impl Store for SqlStore {
     }
 
     async fn renew_lease(&self, session_id: &str, owner: &str, until: Micros) -> StoreResult<bool> {
-        let r = sqlx::query("UPDATE sessions SET lease_expires_at = $1 WHERE id = $2 AND lease_owner = $3")
-            .bind(until)
-            .bind(session_id)
-            .bind(owner)
-            .execute(&self.write)
-            .await?;
+        let r = sqlx::query(
+            "UPDATE sessions SET lease_expires_at = $1 WHERE id = $2 AND lease_owner = $3",
+        )
+        .bind(until)
+        .bind(session_id)
+        .bind(owner)
+        .execute(&self.write)
+        .await?;
         Ok(r.rows_affected() == 1)
     }
 

@@ -4,11 +4,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use sqlx::any::AnyPoolOptions;
 use sqlx::Executor;
+use sqlx::any::AnyPoolOptions;
 
-use super::sql::{Dialect, SqlStore};
 use super::StoreResult;
+use super::sql::{Dialect, SqlStore};
 
 /// Migrations embedded in the binary.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
@@ -27,10 +27,15 @@ pub async fn open(data_dir: &Path) -> StoreResult<SqlStore> {
         AnyPoolOptions::new()
             .max_connections(n)
             .acquire_timeout(Duration::from_secs(30))
-            .after_connect(|conn, _| Box::pin(async move { conn.execute(PRAGMAS).await.map(|_| ()) }))
+            .after_connect(|conn, _| {
+                Box::pin(async move { conn.execute(PRAGMAS).await.map(|_| ()) })
+            })
     };
     let write = options(1).connect(&url).await?;
-    MIGRATOR.run(&write).await.map_err(|e| anyhow::anyhow!("sqlite migrations failed: {e}"))?;
+    MIGRATOR
+        .run(&write)
+        .await
+        .map_err(|e| anyhow::anyhow!("sqlite migrations failed: {e}"))?;
     let read = options(4).connect(&url).await?;
     Ok(SqlStore::new(write, read, Dialect::Sqlite))
 }

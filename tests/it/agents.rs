@@ -37,64 +37,155 @@ async fn create_resolves_all_tool_kinds(b: Backend) {
     assert!(a["id"].as_str().unwrap().starts_with("agent_01"));
     assert_eq!(a["type"], "agent");
     assert_eq!(a["version"], 1);
-    assert_eq!(a["model"], json!({"id": "claude-opus-4-7", "effort": {"type": "high"}, "speed": "standard", "inference_geo": null}));
-    assert_eq!(a["tools"][0]["default_config"], json!({"enabled": true, "permission_policy": {"type": "always_allow"}}));
-    assert_eq!(a["tools"][0]["configs"][0], json!({"type": "bash", "name": "bash", "enabled": true, "permission_policy": {"type": "always_ask"}}));
+    assert_eq!(
+        a["model"],
+        json!({"id": "claude-opus-4-7", "effort": {"type": "high"}, "speed": "standard", "inference_geo": null})
+    );
+    assert_eq!(
+        a["tools"][0]["default_config"],
+        json!({"enabled": true, "permission_policy": {"type": "always_allow"}})
+    );
+    assert_eq!(
+        a["tools"][0]["configs"][0],
+        json!({"type": "bash", "name": "bash", "enabled": true, "permission_policy": {"type": "always_ask"}})
+    );
     assert_eq!(a["tools"][0]["configs"][1]["enabled"], false);
-    assert_eq!(a["tools"][1]["default_config"]["permission_policy"], json!({"type": "always_ask"}));
+    assert_eq!(
+        a["tools"][1]["default_config"]["permission_policy"],
+        json!({"type": "always_ask"})
+    );
     assert_eq!(a["tools"][2]["name"], "get_weather");
     assert_eq!(a["execution_identity"], json!({"type": "service_account"}));
     assert_eq!(a["multiagent"], Value::Null);
     assert_eq!(a["archived_at"], Value::Null);
-    let got = s.client.get(&format!("/v1/agents/{}", a["id"].as_str().unwrap())).await.ok();
+    let got = s
+        .client
+        .get(&format!("/v1/agents/{}", a["id"].as_str().unwrap()))
+        .await
+        .ok();
     assert_eq!(got, a);
 }
 
 async fn versions_and_optimistic_concurrency(b: Backend) {
     let s = TestServer::start(b).await;
-    let a = s.client.post("/v1/agents", json!({"name": "a", "model": "mast-scripted", "metadata": {"k": "v"}})).await.ok();
+    let a = s
+        .client
+        .post(
+            "/v1/agents",
+            json!({"name": "a", "model": "mast-scripted", "metadata": {"k": "v"}}),
+        )
+        .await
+        .ok();
     let id = a["id"].as_str().unwrap();
-    let v2 = s.client.post(&format!("/v1/agents/{id}"), json!({"version": 1, "system": "new", "metadata": {"k": null, "n": "1"}})).await.ok();
+    let v2 = s
+        .client
+        .post(
+            &format!("/v1/agents/{id}"),
+            json!({"version": 1, "system": "new", "metadata": {"k": null, "n": "1"}}),
+        )
+        .await
+        .ok();
     assert_eq!(v2["version"], 2);
     assert_eq!(v2["system"], "new");
     assert_eq!(v2["metadata"], json!({"n": "1"}));
     assert_eq!(v2["created_at"], a["created_at"]);
     // Stale version: 409, and the SDK is told not to retry.
-    let r = s.client.post(&format!("/v1/agents/{id}"), json!({"version": 1, "name": "x"})).await;
+    let r = s
+        .client
+        .post(
+            &format!("/v1/agents/{id}"),
+            json!({"version": 1, "name": "x"}),
+        )
+        .await;
     assert_eq!(r.headers.get("x-should-retry").unwrap(), "false");
     assert!(r.err(409).contains("version 2"));
     // A no-op update does not bump the version.
-    let same = s.client.post(&format!("/v1/agents/{id}"), json!({"system": "new"})).await.ok();
+    let same = s
+        .client
+        .post(&format!("/v1/agents/{id}"), json!({"system": "new"}))
+        .await
+        .ok();
     assert_eq!(same["version"], 2);
     // Clearing with null and "".
-    let v3 = s.client.post(&format!("/v1/agents/{id}"), json!({"system": null, "description": ""})).await.ok();
+    let v3 = s
+        .client
+        .post(
+            &format!("/v1/agents/{id}"),
+            json!({"system": null, "description": ""}),
+        )
+        .await
+        .ok();
     assert_eq!(v3["version"], 3);
     assert_eq!(v3["system"], Value::Null);
     // Old versions stay retrievable; versions list newest first.
-    let v1 = s.client.get(&format!("/v1/agents/{id}?version=1")).await.ok();
+    let v1 = s
+        .client
+        .get(&format!("/v1/agents/{id}?version=1"))
+        .await
+        .ok();
     assert_eq!(v1["version"], 1);
     assert_eq!(v1["metadata"], json!({"k": "v"}));
-    s.client.get(&format!("/v1/agents/{id}?version=9")).await.err(404);
-    let list = s.client.get(&format!("/v1/agents/{id}/versions")).await.ok();
-    let versions: Vec<i64> = list["data"].as_array().unwrap().iter().map(|a| a["version"].as_i64().unwrap()).collect();
+    s.client
+        .get(&format!("/v1/agents/{id}?version=9"))
+        .await
+        .err(404);
+    let list = s
+        .client
+        .get(&format!("/v1/agents/{id}/versions"))
+        .await
+        .ok();
+    let versions: Vec<i64> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["version"].as_i64().unwrap())
+        .collect();
     assert_eq!(versions, vec![3, 2, 1]);
     assert_eq!(list["next_page"], Value::Null);
     // name and model cannot be cleared.
-    s.client.post(&format!("/v1/agents/{id}"), json!({"name": null})).await.err(400);
-    s.client.post(&format!("/v1/agents/{id}"), json!({"model": null})).await.err(400);
-    s.client.get("/v1/agents/agent_nope/versions").await.err(404);
+    s.client
+        .post(&format!("/v1/agents/{id}"), json!({"name": null}))
+        .await
+        .err(400);
+    s.client
+        .post(&format!("/v1/agents/{id}"), json!({"model": null}))
+        .await
+        .err(400);
+    s.client
+        .get("/v1/agents/agent_nope/versions")
+        .await
+        .err(404);
 }
 
 async fn archive_and_list_filters(b: Backend) {
     let s = TestServer::start(b).await;
-    let a = s.client.post("/v1/agents", json!({"name": "a", "model": "mast-scripted"})).await.ok();
-    let keep = s.client.post("/v1/agents", json!({"name": "b", "model": "mast-scripted"})).await.ok();
+    let a = s
+        .client
+        .post("/v1/agents", json!({"name": "a", "model": "mast-scripted"}))
+        .await
+        .ok();
+    let keep = s
+        .client
+        .post("/v1/agents", json!({"name": "b", "model": "mast-scripted"}))
+        .await
+        .ok();
     let id = a["id"].as_str().unwrap();
-    let archived = s.client.post(&format!("/v1/agents/{id}/archive"), json!({})).await.ok();
+    let archived = s
+        .client
+        .post(&format!("/v1/agents/{id}/archive"), json!({}))
+        .await
+        .ok();
     assert!(archived["archived_at"].is_string());
     // Archive is read-only and permanent.
-    s.client.post(&format!("/v1/agents/{id}"), json!({"name": "z"})).await.err(409);
-    let again = s.client.post(&format!("/v1/agents/{id}/archive"), json!({})).await.ok();
+    s.client
+        .post(&format!("/v1/agents/{id}"), json!({"name": "z"}))
+        .await
+        .err(409);
+    let again = s
+        .client
+        .post(&format!("/v1/agents/{id}/archive"), json!({}))
+        .await
+        .ok();
     assert_eq!(again["archived_at"], archived["archived_at"]);
     let list = s.client.get("/v1/agents").await.ok();
     assert_eq!(list["data"].as_array().unwrap().len(), 1);
@@ -102,14 +193,36 @@ async fn archive_and_list_filters(b: Backend) {
     let all = s.client.get("/v1/agents?include_archived=true").await.ok();
     assert_eq!(all["data"].as_array().unwrap().len(), 2);
     let created = keep["created_at"].as_str().unwrap();
-    let q = format!("/v1/agents?include_archived=true&created_at%5Bgte%5D={}", urlencode(created));
-    assert_eq!(s.client.get(&q).await.ok()["data"].as_array().unwrap().len(), 1);
-    let q = format!("/v1/agents?include_archived=true&created_at%5Blte%5D={}", urlencode(a["created_at"].as_str().unwrap()));
+    let q = format!(
+        "/v1/agents?include_archived=true&created_at%5Bgte%5D={}",
+        urlencode(created)
+    );
+    assert_eq!(
+        s.client.get(&q).await.ok()["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let q = format!(
+        "/v1/agents?include_archived=true&created_at%5Blte%5D={}",
+        urlencode(a["created_at"].as_str().unwrap())
+    );
     assert_eq!(s.client.get(&q).await.ok()["data"][0]["id"], a["id"]);
-    s.client.get("/v1/agents?created_at%5Bgte%5D=yesterday").await.err(400);
+    s.client
+        .get("/v1/agents?created_at%5Bgte%5D=yesterday")
+        .await
+        .err(400);
     // Archived agents cannot start sessions.
     let env = s.client.environment().await;
-    let msg = s.client.post("/v1/sessions", json!({"agent": id, "environment_id": env["id"]})).await.err(400);
+    let msg = s
+        .client
+        .post(
+            "/v1/sessions",
+            json!({"agent": id, "environment_id": env["id"]}),
+        )
+        .await
+        .err(400);
     assert!(msg.contains("archived"), "{msg}");
 }
 
@@ -121,7 +234,16 @@ async fn list_pages_without_trailing_cursor(b: Backend) {
     let s = TestServer::start(b).await;
     let mut ids = Vec::new();
     for i in 0..25 {
-        ids.push(s.client.post("/v1/agents", json!({"name": format!("a{i}"), "model": "mast-scripted"})).await.ok()["id"].clone());
+        ids.push(
+            s.client
+                .post(
+                    "/v1/agents",
+                    json!({"name": format!("a{i}"), "model": "mast-scripted"}),
+                )
+                .await
+                .ok()["id"]
+                .clone(),
+        );
     }
     ids.reverse();
     let mut seen = Vec::new();
@@ -134,8 +256,17 @@ async fn list_pages_without_trailing_cursor(b: Backend) {
         };
         let body = s.client.get(&path).await.ok();
         pages += 1;
-        assert!(body.get("prev_page").is_none(), "only the sessions list is bidirectional");
-        seen.extend(body["data"].as_array().unwrap().iter().map(|a| a["id"].clone()));
+        assert!(
+            body.get("prev_page").is_none(),
+            "only the sessions list is bidirectional"
+        );
+        seen.extend(
+            body["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a["id"].clone()),
+        );
         match body["next_page"].as_str() {
             Some(p) => page = Some(p.to_string()),
             None => break,
@@ -166,30 +297,53 @@ async fn validation_errors_for_each_limit(b: Backend) {
     bad(json!({"name": "a", "model": "unknown-model"})).await;
     bad(json!({"name": "a", "model": {"id": "mast-scripted", "effort": "extreme"}})).await;
     let many: Vec<Value> = (0..257).map(|i| custom(&format!("t{i}"))).collect();
-    assert!(bad(json!({"name": "a", "model": "mast-scripted", "tools": many})).await.contains("256"));
+    assert!(
+        bad(json!({"name": "a", "model": "mast-scripted", "tools": many}))
+            .await
+            .contains("256")
+    );
     bad(json!({"name": "a", "model": "mast-scripted", "tools": [custom("has space")]})).await;
     bad(json!({"name": "a", "model": "mast-scripted", "tools": [custom(&"n".repeat(129))]})).await;
-    bad(json!({"name": "a", "model": "mast-scripted", "tools": [custom("dup"), custom("dup")]})).await;
+    bad(json!({"name": "a", "model": "mast-scripted", "tools": [custom("dup"), custom("dup")]}))
+        .await;
     bad(json!({"name": "a", "model": "mast-scripted", "tools": [{"type": "custom", "name": "x", "description": "d", "input_schema": {"type": "array"}}]})).await;
     bad(json!({"name": "a", "model": "mast-scripted", "mcp_servers": [{"type": "url", "name": "s", "url": "https://x"}]})).await;
     bad(json!({"name": "a", "model": "mast-scripted", "tools": [{"type": "mcp_toolset", "mcp_server_name": "nope"}]})).await;
-    let servers: Vec<Value> = (0..21).map(|i| json!({"type": "url", "name": format!("s{i}"), "url": "https://x"})).collect();
+    let servers: Vec<Value> = (0..21)
+        .map(|i| json!({"type": "url", "name": format!("s{i}"), "url": "https://x"}))
+        .collect();
     bad(json!({"name": "a", "model": "mast-scripted", "mcp_servers": servers})).await;
     let domains: Vec<String> = (0..65).map(|i| format!("d{i}.com")).collect();
     bad(json!({"name": "a", "model": "mast-scripted", "tools": [{"type": "agent_toolset_20260401", "configs": [{"name": "web_fetch", "allowed_domains": domains}]}]})).await;
     bad(json!({"name": "a", "model": "mast-scripted", "tools": [{"type": "agent_toolset_20260401", "configs": [{"name": "nope"}]}]})).await;
-    let skills: Vec<Value> = (0..21).map(|i| json!({"type": "anthropic", "skill_id": format!("s{i}")})).collect();
+    let skills: Vec<Value> = (0..21)
+        .map(|i| json!({"type": "anthropic", "skill_id": format!("s{i}")}))
+        .collect();
     bad(json!({"name": "a", "model": "mast-scripted", "tools": [{"type": "agent_toolset_20260401"}], "skills": skills})).await;
     bad(json!({"name": "a", "model": "mast-scripted", "skills": [{"type": "anthropic", "skill_id": "xlsx"}]})).await;
     // Metadata limits carry the upstream error code.
-    let meta: serde_json::Map<String, Value> = (0..17).map(|i| (format!("k{i}"), json!("v"))).collect();
-    for m in [Value::Object(meta), json!({"k".repeat(65): "v"}), json!({"k": "v".repeat(513)})] {
-        let r = s.client.post("/v1/agents", json!({"name": "a", "model": "mast-scripted", "metadata": m})).await;
+    let meta: serde_json::Map<String, Value> =
+        (0..17).map(|i| (format!("k{i}"), json!("v"))).collect();
+    for m in [
+        Value::Object(meta),
+        json!({"k".repeat(65): "v"}),
+        json!({"k": "v".repeat(513)}),
+    ] {
+        let r = s
+            .client
+            .post(
+                "/v1/agents",
+                json!({"name": "a", "model": "mast-scripted", "metadata": m}),
+            )
+            .await;
         assert_eq!(r.body["error"]["details"]["error_code"], "invalid_metadata");
         r.err(400);
     }
     // Nothing was half-written.
-    assert_eq!(s.client.get("/v1/agents?include_archived=true").await.ok()["data"], json!([]));
+    assert_eq!(
+        s.client.get("/v1/agents?include_archived=true").await.ok()["data"],
+        json!([])
+    );
     // Skills with read enabled are fine.
     s.client
         .post("/v1/agents", json!({"name": "a", "model": "mast-scripted", "tools": [{"type": "agent_toolset_20260401"}], "skills": [{"type": "anthropic", "skill_id": "xlsx"}]}))
@@ -199,7 +353,14 @@ async fn validation_errors_for_each_limit(b: Backend) {
 
 async fn multiagent_rosters_are_resolved_and_checked(b: Backend) {
     let s = TestServer::start(b).await;
-    let helper = s.client.post("/v1/agents", json!({"name": "helper", "model": "mast-scripted"})).await.ok();
+    let helper = s
+        .client
+        .post(
+            "/v1/agents",
+            json!({"name": "helper", "model": "mast-scripted"}),
+        )
+        .await
+        .ok();
     let hid = helper["id"].as_str().unwrap();
     let coord = s
         .client
@@ -208,11 +369,14 @@ async fn multiagent_rosters_are_resolved_and_checked(b: Backend) {
         .await
         .ok();
     let cid = coord["id"].as_str().unwrap();
-    assert_eq!(coord["multiagent"]["agents"], json!([
-        {"type": "agent", "id": hid, "version": 1},
-        {"type": "agent", "id": cid, "version": 1},
-        {"type": "advisor", "model": "claude-opus-4-7"}
-    ]));
+    assert_eq!(
+        coord["multiagent"]["agents"],
+        json!([
+            {"type": "agent", "id": hid, "version": 1},
+            {"type": "agent", "id": cid, "version": 1},
+            {"type": "advisor", "model": "claude-opus-4-7"}
+        ])
+    );
     // A roster agent may not have its own roster (depth 1).
     let r = s.client.post("/v1/agents", json!({"name": "x", "model": "mast-scripted", "multiagent": {"type": "coordinator", "agents": [cid]}})).await;
     assert!(r.err(400).contains("one level"));
@@ -231,14 +395,30 @@ async fn multiagent_rosters_are_resolved_and_checked(b: Backend) {
         .post(&format!("/v1/agents/{vid}"), json!({"multiagent": {"type": "multiagent_20261001", "subagents": {"type": "enabled", "inline_agents": {"type": "disabled"}}}}))
         .await
         .ok();
-    assert_eq!(v2["multiagent"]["subagents"]["predefined_agents"], json!([{"type": "agent", "id": hid, "version": 1}]));
-    assert_eq!(v2["multiagent"]["subagents"]["inline_agents"], json!({"type": "disabled"}));
+    assert_eq!(
+        v2["multiagent"]["subagents"]["predefined_agents"],
+        json!([{"type": "agent", "id": hid, "version": 1}])
+    );
+    assert_eq!(
+        v2["multiagent"]["subagents"]["inline_agents"],
+        json!({"type": "disabled"})
+    );
     // Sessions carry full snapshots of the roster.
     let env = s.client.environment().await;
-    let sess = s.client.post("/v1/sessions", json!({"agent": cid, "environment_id": env["id"]})).await.ok();
+    let sess = s
+        .client
+        .post(
+            "/v1/sessions",
+            json!({"agent": cid, "environment_id": env["id"]}),
+        )
+        .await
+        .ok();
     assert_eq!(sess["agent"]["multiagent"]["agents"][0]["name"], "helper");
     assert_eq!(sess["agent"]["multiagent"]["agents"][0]["tools"], json!([]));
     // Archived roster agents are refused.
-    s.client.post(&format!("/v1/agents/{hid}/archive"), json!({})).await.ok();
+    s.client
+        .post(&format!("/v1/agents/{hid}/archive"), json!({}))
+        .await
+        .ok();
     s.client.post("/v1/agents", json!({"name": "y", "model": "mast-scripted", "multiagent": {"type": "coordinator", "agents": [hid]}})).await.err(400);
 }

@@ -29,7 +29,13 @@ backend_tests!(
 const WEATHER: &str = "call get_weather {\"city\":\"Paris\"}\n---\nsay It is {{result}} in Paris.";
 
 async fn stream(s: &TestServer, sid: &str) -> Stream {
-    Stream::open(&s.url, &format!("/v1/sessions/{sid}/events/stream"), s.client.key.as_deref(), &[]).await
+    Stream::open(
+        &s.url,
+        &format!("/v1/sessions/{sid}/events/stream"),
+        s.client.key.as_deref(),
+        &[],
+    )
+    .await
 }
 
 async fn custom_tool_round_trip(b: Backend) {
@@ -44,30 +50,59 @@ async fn custom_tool_round_trip(b: Backend) {
     assert!(echo["data"][0]["id"].as_str().unwrap().starts_with("sevt_"));
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "requires_action");
-    let tool_use = st.seen.iter().find(|e| e["type"] == "agent.custom_tool_use").unwrap().clone();
+    let tool_use = st
+        .seen
+        .iter()
+        .find(|e| e["type"] == "agent.custom_tool_use")
+        .unwrap()
+        .clone();
     assert_eq!(tool_use["name"], "get_weather");
     assert_eq!(tool_use["input"], json!({"city": "Paris"}));
     assert_eq!(idle["stop_reason"]["event_ids"], json!([tool_use["id"]]));
     assert_eq!(
         types(&st.seen),
-        vec!["user.message", "session.status_running", "span.model_request_start", "agent.custom_tool_use", "span.model_request_end", "session.usage", "session.status_idle"]
+        vec![
+            "user.message",
+            "session.status_running",
+            "span.model_request_start",
+            "agent.custom_tool_use",
+            "span.model_request_end",
+            "session.usage",
+            "session.status_idle"
+        ]
     );
-    assert_eq!(c.get(&format!("/v1/sessions/{sid}")).await.ok()["status"], "idle");
+    assert_eq!(
+        c.get(&format!("/v1/sessions/{sid}")).await.ok()["status"],
+        "idle"
+    );
     let sent = c
         .send_events(sid, json!([{"type": "user.custom_tool_result", "custom_tool_use_id": tool_use["id"], "content": [{"type": "text", "text": "sunny"}]}]))
         .await;
     assert!(sent["data"][0]["processed_at"].is_string());
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "end_turn");
-    let msg = st.seen.iter().rev().find(|e| e["type"] == "agent.message").unwrap();
-    assert_eq!(msg["content"], json!([{"type": "text", "text": "It is sunny in Paris."}]));
+    let msg = st
+        .seen
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "agent.message")
+        .unwrap();
+    assert_eq!(
+        msg["content"],
+        json!([{"type": "text", "text": "It is sunny in Paris."}])
+    );
     // The log equals what the stream showed, in the same order.
     let log = c.all_events(sid).await;
     assert_eq!(log, st.seen);
     // Answering again, or an unknown id, is refused and changes nothing.
     let again = c.post(&format!("/v1/sessions/{sid}/events"), json!({"events": [{"type": "user.custom_tool_result", "custom_tool_use_id": tool_use["id"]}]})).await;
     assert!(again.err(400).contains("already answered"));
-    c.post(&format!("/v1/sessions/{sid}/events"), json!({"events": [{"type": "user.custom_tool_result", "custom_tool_use_id": "sevt_nope"}]})).await.err(400);
+    c.post(
+        &format!("/v1/sessions/{sid}/events"),
+        json!({"events": [{"type": "user.custom_tool_result", "custom_tool_use_id": "sevt_nope"}]}),
+    )
+    .await
+    .err(400);
     assert_eq!(c.all_events(sid).await.len(), log.len());
 }
 
@@ -83,12 +118,23 @@ async fn parallel_tool_uses_answered_one_at_a_time(b: Backend) {
     assert_eq!(ids.len(), 2);
     c.send_events(&sid, json!([{"type": "user.custom_tool_result", "custom_tool_use_id": ids[1], "content": [{"type": "text", "text": "rainy"}]}])).await;
     let idle = st.until_idle(10).await;
-    assert_eq!(idle["stop_reason"], json!({"type": "requires_action", "event_ids": [ids[0]]}));
+    assert_eq!(
+        idle["stop_reason"],
+        json!({"type": "requires_action", "event_ids": [ids[0]]})
+    );
     c.send_events(&sid, json!([{"type": "user.custom_tool_result", "custom_tool_use_id": ids[0], "content": [{"type": "text", "text": "sunny"}], "is_error": false}])).await;
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "end_turn");
-    let msg = st.seen.iter().rev().find(|e| e["type"] == "agent.message").unwrap();
-    assert_eq!(msg["content"][0]["text"], "Both: sunny\nrainy", "results reach the model in tool-call order");
+    let msg = st
+        .seen
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "agent.message")
+        .unwrap();
+    assert_eq!(
+        msg["content"][0]["text"], "Both: sunny\nrainy",
+        "results reach the model in tool-call order"
+    );
 }
 
 async fn answers_before_the_idle_arrive(b: Backend) {
@@ -108,28 +154,65 @@ async fn answers_before_the_idle_arrive(b: Backend) {
             break;
         }
     }
-    let msg = st.seen.iter().rev().find(|e| e["type"] == "agent.message").unwrap();
+    let msg = st
+        .seen
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "agent.message")
+        .unwrap();
     assert_eq!(msg["content"][0]["text"], "It is foggy in Paris.");
-    assert!(idles.len() <= 2, "at most the requires_action idle that raced the answer: {idles:?}");
+    assert!(
+        idles.len() <= 2,
+        "at most the requires_action idle that raced the answer: {idles:?}"
+    );
 }
 
 async fn interrupt_during_a_slow_model_stream(b: Backend) {
     let mock = MockAnthropic::start().await;
-    mock.push([Reply::Slow { text: "one two three four five six seven eight".into(), chunks: 8, delay_ms: 400 }]);
-    let s = TestServer::start_with(b, Options { anthropic_base_url: Some(mock.url.clone()), ..Default::default() }).await;
+    mock.push([Reply::Slow {
+        text: "one two three four five six seven eight".into(),
+        chunks: 8,
+        delay_ms: 400,
+    }]);
+    let s = TestServer::start_with(
+        b,
+        Options {
+            anthropic_base_url: Some(mock.url.clone()),
+            ..Default::default()
+        },
+    )
+    .await;
     let c = &s.client;
-    let agent = c.post("/v1/agents", json!({"name": "a", "model": "claude-opus-4-7"})).await.ok();
+    let agent = c
+        .post(
+            "/v1/agents",
+            json!({"name": "a", "model": "claude-opus-4-7"}),
+        )
+        .await
+        .ok();
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
     let mut st = stream(&s, &sid).await;
     c.say(&sid, "tell me a long story").await;
-    st.until(10, |e| e["type"] == "span.model_request_start").await;
+    st.until(10, |e| e["type"] == "span.model_request_start")
+        .await;
     let started = std::time::Instant::now();
-    c.send_events(&sid, json!([{"type": "user.interrupt"}])).await;
+    c.send_events(&sid, json!([{"type": "user.interrupt"}]))
+        .await;
     let idle = st.until_idle(10).await;
-    assert!(started.elapsed().as_millis() < 2500, "the stream was cut, not waited out");
+    assert!(
+        started.elapsed().as_millis() < 2500,
+        "the stream was cut, not waited out"
+    );
     assert_eq!(idle["stop_reason"]["type"], "end_turn");
-    let end = st.seen.iter().find(|e| e["type"] == "span.model_request_end").expect("the request span is closed");
-    assert!(!st.seen.iter().any(|e| e["type"] == "agent.message"), "no buffered message after an interrupt");
+    let end = st
+        .seen
+        .iter()
+        .find(|e| e["type"] == "span.model_request_end")
+        .expect("the request span is closed");
+    assert!(
+        !st.seen.iter().any(|e| e["type"] == "agent.message"),
+        "no buffered message after an interrupt"
+    );
     assert!(end["model_request_start_id"].is_string());
     assert!(st.seen.iter().any(|e| e["type"] == "user.interrupt"));
     // The session works normally afterwards.
@@ -138,8 +221,12 @@ async fn interrupt_during_a_slow_model_stream(b: Backend) {
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "end_turn");
     // An interrupt on an idle session is a no-op.
-    c.send_events(&sid, json!([{"type": "user.interrupt"}])).await;
-    assert_eq!(c.get(&format!("/v1/sessions/{sid}")).await.ok()["status"], "idle");
+    c.send_events(&sid, json!([{"type": "user.interrupt"}]))
+        .await;
+    assert_eq!(
+        c.get(&format!("/v1/sessions/{sid}")).await.ok()["status"],
+        "idle"
+    );
 }
 
 async fn interrupt_while_requires_action(b: Backend) {
@@ -151,61 +238,145 @@ async fn interrupt_while_requires_action(b: Backend) {
     c.say(&sid, WEATHER).await;
     let idle = st.until_idle(10).await;
     let id = idle["stop_reason"]["event_ids"][0].clone();
-    c.send_events(&sid, json!([{"type": "user.interrupt"}])).await;
+    c.send_events(&sid, json!([{"type": "user.interrupt"}]))
+        .await;
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "end_turn");
-    let closed = st.seen.iter().find(|e| e["type"] == "agent.tool_result").unwrap();
+    let closed = st
+        .seen
+        .iter()
+        .find(|e| e["type"] == "agent.tool_result")
+        .unwrap();
     assert_eq!(closed["tool_use_id"], id);
     assert_eq!(closed["is_error"], true);
-    assert!(closed["content"][0]["text"].as_str().unwrap().contains("interrupted"));
+    assert!(
+        closed["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted")
+    );
     // The late answer is refused; the next message starts a clean turn whose context holds
     // the closed call's result.
-    c.post(&format!("/v1/sessions/{sid}/events"), json!({"events": [{"type": "user.custom_tool_result", "custom_tool_use_id": id}]})).await.err(400);
+    c.post(
+        &format!("/v1/sessions/{sid}/events"),
+        json!({"events": [{"type": "user.custom_tool_result", "custom_tool_use_id": id}]}),
+    )
+    .await
+    .err(400);
     c.say(&sid, "hello again").await;
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "end_turn");
-    let msg = st.seen.iter().rev().find(|e| e["type"] == "agent.message").unwrap();
+    let msg = st
+        .seen
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "agent.message")
+        .unwrap();
     assert_eq!(msg["content"][0]["text"], "You said: hello again");
 }
 
 async fn transient_errors_retry_then_succeed(b: Backend) {
     let mock = MockAnthropic::start().await;
-    mock.push([Reply::Status(529, "overloaded_error"), Reply::Status(500, "api_error"), Reply::Text("made it".into())]);
-    let s = TestServer::start_with(b, Options { anthropic_base_url: Some(mock.url.clone()), ..Default::default() }).await;
+    mock.push([
+        Reply::Status(529, "overloaded_error"),
+        Reply::Status(500, "api_error"),
+        Reply::Text("made it".into()),
+    ]);
+    let s = TestServer::start_with(
+        b,
+        Options {
+            anthropic_base_url: Some(mock.url.clone()),
+            ..Default::default()
+        },
+    )
+    .await;
     let c = &s.client;
-    let agent = c.post("/v1/agents", json!({"name": "a", "model": "claude-sonnet-4-5"})).await.ok();
+    let agent = c
+        .post(
+            "/v1/agents",
+            json!({"name": "a", "model": "claude-sonnet-4-5"}),
+        )
+        .await
+        .ok();
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
     let mut st = stream(&s, &sid).await;
     c.say(&sid, "hi").await;
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "end_turn");
-    let errors: Vec<&Value> = st.seen.iter().filter(|e| e["type"] == "session.error").collect();
+    let errors: Vec<&Value> = st
+        .seen
+        .iter()
+        .filter(|e| e["type"] == "session.error")
+        .collect();
     assert_eq!(errors.len(), 2);
     assert_eq!(errors[0]["error"]["type"], "model_overloaded_error");
     assert_eq!(errors[0]["error"]["retry_status"]["type"], "retrying");
     assert_eq!(errors[1]["error"]["type"], "model_request_failed_error");
-    assert_eq!(st.seen.iter().filter(|e| e["type"] == "session.status_rescheduled").count(), 2);
-    let starts = st.seen.iter().filter(|e| e["type"] == "span.model_request_start").count();
-    let ends: Vec<&Value> = st.seen.iter().filter(|e| e["type"] == "span.model_request_end").collect();
+    assert_eq!(
+        st.seen
+            .iter()
+            .filter(|e| e["type"] == "session.status_rescheduled")
+            .count(),
+        2
+    );
+    let starts = st
+        .seen
+        .iter()
+        .filter(|e| e["type"] == "span.model_request_start")
+        .count();
+    let ends: Vec<&Value> = st
+        .seen
+        .iter()
+        .filter(|e| e["type"] == "span.model_request_end")
+        .collect();
     assert_eq!(starts, 3);
     assert_eq!(ends.len(), 3, "every span start is closed");
     assert_eq!(ends.iter().filter(|e| e["is_error"] == true).count(), 2);
-    assert_eq!(st.seen.iter().rev().find(|e| e["type"] == "agent.message").unwrap()["content"][0]["text"], "made it");
+    assert_eq!(
+        st.seen
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "agent.message")
+            .unwrap()["content"][0]["text"],
+        "made it"
+    );
     assert_eq!(mock.requests().len(), 3);
 }
 
 async fn retries_exhausted_and_fatal_errors(b: Backend) {
     let mock = MockAnthropic::start().await;
-    let s = TestServer::start_with(b, Options { anthropic_base_url: Some(mock.url.clone()), max_retries: 2, ..Default::default() }).await;
+    let s = TestServer::start_with(
+        b,
+        Options {
+            anthropic_base_url: Some(mock.url.clone()),
+            max_retries: 2,
+            ..Default::default()
+        },
+    )
+    .await;
     let c = &s.client;
-    let agent = c.post("/v1/agents", json!({"name": "a", "model": "claude-opus-4-7"})).await.ok();
+    let agent = c
+        .post(
+            "/v1/agents",
+            json!({"name": "a", "model": "claude-opus-4-7"}),
+        )
+        .await
+        .ok();
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
     let mut st = stream(&s, &sid).await;
-    mock.push([Reply::Status(429, "rate_limit_error"), Reply::Status(429, "rate_limit_error"), Reply::Status(429, "rate_limit_error")]);
+    mock.push([
+        Reply::Status(429, "rate_limit_error"),
+        Reply::Status(429, "rate_limit_error"),
+        Reply::Status(429, "rate_limit_error"),
+    ]);
     c.say(&sid, "hi").await;
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "retries_exhausted");
-    let errors: Vec<&Value> = st.seen.iter().filter(|e| e["type"] == "session.error").collect();
+    let errors: Vec<&Value> = st
+        .seen
+        .iter()
+        .filter(|e| e["type"] == "session.error")
+        .collect();
     assert_eq!(errors.len(), 3);
     assert_eq!(errors[2]["error"]["retry_status"]["type"], "exhausted");
     assert_eq!(errors[2]["error"]["type"], "model_rate_limited_error");
@@ -216,16 +387,37 @@ async fn retries_exhausted_and_fatal_errors(b: Backend) {
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "retries_exhausted");
     assert_eq!(mock.requests().len(), 4);
-    let last = st.seen.iter().rev().find(|e| e["type"] == "session.error").unwrap();
+    let last = st
+        .seen
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "session.error")
+        .unwrap();
     assert_eq!(last["error"]["retry_status"]["type"], "exhausted");
-    assert_eq!(c.get(&format!("/v1/sessions/{sid}")).await.ok()["status"], "idle");
+    assert_eq!(
+        c.get(&format!("/v1/sessions/{sid}")).await.ok()["status"],
+        "idle"
+    );
 }
 
 async fn refusal_and_stream_cut(b: Backend) {
     let mock = MockAnthropic::start().await;
-    let s = TestServer::start_with(b, Options { anthropic_base_url: Some(mock.url.clone()), ..Default::default() }).await;
+    let s = TestServer::start_with(
+        b,
+        Options {
+            anthropic_base_url: Some(mock.url.clone()),
+            ..Default::default()
+        },
+    )
+    .await;
     let c = &s.client;
-    let agent = c.post("/v1/agents", json!({"name": "a", "model": "claude-opus-4-7"})).await.ok();
+    let agent = c
+        .post(
+            "/v1/agents",
+            json!({"name": "a", "model": "claude-opus-4-7"}),
+        )
+        .await
+        .ok();
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
     let mut st = stream(&s, &sid).await;
     mock.push([Reply::Refusal]);
@@ -237,11 +429,18 @@ async fn refusal_and_stream_cut(b: Backend) {
     c.say(&sid, "again").await;
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "end_turn");
-    let msgs: Vec<&Value> = st.seen.iter().filter(|e| e["type"] == "agent.message").collect();
+    let msgs: Vec<&Value> = st
+        .seen
+        .iter()
+        .filter(|e| e["type"] == "agent.message")
+        .collect();
     assert_eq!(msgs.len(), 1);
     assert_eq!(msgs[0]["content"][0]["text"], "whole");
     // max_tokens continues the response with the partial text as the prefix.
-    mock.push([Reply::MaxTokens("first half ".into()), Reply::Text("second half".into())]);
+    mock.push([
+        Reply::MaxTokens("first half ".into()),
+        Reply::Text("second half".into()),
+    ]);
     c.say(&sid, "long").await;
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "end_turn");
@@ -250,17 +449,30 @@ async fn refusal_and_stream_cut(b: Backend) {
     let msgs = last["messages"].as_array().unwrap();
     let tail = msgs.last().unwrap();
     assert_eq!(tail["role"], "assistant");
-    assert_eq!(tail["content"][0]["text"], "first half", "continuation prefix without trailing whitespace");
+    assert_eq!(
+        tail["content"][0]["text"], "first half",
+        "continuation prefix without trailing whitespace"
+    );
 }
 
 async fn anthropic_wire_format_round_trip(b: Backend) {
     let mock = MockAnthropic::start().await;
     mock.push([
         Reply::Thinking("Let me check.".into()),
-        Reply::Tools(Some("Checking.".into()), vec![("get_weather".into(), json!({"city": "Paris", "unit": "c"}))]),
+        Reply::Tools(
+            Some("Checking.".into()),
+            vec![("get_weather".into(), json!({"city": "Paris", "unit": "c"}))],
+        ),
         Reply::Text("Sunny it is.".into()),
     ]);
-    let s = TestServer::start_with(b, Options { anthropic_base_url: Some(mock.url.clone()), ..Default::default() }).await;
+    let s = TestServer::start_with(
+        b,
+        Options {
+            anthropic_base_url: Some(mock.url.clone()),
+            ..Default::default()
+        },
+    )
+    .await;
     let c = &s.client;
     let agent = c
         .post("/v1/agents", json!({"name": "a", "model": {"id": "claude-opus-4-7", "effort": "low"}, "system": "Be brief.", "tools": [weather_tool()]}))
@@ -273,8 +485,17 @@ async fn anthropic_wire_format_round_trip(b: Backend) {
     assert!(st.seen.iter().any(|e| e["type"] == "agent.thinking"));
     c.say(&sid, "weather?").await;
     let idle = st.until_idle(10).await;
-    let tool_use = st.seen.iter().find(|e| e["type"] == "agent.custom_tool_use").unwrap().clone();
-    assert_eq!(tool_use["input"], json!({"city": "Paris", "unit": "c"}), "input assembled from split JSON pieces");
+    let tool_use = st
+        .seen
+        .iter()
+        .find(|e| e["type"] == "agent.custom_tool_use")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        tool_use["input"],
+        json!({"city": "Paris", "unit": "c"}),
+        "input assembled from split JSON pieces"
+    );
     assert_eq!(idle["stop_reason"]["event_ids"], json!([tool_use["id"]]));
     c.send_events(&sid, json!([{"type": "user.custom_tool_result", "custom_tool_use_id": tool_use["id"], "content": [{"type": "text", "text": "sunny"}], "is_error": true}])).await;
     st.until_idle(10).await;
@@ -282,12 +503,24 @@ async fn anthropic_wire_format_round_trip(b: Backend) {
     assert_eq!(reqs.len(), 3);
     let r0 = &reqs[0];
     assert_eq!(r0["system"][0]["text"], "Be brief.");
-    assert_eq!(r0["system"][0]["cache_control"], json!({"type": "ephemeral"}));
+    assert_eq!(
+        r0["system"][0]["cache_control"],
+        json!({"type": "ephemeral"})
+    );
     assert_eq!(r0["tools"][0]["name"], "get_weather");
     assert_eq!(r0["output_config"], json!({"effort": "low"}));
     assert_eq!(r0["stream"], true);
-    let last_block = r0["messages"].as_array().unwrap().last().unwrap()["content"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!(last_block["cache_control"], json!({"type": "ephemeral"}), "moving cache breakpoint");
+    let last_block = r0["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        last_block["cache_control"],
+        json!({"type": "ephemeral"}),
+        "moving cache breakpoint"
+    );
     // The thinking block (with its signature) is replayed unchanged in later requests.
     let r2 = &reqs[2];
     let msgs = r2["messages"].as_array().unwrap();
@@ -297,7 +530,10 @@ async fn anthropic_wire_format_round_trip(b: Backend) {
     let tool_msg = &msgs[3];
     assert_eq!(tool_msg["content"][0]["text"], "Checking.");
     assert_eq!(tool_msg["content"][1]["type"], "tool_use");
-    assert_eq!(tool_msg["content"][1]["id"], tool_use["id"], "the event id doubles as the model's tool_use id");
+    assert_eq!(
+        tool_msg["content"][1]["id"], tool_use["id"],
+        "the event id doubles as the model's tool_use id"
+    );
     let result = &msgs[4]["content"][0];
     assert_eq!(result["type"], "tool_result");
     assert_eq!(result["tool_use_id"], tool_use["id"]);
@@ -317,20 +553,52 @@ async fn input_sent_while_running_is_folded_into_the_turn(b: Backend) {
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
     let mut st = stream(&s, &sid).await;
     c.say(&sid, "sleep 800\nsay first").await;
-    st.until(10, |e| e["type"] == "span.model_request_start").await;
+    st.until(10, |e| e["type"] == "span.model_request_start")
+        .await;
     let queued = c.say(&sid, "second").await;
-    assert_eq!(queued["data"][0]["processed_at"], Value::Null, "queued behind running work");
+    assert_eq!(
+        queued["data"][0]["processed_at"],
+        Value::Null,
+        "queued behind running work"
+    );
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "end_turn");
-    let msgs: Vec<String> = st.seen.iter().filter(|e| e["type"] == "agent.message").map(|e| e["content"][0]["text"].as_str().unwrap().to_string()).collect();
-    assert_eq!(msgs, vec!["first", "You said: second"], "log: {:#?}", c.all_events(&sid).await);
-    assert_eq!(st.seen.iter().filter(|e| e["type"] == "session.status_idle").count(), 1, "one idle for the folded turn");
+    let msgs: Vec<String> = st
+        .seen
+        .iter()
+        .filter(|e| e["type"] == "agent.message")
+        .map(|e| e["content"][0]["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        msgs,
+        vec!["first", "You said: second"],
+        "log: {:#?}",
+        c.all_events(&sid).await
+    );
+    assert_eq!(
+        st.seen
+            .iter()
+            .filter(|e| e["type"] == "session.status_idle")
+            .count(),
+        1,
+        "one idle for the folded turn"
+    );
     let log = c.all_events(&sid).await;
-    let second = log.iter().find(|e| e["id"] == queued["data"][0]["id"]).unwrap();
-    assert!(second["processed_at"].is_string(), "processed_at set when consumed");
+    let second = log
+        .iter()
+        .find(|e| e["id"] == queued["data"][0]["id"])
+        .unwrap();
+    assert!(
+        second["processed_at"].is_string(),
+        "processed_at set when consumed"
+    );
     // A system.message accompanies a user message.
-    c.send_events(&sid, json!([{"type": "user.message", "content": [{"type": "text", "text": "x"}]},
-        {"type": "system.message", "content": [{"type": "text", "text": "Answer in French."}]}])).await;
+    c.send_events(
+        &sid,
+        json!([{"type": "user.message", "content": [{"type": "text", "text": "x"}]},
+        {"type": "system.message", "content": [{"type": "text", "text": "Answer in French."}]}]),
+    )
+    .await;
     st.until_idle(10).await;
     c.post(&format!("/v1/sessions/{sid}/events"), json!({"events": [{"type": "system.message", "content": [{"type": "text", "text": "alone"}]}]})).await.err(400);
 }
@@ -356,44 +624,110 @@ async fn usage_and_stats_match_the_log(b: Backend) {
     let sess = c.get(&format!("/v1/sessions/{sid}")).await.ok();
     assert_eq!(sess["usage"]["input_tokens"], input);
     assert_eq!(sess["usage"]["output_tokens"], output);
-    let last_usage = log.iter().rev().find(|e| e["type"] == "session.usage").unwrap();
+    let last_usage = log
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "session.usage")
+        .unwrap();
     assert_eq!(last_usage["usage"]["input_tokens"], input);
     let active = sess["stats"]["active_seconds"].as_f64().unwrap();
     let duration = sess["stats"]["duration_seconds"].as_f64().unwrap();
-    assert!(active >= 0.2, "active time counts the running turns: {active}");
+    assert!(
+        active >= 0.2,
+        "active time counts the running turns: {active}"
+    );
     assert!(duration >= active);
-    assert_eq!(sess["usage"]["active_seconds"], sess["stats"]["active_seconds"]);
+    assert_eq!(
+        sess["usage"]["active_seconds"],
+        sess["stats"]["active_seconds"]
+    );
     // Types filter and order on the events list.
-    let only = c.get(&format!("/v1/sessions/{sid}/events?types%5B%5D=agent.message&order=desc")).await.ok();
-    let texts: Vec<&str> = only["data"].as_array().unwrap().iter().map(|e| e["content"][0]["text"].as_str().unwrap()).collect();
+    let only = c
+        .get(&format!(
+            "/v1/sessions/{sid}/events?types%5B%5D=agent.message&order=desc"
+        ))
+        .await
+        .ok();
+    let texts: Vec<&str> = only["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["content"][0]["text"].as_str().unwrap())
+        .collect();
     assert_eq!(texts, vec!["It is hot in Paris.", "one"]);
-    c.get(&format!("/v1/sessions/{sid}/events?types%5B%5D=session.deleted")).await.err(400);
-    c.get(&format!("/v1/sessions/{sid}/events?limit=1001")).await.err(400);
-    let p = c.get(&format!("/v1/sessions/{sid}/events?limit=2")).await.ok();
-    let p2 = c.get(&format!("/v1/sessions/{sid}/events?limit=2&page={}", p["next_page"].as_str().unwrap())).await.ok();
+    c.get(&format!(
+        "/v1/sessions/{sid}/events?types%5B%5D=session.deleted"
+    ))
+    .await
+    .err(400);
+    c.get(&format!("/v1/sessions/{sid}/events?limit=1001"))
+        .await
+        .err(400);
+    let p = c
+        .get(&format!("/v1/sessions/{sid}/events?limit=2"))
+        .await
+        .ok();
+    let p2 = c
+        .get(&format!(
+            "/v1/sessions/{sid}/events?limit=2&page={}",
+            p["next_page"].as_str().unwrap()
+        ))
+        .await
+        .ok();
     assert_eq!(p2["data"][0]["id"], log[2]["id"]);
 }
 
 async fn tool_use_limit_and_unknown_tools(b: Backend) {
-    let s = TestServer::start_with(b, Options { max_requests_per_turn: 3, ..Default::default() }).await;
+    let s = TestServer::start_with(
+        b,
+        Options {
+            max_requests_per_turn: 3,
+            ..Default::default()
+        },
+    )
+    .await;
     let c = &s.client;
     let agent = c.agent(json!([])).await;
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
     let mut st = stream(&s, &sid).await;
     // The model calls a tool the agent lacks: refused in code, result fed back, loop continues.
-    c.say(&sid, "call rm_rf {}\n---\nsay recovered: {{result}}").await;
+    c.say(&sid, "call rm_rf {}\n---\nsay recovered: {{result}}")
+        .await;
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "end_turn");
-    let refused = st.seen.iter().find(|e| e["type"] == "agent.tool_use").unwrap();
+    let refused = st
+        .seen
+        .iter()
+        .find(|e| e["type"] == "agent.tool_use")
+        .unwrap();
     assert_eq!(refused["evaluated_permission"], "deny");
     assert!(refused.get("evaluation").is_none());
-    let msg = st.seen.iter().rev().find(|e| e["type"] == "agent.message").unwrap();
-    assert!(msg["content"][0]["text"].as_str().unwrap().contains("no tool named `rm_rf`"));
+    let msg = st
+        .seen
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "agent.message")
+        .unwrap();
+    assert!(
+        msg["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("no tool named `rm_rf`")
+    );
     // A model that keeps calling tools hits the per-turn bound.
-    c.say(&sid, "call x {}\n---\ncall x {}\n---\ncall x {}\n---\ncall x {}\n---\nsay never").await;
+    c.say(
+        &sid,
+        "call x {}\n---\ncall x {}\n---\ncall x {}\n---\ncall x {}\n---\nsay never",
+    )
+    .await;
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "retries_exhausted");
-    let err = st.seen.iter().rev().find(|e| e["type"] == "session.error").unwrap();
+    let err = st
+        .seen
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "session.error")
+        .unwrap();
     assert_eq!(err["error"]["type"], "tool_use_limit_reached_error");
 }
 
@@ -404,25 +738,51 @@ async fn restart_mid_turn_resumes_from_the_log(b: Backend) {
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
     c.say(&sid, "sleep 3000\nsay survived").await;
     eventually(10, "the model request to start", || async {
-        c.all_events(&sid).await.iter().any(|e| e["type"] == "span.model_request_start").then_some(())
+        c.all_events(&sid)
+            .await
+            .iter()
+            .any(|e| e["type"] == "span.model_request_start")
+            .then_some(())
     })
     .await;
-    let config = crate::support::test_config(s.data_dir.clone(), s.database_url.clone(), &Options::default());
+    let config = crate::support::test_config(
+        s.data_dir.clone(),
+        s.database_url.clone(),
+        &Options::default(),
+    );
     s.stop().await;
     let s2 = TestServer::boot(config, b).await;
     let c2 = s2.client.clone();
     let log = eventually(20, "the turn to finish after restart", || async {
         let log = c2.all_events(&sid).await;
-        log.iter().any(|e| e["type"] == "session.status_idle").then_some(log)
+        log.iter()
+            .any(|e| e["type"] == "session.status_idle")
+            .then_some(log)
     })
     .await;
-    let ids: std::collections::HashSet<&str> = log.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    let ids: std::collections::HashSet<&str> =
+        log.iter().map(|e| e["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), log.len(), "no duplicated event");
-    let starts = log.iter().filter(|e| e["type"] == "span.model_request_start").count();
-    let ends = log.iter().filter(|e| e["type"] == "span.model_request_end").count();
+    let starts = log
+        .iter()
+        .filter(|e| e["type"] == "span.model_request_start")
+        .count();
+    let ends = log
+        .iter()
+        .filter(|e| e["type"] == "span.model_request_end")
+        .count();
     assert_eq!(starts, ends, "every request span is closed");
-    assert_eq!(log.iter().filter(|e| e["type"] == "agent.message").count(), 1);
-    assert_eq!(log.iter().rev().find(|e| e["type"] == "agent.message").unwrap()["content"][0]["text"], "survived");
+    assert_eq!(
+        log.iter().filter(|e| e["type"] == "agent.message").count(),
+        1
+    );
+    assert_eq!(
+        log.iter()
+            .rev()
+            .find(|e| e["type"] == "agent.message")
+            .unwrap()["content"][0]["text"],
+        "survived"
+    );
     drop(s);
 }
 
@@ -451,5 +811,8 @@ async fn many_concurrent_sessions(b: Backend) {
     for t in tasks {
         t.await.unwrap();
     }
-    eventually(10, "runners to exit once idle", || async { (s.active_runners() == 0).then_some(()) }).await;
+    eventually(10, "runners to exit once idle", || async {
+        (s.active_runners() == 0).then_some(())
+    })
+    .await;
 }

@@ -3,6 +3,7 @@
 mod support;
 
 mod agents;
+mod crash;
 mod engine;
 mod environments;
 mod errors;

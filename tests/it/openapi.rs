@@ -10,11 +10,18 @@ fn committed_openapi_matches_the_code() {
             std::fs::write(path, &generated).unwrap();
             return;
         }
-        panic!("openapi/openapi.json is stale: run `MAST_UPDATE_OPENAPI=1 cargo test --test it openapi` (or `cargo run -- openapi > openapi/openapi.json`)");
+        panic!(
+            "openapi/openapi.json is stale: run `MAST_UPDATE_OPENAPI=1 cargo test --test it openapi` (or `cargo run -- openapi > openapi/openapi.json`)"
+        );
     }
     let doc: serde_json::Value = serde_json::from_str(&generated).unwrap();
     assert_eq!(doc["openapi"], "3.1.0");
-    for path in ["/v1/agents", "/v1/environments/{environment_id}", "/v1/sessions", "/v1/sessions/{session_id}/events/stream"] {
+    for path in [
+        "/v1/agents",
+        "/v1/environments/{environment_id}",
+        "/v1/sessions",
+        "/v1/sessions/{session_id}/events/stream",
+    ] {
         assert!(doc["paths"].get(path).is_some(), "{path} documented");
     }
 }

@@ -10,7 +10,13 @@ use serde_json::json;
 use crate::backend_tests;
 use crate::support::{Backend, Options, fresh_postgres_database, test_config};
 
-backend_tests!(sequences_are_contiguous_under_concurrent_appends, leases_are_exclusive_and_fence_writes, answers_are_unique, agent_versions_conflict, failed_transactions_change_nothing);
+backend_tests!(
+    sequences_are_contiguous_under_concurrent_appends,
+    leases_are_exclusive_and_fence_writes,
+    answers_are_unique,
+    agent_versions_conflict,
+    failed_transactions_change_nothing
+);
 
 async fn open(b: Backend) -> (Arc<dyn Store>, tempfile::TempDir) {
     let dir = tempfile::TempDir::new().unwrap();
@@ -18,7 +24,13 @@ async fn open(b: Backend) -> (Arc<dyn Store>, tempfile::TempDir) {
         Backend::Sqlite => None,
         Backend::Postgres => Some(fresh_postgres_database().await),
     };
-    let store = mast::open_store(&test_config(dir.path().to_path_buf(), url, &Options::default())).await.unwrap();
+    let store = mast::open_store(&test_config(
+        dir.path().to_path_buf(),
+        url,
+        &Options::default(),
+    ))
+    .await
+    .unwrap();
     (store, dir)
 }
 
@@ -69,7 +81,12 @@ fn event(kind: &str) -> NewEvent {
 }
 
 fn append(events: Vec<NewEvent>) -> mast::store::SessionTxn {
-    Box::new(move |_| Ok(TxnOutput { events, ..Default::default() }))
+    Box::new(move |_| {
+        Ok(TxnOutput {
+            events,
+            ..Default::default()
+        })
+    })
 }
 
 async fn sequences_are_contiguous_under_concurrent_appends(b: Backend) {
@@ -80,7 +97,14 @@ async fn sequences_are_contiguous_under_concurrent_appends(b: Backend) {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
             for _ in 0..10 {
-                store.transact("sesn_a", &Writer::Client, append(vec![event("user.message"), event("session.status_running")])).await.unwrap();
+                store
+                    .transact(
+                        "sesn_a",
+                        &Writer::Client,
+                        append(vec![event("user.message"), event("session.status_running")]),
+                    )
+                    .await
+                    .unwrap();
             }
         }));
     }
@@ -95,38 +119,102 @@ async fn sequences_are_contiguous_under_concurrent_appends(b: Backend) {
         assert_eq!(pair[0].kind, "user.message");
         assert_eq!(pair[1].kind, "session.status_running");
     }
-    assert_eq!(store.get_session_by_id("sesn_a").await.unwrap().unwrap().last_seq, 160);
+    assert_eq!(
+        store
+            .get_session_by_id("sesn_a")
+            .await
+            .unwrap()
+            .unwrap()
+            .last_seq,
+        160
+    );
 }
 
 async fn leases_are_exclusive_and_fence_writes(b: Backend) {
     let (store, _d) = open(b).await;
     session(store.as_ref(), "sesn_l").await;
     let now = time::now();
-    assert!(store.claim_lease("sesn_l", "one", now, now + 1_000_000).await.unwrap());
-    assert!(!store.claim_lease("sesn_l", "two", now, now + 1_000_000).await.unwrap());
-    assert!(store.claim_lease("sesn_l", "one", now, now + 2_000_000).await.unwrap(), "re-claim by the holder");
-    let one = Writer::Runner { owner: "one".into() };
-    let two = Writer::Runner { owner: "two".into() };
-    store.transact("sesn_l", &one, append(vec![event("agent.message")])).await.unwrap();
-    let r = store.transact("sesn_l", &two, append(vec![event("agent.message")])).await;
-    assert!(matches!(r, Err(StoreError::Conflict(_))), "a runner without the lease cannot write");
+    assert!(
+        store
+            .claim_lease("sesn_l", "one", now, now + 1_000_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .claim_lease("sesn_l", "two", now, now + 1_000_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .claim_lease("sesn_l", "one", now, now + 2_000_000)
+            .await
+            .unwrap(),
+        "re-claim by the holder"
+    );
+    let one = Writer::Runner {
+        owner: "one".into(),
+    };
+    let two = Writer::Runner {
+        owner: "two".into(),
+    };
+    store
+        .transact("sesn_l", &one, append(vec![event("agent.message")]))
+        .await
+        .unwrap();
+    let r = store
+        .transact("sesn_l", &two, append(vec![event("agent.message")]))
+        .await;
+    assert!(
+        matches!(r, Err(StoreError::Conflict(_))),
+        "a runner without the lease cannot write"
+    );
     // After expiry another owner takes over and the old one is fenced off.
     let later = now + 3_000_000;
-    assert!(store.claim_lease("sesn_l", "two", later, later + 1_000_000).await.unwrap());
-    assert!(matches!(store.transact("sesn_l", &one, append(vec![event("agent.message")])).await, Err(StoreError::Conflict(_))));
+    assert!(
+        store
+            .claim_lease("sesn_l", "two", later, later + 1_000_000)
+            .await
+            .unwrap()
+    );
+    assert!(matches!(
+        store
+            .transact("sesn_l", &one, append(vec![event("agent.message")]))
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
     assert!(!store.renew_lease("sesn_l", "one", later + 5).await.unwrap());
     assert!(store.renew_lease("sesn_l", "two", later + 5).await.unwrap());
     store.release_lease("sesn_l", "two").await.unwrap();
-    assert!(store.claim_lease("sesn_l", "three", later, later + 1).await.unwrap());
+    assert!(
+        store
+            .claim_lease("sesn_l", "three", later, later + 1)
+            .await
+            .unwrap()
+    );
     assert_eq!(store.events_after("sesn_l", 0, 100).await.unwrap().len(), 1);
     // Active sessions without a live lease are found by the reaper query.
     let mark_running: mast::store::SessionTxn = Box::new(|rec| {
         rec.status = "running".into();
         Ok(TxnOutput::default())
     });
-    store.transact("sesn_l", &Writer::Client, mark_running).await.unwrap();
-    assert!(store.sessions_needing_runner(later, 10).await.unwrap().is_empty(), "lease still live");
-    assert_eq!(store.sessions_needing_runner(later + 10, 10).await.unwrap(), vec!["sesn_l".to_string()]);
+    store
+        .transact("sesn_l", &Writer::Client, mark_running)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .sessions_needing_runner(later, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "lease still live"
+    );
+    assert_eq!(
+        store.sessions_needing_runner(later + 10, 10).await.unwrap(),
+        vec!["sesn_l".to_string()]
+    );
     assert_eq!(store.clear_foreign_leases("four").await.unwrap(), 1);
 }
 
@@ -138,30 +226,86 @@ async fn answers_are_unique(b: Backend) {
         e.answers = Some(("sevt_tool".into(), kind));
         e
     };
-    store.transact("sesn_u", &Writer::Client, append(vec![answer("result")])).await.unwrap();
-    let r = store.transact("sesn_u", &Writer::Client, append(vec![answer("result")])).await;
+    store
+        .transact("sesn_u", &Writer::Client, append(vec![answer("result")]))
+        .await
+        .unwrap();
+    let r = store
+        .transact("sesn_u", &Writer::Client, append(vec![answer("result")]))
+        .await;
     assert!(matches!(r, Err(StoreError::Conflict(_))));
-    store.transact("sesn_u", &Writer::Client, append(vec![answer("confirmation")])).await.unwrap();
-    assert!(store.has_answer("sesn_u", "sevt_tool", "result").await.unwrap());
-    assert!(!store.has_answer("sesn_u", "sevt_other", "result").await.unwrap());
+    store
+        .transact(
+            "sesn_u",
+            &Writer::Client,
+            append(vec![answer("confirmation")]),
+        )
+        .await
+        .unwrap();
+    assert!(
+        store
+            .has_answer("sesn_u", "sevt_tool", "result")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .has_answer("sesn_u", "sevt_other", "result")
+            .await
+            .unwrap()
+    );
 }
 
 async fn agent_versions_conflict(b: Backend) {
     let (store, _d) = open(b).await;
-    let spec: mast::domain::agent::AgentCreate = serde_json::from_value(json!({"name": "a", "model": "mast-scripted"})).unwrap();
+    let spec: mast::domain::agent::AgentCreate =
+        serde_json::from_value(json!({"name": "a", "model": "mast-scripted"})).unwrap();
     let now = time::format(time::now());
-    let v1 = spec.into_spec().unwrap().into_agent("agent_v", 1, None, now.clone(), now.clone());
+    let v1 = spec
+        .into_spec()
+        .unwrap()
+        .into_agent("agent_v", 1, None, now.clone(), now.clone());
     store.insert_agent("wrkspc_default", &v1).await.unwrap();
     let mut v2 = v1.clone();
     v2.version = 2;
     v2.name = "b".into();
-    store.append_agent_version("wrkspc_default", &v2, 1).await.unwrap();
+    store
+        .append_agent_version("wrkspc_default", &v2, 1)
+        .await
+        .unwrap();
     let mut stale = v1.clone();
     stale.version = 2;
-    assert!(matches!(store.append_agent_version("wrkspc_default", &stale, 1).await, Err(StoreError::Conflict(_))));
-    assert_eq!(store.get_agent("wrkspc_default", "agent_v", None).await.unwrap().unwrap().name, "b");
-    assert_eq!(store.get_agent("wrkspc_default", "agent_v", Some(1)).await.unwrap().unwrap().name, "a");
-    assert!(store.get_agent("other_ws", "agent_v", None).await.unwrap().is_none());
+    assert!(matches!(
+        store
+            .append_agent_version("wrkspc_default", &stale, 1)
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(
+        store
+            .get_agent("wrkspc_default", "agent_v", None)
+            .await
+            .unwrap()
+            .unwrap()
+            .name,
+        "b"
+    );
+    assert_eq!(
+        store
+            .get_agent("wrkspc_default", "agent_v", Some(1))
+            .await
+            .unwrap()
+            .unwrap()
+            .name,
+        "a"
+    );
+    assert!(
+        store
+            .get_agent("other_ws", "agent_v", None)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 async fn failed_transactions_change_nothing(b: Backend) {
@@ -171,9 +315,20 @@ async fn failed_transactions_change_nothing(b: Backend) {
         rec.status = "running".into();
         Err(StoreError::Conflict("no".into()))
     });
-    assert!(store.transact("sesn_f", &Writer::Client, failing).await.is_err());
+    assert!(
+        store
+            .transact("sesn_f", &Writer::Client, failing)
+            .await
+            .is_err()
+    );
     let rec = store.get_session_by_id("sesn_f").await.unwrap().unwrap();
     assert_eq!(rec.status, "idle");
     assert_eq!(rec.last_seq, 0);
-    assert!(store.transact("sesn_missing", &Writer::Client, append(vec![event("x")])).await.unwrap().is_none());
+    assert!(
+        store
+            .transact("sesn_missing", &Writer::Client, append(vec![event("x")]))
+            .await
+            .unwrap()
+            .is_none()
+    );
 }

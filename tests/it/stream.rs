@@ -7,7 +7,12 @@ use crate::backend_tests;
 use crate::support::sse::Stream;
 use crate::support::{Backend, TestServer};
 
-backend_tests!(live_only_by_default_and_errors_before_streaming, replay_after_an_event_while_appending, previews_on_request, deletion_ends_the_stream);
+backend_tests!(
+    live_only_by_default_and_errors_before_streaming,
+    replay_after_an_event_while_appending,
+    previews_on_request,
+    deletion_ends_the_stream
+);
 
 async fn live_only_by_default_and_errors_before_streaming(b: Backend) {
     let s = TestServer::start(b).await;
@@ -15,18 +20,36 @@ async fn live_only_by_default_and_errors_before_streaming(b: Backend) {
     let agent = c.agent(json!([])).await;
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
     c.say(&sid, "hello").await;
-    crate::support::eventually(10, "first turn", || async { (c.get(&format!("/v1/sessions/{sid}")).await.ok()["status"] == "idle").then_some(()) }).await;
-    let mut st = Stream::open(&s.url, &format!("/v1/sessions/{sid}/events/stream"), None, &[]).await;
+    crate::support::eventually(10, "first turn", || async {
+        (c.get(&format!("/v1/sessions/{sid}")).await.ok()["status"] == "idle").then_some(())
+    })
+    .await;
+    let mut st = Stream::open(
+        &s.url,
+        &format!("/v1/sessions/{sid}/events/stream"),
+        None,
+        &[],
+    )
+    .await;
     c.say(&sid, "second").await;
     let first = st.next_event(10).await;
-    assert_eq!(first["type"], "user.message", "no replay of history on connect");
+    assert_eq!(
+        first["type"], "user.message",
+        "no replay of history on connect"
+    );
     assert_eq!(first["content"][0]["text"], "second");
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "end_turn");
     // Errors come as JSON before any SSE.
     c.get("/v1/sessions/sesn_nope/events/stream").await.err(404);
-    c.get(&format!("/v1/sessions/{sid}/events/stream?event_deltas%5B%5D=agent.tool_use")).await.err(400);
-    c.get(&format!("/v1/sessions/{sid}/events/stream?after=sevt_nope")).await.err(400);
+    c.get(&format!(
+        "/v1/sessions/{sid}/events/stream?event_deltas%5B%5D=agent.tool_use"
+    ))
+    .await
+    .err(400);
+    c.get(&format!("/v1/sessions/{sid}/events/stream?after=sevt_nope"))
+        .await
+        .err(400);
 }
 
 async fn replay_after_an_event_while_appending(b: Backend) {
@@ -34,7 +57,10 @@ async fn replay_after_an_event_while_appending(b: Backend) {
     let c = &s.client;
     let agent = c.agent(json!([{"type": "custom", "name": "t", "description": "d", "input_schema": {"type": "object"}}])).await;
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
-    let first = c.say(&sid, "hello").await["data"][0]["id"].as_str().unwrap().to_string();
+    let first = c.say(&sid, "hello").await["data"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // Keep the session busy appending while streams replay from `first`.
     let writer = {
         let c = c.clone();
@@ -46,14 +72,29 @@ async fn replay_after_an_event_while_appending(b: Backend) {
             }
         })
     };
-    let mut by_header = Stream::open(&s.url, &format!("/v1/sessions/{sid}/events/stream"), None, &[("last-event-id", first.as_str())]).await;
+    let mut by_header = Stream::open(
+        &s.url,
+        &format!("/v1/sessions/{sid}/events/stream"),
+        None,
+        &[("last-event-id", first.as_str())],
+    )
+    .await;
     tokio::time::sleep(std::time::Duration::from_millis(60)).await;
-    let mut by_query = Stream::open(&s.url, &format!("/v1/sessions/{sid}/events/stream?after={first}"), None, &[]).await;
+    let mut by_query = Stream::open(
+        &s.url,
+        &format!("/v1/sessions/{sid}/events/stream?after={first}"),
+        None,
+        &[],
+    )
+    .await;
     writer.await.unwrap();
     crate::support::eventually(20, "all turns", || async {
         let log = c.all_events(&sid).await;
-        let idle_last = log.last().is_some_and(|e| e["type"] == "session.status_idle");
-        (idle_last && c.get(&format!("/v1/sessions/{sid}")).await.ok()["status"] == "idle").then_some(())
+        let idle_last = log
+            .last()
+            .is_some_and(|e| e["type"] == "session.status_idle");
+        (idle_last && c.get(&format!("/v1/sessions/{sid}")).await.ok()["status"] == "idle")
+            .then_some(())
     })
     .await;
     let log = c.all_events(&sid).await;
@@ -66,7 +107,10 @@ async fn replay_after_an_event_while_appending(b: Backend) {
         }
         let got_ids: Vec<&Value> = got.iter().map(|e| &e["id"]).collect();
         let want_ids: Vec<&Value> = expected.iter().map(|e| &e["id"]).collect();
-        assert_eq!(got_ids, want_ids, "every event after the given one, once, in order");
+        assert_eq!(
+            got_ids, want_ids,
+            "every event after the given one, once, in order"
+        );
     }
 }
 
@@ -76,7 +120,13 @@ async fn previews_on_request(b: Backend) {
     let agent = c.agent(json!([])).await;
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
     let mut st = Stream::open(&s.url, &format!("/v1/sessions/{sid}/events/stream?event_deltas%5B%5D=agent.message&event_deltas%5B%5D=agent.thinking"), None, &[]).await;
-    let mut plain = Stream::open(&s.url, &format!("/v1/sessions/{sid}/events/stream"), None, &[]).await;
+    let mut plain = Stream::open(
+        &s.url,
+        &format!("/v1/sessions/{sid}/events/stream"),
+        None,
+        &[],
+    )
+    .await;
     c.say(&sid, "think\nsleep 200\nsay one two three").await;
     let mut frames = Vec::new();
     loop {
@@ -88,9 +138,22 @@ async fn previews_on_request(b: Backend) {
         }
     }
     let names: Vec<&str> = frames.iter().map(|(n, _)| n.as_str()).collect();
-    let msg = frames.iter().find(|(n, _)| n == "agent.message").unwrap().1.clone();
-    let start = frames.iter().find(|(n, d)| n == "event_start" && d["event"]["type"] == "agent.message").unwrap().1.clone();
-    assert_eq!(start["event"]["id"], msg["id"], "the preview announces the buffered event's id");
+    let msg = frames
+        .iter()
+        .find(|(n, _)| n == "agent.message")
+        .unwrap()
+        .1
+        .clone();
+    let start = frames
+        .iter()
+        .find(|(n, d)| n == "event_start" && d["event"]["type"] == "agent.message")
+        .unwrap()
+        .1
+        .clone();
+    assert_eq!(
+        start["event"]["id"], msg["id"],
+        "the preview announces the buffered event's id"
+    );
     assert!(start.get("id").is_none() && start.get("processed_at").is_none());
     let deltas: String = frames
         .iter()
@@ -103,14 +166,31 @@ async fn previews_on_request(b: Backend) {
         .collect();
     assert_eq!(deltas, "one two three");
     let think_start = names.iter().position(|n| *n == "event_start").unwrap();
-    let span_start = names.iter().position(|n| *n == "span.model_request_start").unwrap();
+    let span_start = names
+        .iter()
+        .position(|n| *n == "span.model_request_start")
+        .unwrap();
     let msg_pos = names.iter().position(|n| *n == "agent.message").unwrap();
     assert!(span_start < think_start && think_start < msg_pos);
-    assert!(frames.iter().any(|(n, d)| n == "event_start" && d["event"]["type"] == "agent.thinking"));
+    assert!(
+        frames
+            .iter()
+            .any(|(n, d)| n == "event_start" && d["event"]["type"] == "agent.thinking")
+    );
     // Previews are never persisted nor sent to connections that did not ask.
     plain.until_idle(10).await;
-    assert!(!plain.seen.iter().any(|e| e["type"] == "event_delta" || e["type"] == "event_start"));
-    assert!(!c.all_events(&sid).await.iter().any(|e| e["type"] == "event_delta"));
+    assert!(
+        !plain
+            .seen
+            .iter()
+            .any(|e| e["type"] == "event_delta" || e["type"] == "event_start")
+    );
+    assert!(
+        !c.all_events(&sid)
+            .await
+            .iter()
+            .any(|e| e["type"] == "event_delta")
+    );
 }
 
 async fn deletion_ends_the_stream(b: Backend) {
@@ -118,9 +198,18 @@ async fn deletion_ends_the_stream(b: Backend) {
     let c = &s.client;
     let agent = c.agent(json!([])).await;
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
-    let mut st = Stream::open(&s.url, &format!("/v1/sessions/{sid}/events/stream"), None, &[]).await;
+    let mut st = Stream::open(
+        &s.url,
+        &format!("/v1/sessions/{sid}/events/stream"),
+        None,
+        &[],
+    )
+    .await;
     c.delete(&format!("/v1/sessions/{sid}")).await.ok();
     let last = st.next_event(10).await;
     assert_eq!(last["type"], "session.deleted");
-    assert!(st.next_frame(3).await.is_none(), "the stream closes after session.deleted");
+    assert!(
+        st.next_frame(3).await.is_none(),
+        "the stream closes after session.deleted"
+    );
 }

@@ -32,25 +32,41 @@ impl Resp {
     pub fn err(self, status: u16) -> String {
         assert_eq!(self.status.as_u16(), status, "body: {}", self.body);
         assert_eq!(self.body["type"], "error", "error shape: {}", self.body);
-        assert!(self.body["request_id"].as_str().is_some_and(|r| r.starts_with("req_")), "request_id: {}", self.body);
+        assert!(
+            self.body["request_id"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("req_")),
+            "request_id: {}",
+            self.body
+        );
         assert_eq!(
             self.headers.get("request-id").and_then(|v| v.to_str().ok()),
             self.body["request_id"].as_str(),
             "request-id header matches the body"
         );
-        self.body["error"]["message"].as_str().unwrap_or_default().to_string()
+        self.body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 }
 
 impl Client {
     /// A client for `base`.
     pub fn new(base: &str) -> Self {
-        Client { base: base.to_string(), key: None, http: reqwest::Client::new() }
+        Client {
+            base: base.to_string(),
+            key: None,
+            http: reqwest::Client::new(),
+        }
     }
 
     /// The same client sending `x-api-key: key`.
     pub fn with_key(&self, key: &str) -> Self {
-        Client { key: Some(key.to_string()), ..self.clone() }
+        Client {
+            key: Some(key.to_string()),
+            ..self.clone()
+        }
     }
 
     /// Sends a request with an optional JSON body.
@@ -59,7 +75,9 @@ impl Client {
         if let Some(k) = &self.key {
             req = req.header("x-api-key", k);
         }
-        req = req.header("anthropic-version", "2023-06-01").header("anthropic-beta", "managed-agents-2026-04-01");
+        req = req
+            .header("anthropic-version", "2023-06-01")
+            .header("anthropic-beta", "managed-agents-2026-04-01");
         if let Some(b) = body {
             req = req.json(b);
         }
@@ -67,8 +85,17 @@ impl Client {
         let status = resp.status();
         let headers = resp.headers().clone();
         let bytes = resp.bytes().await.expect("body");
-        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into())) };
-        Resp { status, headers, body }
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()))
+        };
+        Resp {
+            status,
+            headers,
+            body,
+        }
     }
 
     pub async fn get(&self, path: &str) -> Resp {
@@ -85,24 +112,41 @@ impl Client {
 
     /// Creates an agent with `mast-scripted` and the given tools.
     pub async fn agent(&self, tools: Value) -> Value {
-        self.post("/v1/agents", serde_json::json!({"name": "test agent", "model": "mast-scripted", "tools": tools})).await.ok()
+        self.post(
+            "/v1/agents",
+            serde_json::json!({"name": "test agent", "model": "mast-scripted", "tools": tools}),
+        )
+        .await
+        .ok()
     }
 
     /// Creates an environment with a unique name.
     pub async fn environment(&self) -> Value {
         let name = format!("env-{}", mast::domain::ids::new_secret(8));
-        self.post("/v1/environments", serde_json::json!({"name": name})).await.ok()
+        self.post("/v1/environments", serde_json::json!({"name": name}))
+            .await
+            .ok()
     }
 
     /// Creates a session for `agent` in a new environment.
     pub async fn session(&self, agent: &Value) -> Value {
         let env = self.environment().await;
-        self.post("/v1/sessions", serde_json::json!({"agent": agent["id"], "environment_id": env["id"]})).await.ok()
+        self.post(
+            "/v1/sessions",
+            serde_json::json!({"agent": agent["id"], "environment_id": env["id"]}),
+        )
+        .await
+        .ok()
     }
 
     /// Sends events and returns the echoes.
     pub async fn send_events(&self, session: &str, events: Value) -> Value {
-        self.post(&format!("/v1/sessions/{session}/events"), serde_json::json!({"events": events})).await.ok()
+        self.post(
+            &format!("/v1/sessions/{session}/events"),
+            serde_json::json!({"events": events}),
+        )
+        .await
+        .ok()
     }
 
     /// Sends one user message.
@@ -137,5 +181,8 @@ pub fn weather_tool() -> Value {
 
 /// Types of a list of events.
 pub fn types(events: &[Value]) -> Vec<String> {
-    events.iter().map(|e| e["type"].as_str().unwrap_or("").to_string()).collect()
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("").to_string())
+        .collect()
 }

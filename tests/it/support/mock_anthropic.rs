@@ -29,7 +29,11 @@ pub enum Reply {
     /// An HTTP error with this status and error type.
     Status(u16, &'static str),
     /// Text streamed in `chunks` pieces, `delay_ms` apart.
-    Slow { text: String, chunks: usize, delay_ms: u64 },
+    Slow {
+        text: String,
+        chunks: usize,
+        delay_ms: u64,
+    },
     /// Starts streaming, then drops the connection.
     Cut,
     /// A refusal.
@@ -65,17 +69,26 @@ fn start_frames() -> Vec<Bytes> {
 }
 
 fn text_frames(index: usize, pieces: &[String]) -> Vec<Bytes> {
-    let mut out = vec![frame("content_block_start", json!({"type":"content_block_start","index":index,"content_block":{"type":"text","text":""}}))];
+    let mut out = vec![frame(
+        "content_block_start",
+        json!({"type":"content_block_start","index":index,"content_block":{"type":"text","text":""}}),
+    )];
     for p in pieces {
         out.push(frame("content_block_delta", json!({"type":"content_block_delta","index":index,"delta":{"type":"text_delta","text":p}})));
     }
-    out.push(frame("content_block_stop", json!({"type":"content_block_stop","index":index})));
+    out.push(frame(
+        "content_block_stop",
+        json!({"type":"content_block_stop","index":index}),
+    ));
     out
 }
 
 fn end_frames(stop: &str) -> Vec<Bytes> {
     vec![
-        frame("message_delta", json!({"type":"message_delta","delta":{"stop_reason":stop,"stop_sequence":null},"usage":{"output_tokens":7}})),
+        frame(
+            "message_delta",
+            json!({"type":"message_delta","delta":{"stop_reason":stop,"stop_sequence":null},"usage":{"output_tokens":7}}),
+        ),
         frame("message_stop", json!({"type":"message_stop"})),
     ]
 }
@@ -88,7 +101,9 @@ impl MockAnthropic {
     /// Starts the mock on 127.0.0.1:0.
     pub async fn start() -> Self {
         let state = Arc::new(Mutex::new(MockState::default()));
-        let app = Router::new().route("/v1/messages", post(messages)).with_state(state.clone());
+        let app = Router::new()
+            .route("/v1/messages", post(messages))
+            .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.ok() });
@@ -114,18 +129,41 @@ async fn messages(State(state): State<Arc<Mutex<MockState>>>, body: axum::Json<V
     };
     let (frames, delay): (Vec<Bytes>, Duration) = match reply {
         Reply::Status(status, kind) => {
-            let body = json!({"type":"error","error":{"type":kind,"message":format!("mock {kind}")}});
+            let body =
+                json!({"type":"error","error":{"type":kind,"message":format!("mock {kind}")}});
             return (StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response();
         }
-        Reply::Text(t) => ([start_frames(), text_frames(0, &split(&t)), end_frames("end_turn")].concat(), Duration::ZERO),
-        Reply::MaxTokens(t) => ([start_frames(), text_frames(0, &split(&t)), end_frames("max_tokens")].concat(), Duration::ZERO),
-        Reply::Refusal => ([start_frames(), end_frames("refusal")].concat(), Duration::ZERO),
+        Reply::Text(t) => (
+            [
+                start_frames(),
+                text_frames(0, &split(&t)),
+                end_frames("end_turn"),
+            ]
+            .concat(),
+            Duration::ZERO,
+        ),
+        Reply::MaxTokens(t) => (
+            [
+                start_frames(),
+                text_frames(0, &split(&t)),
+                end_frames("max_tokens"),
+            ]
+            .concat(),
+            Duration::ZERO,
+        ),
+        Reply::Refusal => (
+            [start_frames(), end_frames("refusal")].concat(),
+            Duration::ZERO,
+        ),
         Reply::Thinking(t) => {
             let mut f = start_frames();
             f.push(frame("content_block_start", json!({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}})));
             f.push(frame("content_block_delta", json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}})));
             f.push(frame("content_block_delta", json!({"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig123"}})));
-            f.push(frame("content_block_stop", json!({"type":"content_block_stop","index":0})));
+            f.push(frame(
+                "content_block_stop",
+                json!({"type":"content_block_stop","index":0}),
+            ));
             f.extend(text_frames(1, &split(&t)));
             f.extend(end_frames("end_turn"));
             (f, Duration::ZERO)
@@ -146,16 +184,31 @@ async fn messages(State(state): State<Arc<Mutex<MockState>>>, body: axum::Json<V
                 for piece in [a, b] {
                     f.push(frame("content_block_delta", json!({"type":"content_block_delta","index":idx,"delta":{"type":"input_json_delta","partial_json":piece}})));
                 }
-                f.push(frame("content_block_stop", json!({"type":"content_block_stop","index":idx})));
+                f.push(frame(
+                    "content_block_stop",
+                    json!({"type":"content_block_stop","index":idx}),
+                ));
             }
             f.extend(end_frames("tool_use"));
             (f, Duration::ZERO)
         }
-        Reply::Slow { text, chunks, delay_ms } => {
+        Reply::Slow {
+            text,
+            chunks,
+            delay_ms,
+        } => {
             let words = split(&text);
             let per = words.len().div_ceil(chunks.max(1)).max(1);
             let pieces: Vec<String> = words.chunks(per).map(|c| c.concat()).collect();
-            ([start_frames(), text_frames(0, &pieces), end_frames("end_turn")].concat(), Duration::from_millis(delay_ms))
+            (
+                [
+                    start_frames(),
+                    text_frames(0, &pieces),
+                    end_frames("end_turn"),
+                ]
+                .concat(),
+                Duration::from_millis(delay_ms),
+            )
         }
         Reply::Cut => {
             let mut f = start_frames();

@@ -25,18 +25,31 @@ pub enum Backend {
 
 /// The admin URL of the test Postgres cluster, if the test run has one.
 pub fn postgres_admin_url() -> Option<String> {
-    std::env::var("MAST_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty())
+    std::env::var("MAST_TEST_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
 }
 
 /// Creates a fresh, empty database on the test cluster and returns its URL.
 pub async fn fresh_postgres_database() -> String {
     use sqlx::Connection;
     let admin = postgres_admin_url().expect("MAST_TEST_DATABASE_URL");
-    let name = format!("mast_t_{}", mast::domain::ids::new_secret(12).to_lowercase());
-    let mut conn = sqlx::PgConnection::connect(&admin).await.expect("connect to test postgres");
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("create database");
+    let name = format!(
+        "mast_t_{}",
+        mast::domain::ids::new_secret(12).to_lowercase()
+    );
+    let mut conn = sqlx::PgConnection::connect(&admin)
+        .await
+        .expect("connect to test postgres");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .expect("create database");
     conn.close().await.ok();
-    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or(admin);
+    let base = admin
+        .rsplit_once('/')
+        .map(|(b, _)| b.to_string())
+        .unwrap_or(admin);
     format!("{base}/{name}")
 }
 
@@ -90,7 +103,12 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { anthropic_base_url: None, api_key: None, max_retries: 3, max_requests_per_turn: 100 }
+        Options {
+            anthropic_base_url: None,
+            api_key: None,
+            max_retries: 3,
+            max_requests_per_turn: 100,
+        }
     }
 }
 
@@ -107,7 +125,10 @@ pub fn test_config(data_dir: PathBuf, database_url: Option<String>, opts: &Optio
     c.engine.max_requests_per_turn = opts.max_requests_per_turn;
     c.bootstrap_api_key = opts.api_key.clone();
     c.anthropic = AnthropicConfig {
-        base_url: opts.anthropic_base_url.clone().unwrap_or_else(|| "http://127.0.0.1:9".into()),
+        base_url: opts
+            .anthropic_base_url
+            .clone()
+            .unwrap_or_else(|| "http://127.0.0.1:9".into()),
         api_key: Some("test-key".into()),
         auth_token: None,
         read_timeout: Duration::from_secs(30),
@@ -148,7 +169,15 @@ impl TestServer {
         let database_url = config.database_url.clone();
         let running = mast::start(config, listener).await.expect("server starts");
         let url = format!("http://{}", running.addr);
-        TestServer { client: Client::new(&url), url, backend, data_dir, database_url, running: Some(running), _dir: None }
+        TestServer {
+            client: Client::new(&url),
+            url,
+            backend,
+            data_dir,
+            database_url,
+            running: Some(running),
+            _dir: None,
+        }
     }
 
     /// Stops the server gracefully (the store stays for a restart).

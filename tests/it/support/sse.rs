@@ -23,7 +23,9 @@ impl Drop for Stream {
 impl Stream {
     /// Opens `path` (a stream endpoint) with optional extra headers; panics on non-2xx.
     pub async fn open(base: &str, path: &str, key: Option<&str>, headers: &[(&str, &str)]) -> Self {
-        let mut req = reqwest::Client::new().get(format!("{base}{path}")).header("accept", "application/json");
+        let mut req = reqwest::Client::new()
+            .get(format!("{base}{path}"))
+            .header("accept", "application/json");
         if let Some(k) = key {
             req = req.header("x-api-key", k);
         }
@@ -31,8 +33,17 @@ impl Stream {
             req = req.header(*k, *v);
         }
         let resp = req.send().await.expect("stream request");
-        assert!(resp.status().is_success(), "stream status {}", resp.status());
-        assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+        assert!(
+            resp.status().is_success(),
+            "stream status {}",
+            resp.status()
+        );
+        assert!(
+            resp.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream")
+        );
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
             let mut dec = SseDecoder::default();
@@ -45,19 +56,29 @@ impl Stream {
                 }
             }
         });
-        Stream { rx, seen: Vec::new(), task }
+        Stream {
+            rx,
+            seen: Vec::new(),
+            task,
+        }
     }
 
     /// The next frame with an `event:` other than ping, as (event, parsed data).
     pub async fn next_frame(&mut self, secs: u64) -> Option<(String, Value)> {
         loop {
-            let ev = tokio::time::timeout(Duration::from_secs(secs), self.rx.recv()).await.ok()??;
+            let ev = tokio::time::timeout(Duration::from_secs(secs), self.rx.recv())
+                .await
+                .ok()??;
             let Some(name) = ev.event else { continue };
             if name == "ping" {
                 continue;
             }
             let data: Value = serde_json::from_str(&ev.data).expect("frame data is JSON");
-            assert_eq!(data["type"].as_str(), Some(name.as_str()), "event name equals the JSON type");
+            assert_eq!(
+                data["type"].as_str(),
+                Some(name.as_str()),
+                "event name equals the JSON type"
+            );
             return Some((name, data));
         }
     }
@@ -65,7 +86,10 @@ impl Stream {
     /// The next persisted event (skipping previews).
     pub async fn next_event(&mut self, secs: u64) -> Value {
         loop {
-            let (name, data) = self.next_frame(secs).await.expect("stream produced an event in time");
+            let (name, data) = self
+                .next_frame(secs)
+                .await
+                .expect("stream produced an event in time");
             if name == "event_start" || name == "event_delta" {
                 continue;
             }
@@ -86,6 +110,7 @@ impl Stream {
 
     /// Reads until a `session.status_idle`; returns it.
     pub async fn until_idle(&mut self, secs: u64) -> Value {
-        self.until(secs, |e| e["type"] == "session.status_idle").await
+        self.until(secs, |e| e["type"] == "session.status_idle")
+            .await
     }
 }

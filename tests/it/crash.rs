@@ -1,0 +1,164 @@
+//! The real binary, killed with SIGKILL mid-turn and while waiting on a custom tool, then
+//! restarted on the same store: every turn completes with no lost or duplicated event.
+
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::backend_tests;
+use crate::support::http::weather_tool;
+use crate::support::{Backend, Client, eventually, fresh_postgres_database};
+
+backend_tests!(sigkill_mid_turn_and_mid_tool_wait);
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn spawn(data_dir: &std::path::Path, database_url: Option<&str>, port: u16) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mast"));
+    cmd.args([
+        "serve",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--data-dir",
+    ])
+    .arg(data_dir)
+    .env("MAST_LEASE_TTL_MS", "1500")
+    .env("MAST_REAP_INTERVAL_MS", "200")
+    .env("MAST_LOG", "warn")
+    .env_remove("DATABASE_URL")
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    if let Some(url) = database_url {
+        cmd.env("DATABASE_URL", url);
+    }
+    cmd.spawn().expect("mast binary starts")
+}
+
+async fn wait_up(c: &Client) {
+    eventually(30, "the server to accept requests", || async {
+        reqwest::get(format!("{}/healthz", c.base))
+            .await
+            .ok()
+            .filter(|r| r.status().is_success())
+            .map(|_| ())
+    })
+    .await;
+}
+
+fn check_log(log: &[Value]) {
+    let ids: std::collections::HashSet<&str> =
+        log.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), log.len(), "no duplicated event");
+    let starts = log
+        .iter()
+        .filter(|e| e["type"] == "span.model_request_start")
+        .count();
+    let ends = log
+        .iter()
+        .filter(|e| e["type"] == "span.model_request_end")
+        .count();
+    assert_eq!(starts, ends, "every model request span is closed");
+}
+
+async fn sigkill_mid_turn_and_mid_tool_wait(b: Backend) {
+    let dir = tempfile::TempDir::new().unwrap();
+    let db = match b {
+        Backend::Sqlite => None,
+        Backend::Postgres => Some(fresh_postgres_database().await),
+    };
+    let port = free_port();
+    let mut child = spawn(dir.path(), db.as_deref(), port);
+    let c = Client::new(&format!("http://127.0.0.1:{port}"));
+    wait_up(&c).await;
+    let agent = c.agent(json!([weather_tool()])).await;
+    let busy = c.session(&agent).await["id"].as_str().unwrap().to_string();
+    let waiting = c.session(&agent).await["id"].as_str().unwrap().to_string();
+    c.say(
+        &waiting,
+        "call get_weather {\"city\":\"Oslo\"}\n---\nsay Oslo: {{result}}",
+    )
+    .await;
+    eventually(10, "requires_action", || async {
+        c.all_events(&waiting)
+            .await
+            .iter()
+            .any(|e| e["type"] == "session.status_idle")
+            .then_some(())
+    })
+    .await;
+    c.say(&busy, "sleep 4000\nsay survived").await;
+    eventually(10, "the model request to start", || async {
+        c.all_events(&busy)
+            .await
+            .iter()
+            .any(|e| e["type"] == "span.model_request_start")
+            .then_some(())
+    })
+    .await;
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let port = free_port();
+    let mut child = spawn(dir.path(), db.as_deref(), port);
+    let c = Client::new(&format!("http://127.0.0.1:{port}"));
+    wait_up(&c).await;
+    let log = eventually(30, "the interrupted turn to finish", || async {
+        let log = c.all_events(&busy).await;
+        log.iter()
+            .any(|e| e["type"] == "session.status_idle")
+            .then_some(log)
+    })
+    .await;
+    check_log(&log);
+    let msgs: Vec<&Value> = log
+        .iter()
+        .filter(|e| e["type"] == "agent.message")
+        .collect();
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(msgs[0]["content"][0]["text"], "survived");
+    let failed_first = log
+        .iter()
+        .find(|e| e["type"] == "span.model_request_end")
+        .unwrap();
+    assert_eq!(
+        failed_first["is_error"], true,
+        "the request cut by the crash is closed as failed, then re-issued"
+    );
+
+    // The session that waited on a custom tool across the crash continues when answered.
+    let pending = c
+        .all_events(&waiting)
+        .await
+        .iter()
+        .find(|e| e["type"] == "agent.custom_tool_use")
+        .unwrap()["id"]
+        .clone();
+    c.send_events(&waiting, json!([{"type": "user.custom_tool_result", "custom_tool_use_id": pending, "content": [{"type": "text", "text": "snow"}]}])).await;
+    let log = eventually(20, "the tool round trip to finish", || async {
+        let log = c.all_events(&waiting).await;
+        log.iter()
+            .any(|e| e["type"] == "session.status_idle" && e["stop_reason"]["type"] == "end_turn")
+            .then_some(log)
+    })
+    .await;
+    check_log(&log);
+    assert_eq!(
+        log.iter()
+            .rev()
+            .find(|e| e["type"] == "agent.message")
+            .unwrap()["content"][0]["text"],
+        "Oslo: snow"
+    );
+    assert_eq!(
+        c.get(&format!("/v1/sessions/{busy}")).await.ok()["status"],
+        "idle"
+    );
+    child.kill().ok();
+    child.wait().ok();
+}

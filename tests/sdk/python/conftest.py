@@ -1,0 +1,131 @@
+"""Fixtures for the SDK suite: a real `mast serve` (SQLite, and Postgres when the run has a
+cluster), the official client with strict response validation, and a scripted Messages API
+server that the Anthropic-routed agents talk to."""
+
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import urllib.request
+
+import anthropic
+import pytest
+
+MAST_BIN = os.environ.get("MAST_BIN", "target/debug/mast")
+PG_ADMIN = os.environ.get("MAST_TEST_DATABASE_URL")
+BACKENDS = ["sqlite"] + (["postgres"] if PG_ADMIN else [])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fresh_postgres() -> str:
+    name = "mast_py_" + uuid.uuid4().hex[:12]
+    subprocess.run(["psql", PG_ADMIN, "-q", "-c", f"CREATE DATABASE {name}"], check=True)
+    return PG_ADMIN.rsplit("/", 1)[0] + "/" + name
+
+
+def sse(name: str, data: dict) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+class MessagesHandler(BaseHTTPRequestHandler):
+    """Answers like Claude would in API.md's section 6 flow: a user question gets a
+    `get_weather` call; a tool result gets a sentence built from it."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        last = body["messages"][-1]["content"]
+        results = [b for b in last if b.get("type") == "tool_result"]
+        frames = [sse("message_start", {"type": "message_start", "message": {"id": "msg_py", "type": "message", "role": "assistant",
+                  "content": [], "model": body["model"], "stop_reason": None,
+                  "usage": {"input_tokens": 10, "output_tokens": 1}}})]
+        if results:
+            text = " ".join(c["text"] for r in results for c in r.get("content", []) if c.get("type") == "text")
+            frames += [
+                sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": f"It is {text} in Paris."}}),
+                sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ]
+            stop = "end_turn"
+        else:
+            frames += [
+                sse("content_block_start", {"type": "content_block_start", "index": 0,
+                    "content_block": {"type": "tool_use", "id": "toolu_py", "name": "get_weather", "input": {}}}),
+                sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"city\": "}}),
+                sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "\"Paris\"}"}}),
+                sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ]
+            stop = "tool_use"
+        frames += [sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 9}}),
+                   sse("message_stop", {"type": "message_stop"})]
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        for f in frames:
+            self.wfile.write(f)
+            self.wfile.flush()
+
+
+@pytest.fixture(scope="session")
+def messages_api():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), MessagesHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def server(request, tmp_path_factory, messages_api):
+    port = free_port()
+    env = dict(os.environ, ANTHROPIC_BASE_URL=messages_api, ANTHROPIC_API_KEY="test", MAST_LOG="warn")
+    env.pop("DATABASE_URL", None)
+    if request.param == "postgres":
+        env["DATABASE_URL"] = fresh_postgres()
+    data_dir = tmp_path_factory.mktemp("mast")
+    proc = subprocess.Popen([MAST_BIN, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data_dir)], env=env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if time.time() > deadline or proc.poll() is not None:
+            raise RuntimeError("mast did not start")
+        time.sleep(0.05)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=15)
+
+
+@pytest.fixture
+def client(server):
+    return anthropic.Anthropic(base_url=server, api_key="sdk-test", _strict_response_validation=True, max_retries=0)
+
+
+@pytest.fixture
+def async_client(server):
+    return anthropic.AsyncAnthropic(base_url=server, api_key="sdk-test", _strict_response_validation=True, max_retries=0)
+
+
+WEATHER_TOOL = {"type": "custom", "name": "get_weather", "description": "Current weather for a city.",
+                "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
+
+
+@pytest.fixture
+def environment(client):
+    return client.beta.environments.create(name="env-" + uuid.uuid4().hex[:8], config={"type": "cloud", "networking": {"type": "unrestricted"}})
