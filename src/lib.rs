@@ -129,6 +129,12 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     engine.start().await?;
     let app = api::router(state);
     let token = shutdown.clone();
+    // Small SSE frames must leave immediately, not wait on Nagle's algorithm.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+    });
     let server = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async move { token.cancelled().await })

@@ -24,7 +24,7 @@ use crate::domain::session::{
 };
 use crate::domain::time::{self, Micros};
 use crate::engine::intake::{self, server_event};
-use crate::engine::state::{EngineState, set_status, status_of};
+use crate::engine::state::{EngineState, grant_lease, set_status, status_of};
 use crate::store::{
     Deleted, Direction, NewEvent, SessionFilter, SessionRecord, StoreError, ThreadRecord,
     TxnOutput, Writer,
@@ -292,6 +292,8 @@ async fn create(
         updated_at: now,
         archived_at: None,
         terminated_at: None,
+        lease_owner: None,
+        lease_expires_at: None,
     };
     let thread = ThreadRecord {
         id: thread_id.clone(),
@@ -325,6 +327,7 @@ async fn create(
             now,
         ));
         set_status(&mut rec, SessionStatus::Running, now);
+        grant_lease(&mut rec, &app.engine.lease_grant(), now);
     }
     let appended = app.store.create_session(&rec, &thread, &events).await?;
     rec.last_seq = appended.len() as i64;
@@ -624,8 +627,9 @@ pub async fn accept_events(
     let n = batch.len();
     let flags = std::sync::Arc::new(std::sync::Mutex::new(intake::Accepted::default()));
     let out_flags = flags.clone();
+    let lease = app.engine.lease_grant();
     let result = transact_session(app, ws, id, move |rec| {
-        let (out, acc) = intake::accept(rec, &batch, time::now())?;
+        let (out, acc) = intake::accept(rec, &batch, &lease, time::now())?;
         *out_flags.lock().expect("flags") = acc;
         Ok(out)
     })

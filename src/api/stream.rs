@@ -71,11 +71,11 @@ struct Tail {
     shutdown: tokio_util::sync::CancellationToken,
 }
 
-fn frame(e: &EventRecord) -> Event {
+fn frame(e: &EventRecord, json: &str) -> Event {
     Event::default()
         .event(e.kind.as_str())
         .id(e.id.as_str())
-        .data(e.wire().to_string())
+        .data(json)
 }
 
 impl Tail {
@@ -89,7 +89,7 @@ impl Tail {
         loop {
             let batch = self
                 .store
-                .events_after(&self.sid, self.last_seq, 500)
+                .events_after(&self.sid, self.last_seq, &[], 500)
                 .await?;
             let n = batch.len();
             for e in batch {
@@ -98,7 +98,7 @@ impl Tail {
                 }
                 self.last_seq = e.seq;
                 if self.visible(&e) {
-                    self.backlog.push_back(frame(&e));
+                    self.backlog.push_back(frame(&e, &e.wire().to_string()));
                 }
             }
             if n < 500 {
@@ -167,7 +167,8 @@ impl Tail {
                     }
                     return Some(Event::default().event(kind_name).data(frame.to_string()));
                 }
-                Ok(Ok(HubItem::Event(e))) => {
+                Ok(Ok(HubItem::Event(published))) => {
+                    let e = &published.record;
                     if e.seq <= self.last_seq {
                         continue;
                     }
@@ -179,8 +180,8 @@ impl Tail {
                     }
                     self.last_seq = e.seq;
                     self.started.remove(&e.id);
-                    if self.visible(&e) {
-                        self.backlog.push_back(frame(&e));
+                    if self.visible(e) {
+                        self.backlog.push_back(frame(e, &published.json));
                     }
                 }
             }

@@ -13,6 +13,17 @@ use crate::models::scripted::SYSTEM_PREFIX;
 use crate::models::{Message, Role};
 use crate::store::EventRecord;
 
+/// The event types that shape a thread's model context; the loop reads only these.
+pub const CONTEXT_KINDS: &[&str] = &[
+    kind::USER_MESSAGE,
+    kind::SYSTEM_MESSAGE,
+    kind::SPAN_START,
+    kind::SPAN_END,
+    kind::AGENT_TOOL_RESULT,
+    kind::USER_CUSTOM_TOOL_RESULT,
+    kind::USER_TOOL_RESULT,
+];
+
 /// How a thread's context ends, which decides the loop's next step.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Tail {

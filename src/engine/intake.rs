@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::state::{EngineState, PendingKind, set_status, status_of};
+use super::state::{EngineState, LeaseGrant, PendingKind, grant_lease, set_status, status_of};
 use crate::domain::events::{self, ClientEvent, StopReason, kind};
 use crate::domain::ids::new_id;
 use crate::domain::invalid::Invalid;
@@ -62,6 +62,7 @@ fn not_pending(i: usize, field: &str, id: &str, what: &str) -> StoreError {
 pub fn accept(
     rec: &mut SessionRecord,
     batch: &[ClientEvent],
+    lease: &LeaseGrant,
     now: Micros,
 ) -> Result<(TxnOutput, Accepted), StoreError> {
     check_open(rec)?;
@@ -196,6 +197,9 @@ pub fn accept(
         acc.wake = true;
     } else if status.is_active() {
         acc.wake = true;
+    }
+    if acc.wake {
+        grant_lease(rec, lease, now);
     }
     st.store(rec)?;
     Ok((out, acc))

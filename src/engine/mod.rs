@@ -181,6 +181,14 @@ impl Engine {
         }
     }
 
+    /// A lease for this process's runner, for requests that give a session work.
+    pub fn lease_grant(&self) -> state::LeaseGrant {
+        state::LeaseGrant {
+            owner: self.inner.owner.clone(),
+            until: time::now() + self.inner.config.lease_ttl.as_micros() as i64,
+        }
+    }
+
     /// Number of runner tasks alive in this process.
     pub fn active_runners(&self) -> usize {
         self.inner.runners.lock().expect("runners lock").len()
@@ -200,34 +208,34 @@ impl Engine {
     }
 }
 
-/// A runner task: claims the lease, drives the loop until the session has no work, and exits
-/// without missing input that arrives while it is exiting.
+/// A runner task: takes the lease (usually already granted by the request that woke it),
+/// drives the loop until the session has no work, and exits without missing input that
+/// arrives while it is exiting.
 async fn run(inner: Arc<Inner>, sid: String, handle: Arc<RunnerHandle>) {
     loop {
         handle.dirty.store(false, Ordering::SeqCst);
-        let now = time::now();
-        let until = now + inner.config.lease_ttl.as_micros() as i64;
-        match inner
-            .store
-            .claim_lease(&sid, &inner.owner, now, until)
-            .await
-        {
-            Ok(true) => {
-                if let Err(e) = turn::drive(&inner, &handle, &sid).await {
-                    tracing::warn!(session_id = %sid, error = %e, "runner stopped");
-                    if !matches!(e, turn::RunError::LeaseLost) {
-                        tokio::select! {
-                            _ = inner.shutdown.cancelled() => {}
-                            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        match take_lease(&inner, &sid).await {
+            Ok(Some(rec)) => {
+                let released = match turn::drive(&inner, &handle, rec).await {
+                    Ok(turn::Ended::Released) => true,
+                    Ok(turn::Ended::NoWork) => false,
+                    Err(e) => {
+                        tracing::warn!(session_id = %sid, error = %e, "runner stopped");
+                        if !matches!(e, turn::RunError::LeaseLost) {
+                            tokio::select! {
+                                _ = inner.shutdown.cancelled() => {}
+                                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                            }
                         }
+                        false
                     }
-                }
-                if let Err(e) = inner.store.release_lease(&sid, &inner.owner).await {
+                };
+                if !released && let Err(e) = inner.store.release_lease(&sid, &inner.owner).await {
                     tracing::warn!(session_id = %sid, error = %e, "could not release lease; it will expire");
                 }
             }
-            Ok(false) => {}
-            Err(e) => tracing::warn!(session_id = %sid, error = %e, "could not claim lease"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(session_id = %sid, error = %e, "could not take lease"),
         }
         let mut runners = inner.runners.lock().expect("runners lock");
         if handle.dirty.load(Ordering::SeqCst) && !inner.shutdown.is_cancelled() {
@@ -236,4 +244,28 @@ async fn run(inner: Arc<Inner>, sid: String, handle: Arc<RunnerHandle>) {
         runners.remove(&sid);
         return;
     }
+}
+
+/// The session row if this process now holds its lease: granted with the work (no write
+/// needed) or claimed here.
+async fn take_lease(
+    inner: &Inner,
+    sid: &str,
+) -> Result<Option<crate::store::SessionRecord>, crate::store::StoreError> {
+    let Some(rec) = inner.store.get_session_by_id(sid).await? else {
+        return Ok(None);
+    };
+    let now = time::now();
+    let ttl = inner.config.lease_ttl.as_micros() as i64;
+    let held = rec.lease_owner.as_deref() == Some(inner.owner.as_str())
+        && rec.lease_expires_at.is_some_and(|t| t > now + ttl / 2);
+    if held
+        || inner
+            .store
+            .claim_lease(sid, &inner.owner, now, now + ttl)
+            .await?
+    {
+        return Ok(Some(rec));
+    }
+    Ok(None)
 }

@@ -70,6 +70,28 @@ impl EngineState {
     }
 }
 
+/// A lease handed to the local runner by whoever gives it work (a client request or the
+/// session's creation), so the runner starts without a write of its own.
+#[derive(Debug, Clone)]
+pub struct LeaseGrant {
+    pub owner: String,
+    pub until: Micros,
+}
+
+/// Hands the lease to `grant.owner` unless another owner holds a live one.
+pub fn grant_lease(rec: &mut SessionRecord, grant: &LeaseGrant, now: Micros) {
+    let free = match (&rec.lease_owner, rec.lease_expires_at) {
+        (None, _) => true,
+        (Some(o), _) if *o == grant.owner => true,
+        (Some(_), Some(t)) => t < now,
+        (Some(_), None) => true,
+    };
+    if free {
+        rec.lease_owner = Some(grant.owner.clone());
+        rec.lease_expires_at = Some(grant.until);
+    }
+}
+
 /// The session's status as stored.
 pub fn status_of(rec: &SessionRecord) -> SessionStatus {
     SessionStatus::parse(&rec.status).unwrap_or(SessionStatus::Idle)

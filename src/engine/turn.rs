@@ -43,6 +43,15 @@ fn store_err(e: StoreError) -> RunError {
     }
 }
 
+/// How a drive ended without error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The session went idle and the transaction that idled it released the lease.
+    Released,
+    /// There was no work (the session was not active); the lease is still held.
+    NoWork,
+}
+
 /// What ended a wait on the model or a retry delay.
 enum Waited<T> {
     Done(T),
@@ -61,16 +70,19 @@ struct Loop<'a> {
     last_seq: i64,
     requests: u32,
     usage_at_start: Option<String>,
+    /// The last commit handed the lease back (the session went idle).
+    released: bool,
 }
 
 /// Drives the session until it has no work (idle or terminated), the lease is lost, or the
 /// process shuts down.
-pub(super) async fn drive(inner: &Inner, handle: &RunnerHandle, sid: &str) -> Result<(), RunError> {
-    let rec = inner
-        .store
-        .get_session_by_id(sid)
-        .await?
-        .ok_or(RunError::Gone)?;
+pub(super) async fn drive(
+    inner: &Inner,
+    handle: &RunnerHandle,
+    rec: SessionRecord,
+) -> Result<Ended, RunError> {
+    let sid = rec.id.clone();
+    let sid = sid.as_str();
     let body: SessionBody = serde_json::from_str(&rec.body).map_err(StoreError::from)?;
     let mut lp = Loop {
         inner,
@@ -85,18 +97,26 @@ pub(super) async fn drive(inner: &Inner, handle: &RunnerHandle, sid: &str) -> Re
         last_seq: 0,
         requests: 0,
         usage_at_start: None,
+        released: false,
     };
+    let mut first = Some(rec);
     loop {
         if inner.shutdown.is_cancelled() {
             return Err(RunError::Shutdown);
         }
-        let rec = lp
-            .hold(inner.store.get_session_by_id(sid))
-            .await?
-            .ok_or(RunError::Gone)?;
+        if lp.released {
+            return Ok(Ended::Released);
+        }
+        let rec = match first.take() {
+            Some(rec) => rec,
+            None => lp
+                .hold(inner.store.get_session_by_id(sid))
+                .await?
+                .ok_or(RunError::Gone)?,
+        };
         let status = status_of(&rec);
         if !status.is_active() {
-            return Ok(());
+            return Ok(Ended::NoWork);
         }
         if lp.usage_at_start.is_none() {
             lp.usage_at_start = Some(rec.usage.clone());
@@ -123,23 +143,22 @@ pub(super) async fn drive(inner: &Inner, handle: &RunnerHandle, sid: &str) -> Re
             lp.set_running().await?;
             continue;
         }
+        // Queued input joins the next model request; it is marked consumed in the same
+        // transaction that starts the request.
+        let mut ctx = ctx;
+        let mut consumed = Vec::new();
         if !matches!(ctx.tail, Tail::AwaitingTools(_)) {
-            let queued: Vec<String> = lp
-                .events
-                .iter()
-                .filter(|e| {
-                    e.processed_at.is_none()
-                        && (e.kind == kind::USER_MESSAGE || e.kind == kind::SYSTEM_MESSAGE)
-                })
-                .map(|e| e.id.clone())
-                .collect();
-            if !queued.is_empty() {
-                lp.consume(queued).await?;
-                continue;
+            consumed = lp.take_queued();
+            if !consumed.is_empty() {
+                ctx = context::build(&lp.events);
             }
         }
+        if !consumed.is_empty() && ctx.tail != Tail::User {
+            lp.consume(consumed).await?;
+            continue;
+        }
         match ctx.tail {
-            Tail::User => lp.call_model(ctx.messages).await?,
+            Tail::User => lp.call_model(ctx.messages, consumed).await?,
             Tail::Assistant {
                 stop_reason,
                 stop_details,
@@ -148,7 +167,7 @@ pub(super) async fn drive(inner: &Inner, handle: &RunnerHandle, sid: &str) -> Re
                 "max_tokens" | "pause_turn" if continuations <= inner.config.max_continuations => {
                     let mut messages = ctx.messages;
                     context::trim_for_continuation(&mut messages);
-                    lp.call_model(messages).await?;
+                    lp.call_model(messages, vec![]).await?;
                 }
                 "refusal" => lp.finish(StopReason::Refusal, stop_details).await?,
                 "model_context_window_exceeded" => {
@@ -182,8 +201,10 @@ impl Loop<'_> {
 
     async fn hold_raw<T>(&self, fut: impl Future<Output = T>) -> Result<T, RunError> {
         let ttl = self.inner.config.lease_ttl;
-        let mut beat = tokio::time::interval(ttl / 3);
-        beat.tick().await;
+        // The first beat is one period out: an interval's "immediate" first tick still waits
+        // for a turn of the timer wheel, which would add a millisecond to every store call.
+        let period = ttl / 3;
+        let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         tokio::pin!(fut);
         loop {
             tokio::select! {
@@ -216,11 +237,12 @@ impl Loop<'_> {
     async fn refresh(&mut self) -> Result<(), RunError> {
         loop {
             let batch = self
-                .hold(
-                    self.inner
-                        .store
-                        .events_after(&self.sid, self.last_seq, 1000),
-                )
+                .hold(self.inner.store.events_after(
+                    &self.sid,
+                    self.last_seq,
+                    context::CONTEXT_KINDS,
+                    1000,
+                ))
                 .await?;
             let n = batch.len();
             for e in batch {
@@ -256,10 +278,19 @@ impl Loop<'_> {
                 flush_queued: false,
             })
         });
-        let (_, appended) = self
+        self.run_txn(txn).await
+    }
+
+    /// Runs a runner transaction, publishes its events and notes a lease hand-back.
+    async fn run_txn(
+        &mut self,
+        txn: crate::store::SessionTxn,
+    ) -> Result<Vec<EventRecord>, RunError> {
+        let (rec, appended) = self
             .hold(self.inner.store.transact(&self.sid, &self.writer, txn))
             .await?
             .ok_or(RunError::Gone)?;
+        self.released = rec.lease_owner.as_deref() != Some(self.inner.owner.as_str());
         self.inner.hub.publish(&self.sid, &appended);
         Ok(appended)
     }
@@ -283,28 +314,37 @@ impl Loop<'_> {
         Ok(())
     }
 
-    /// Marks queued input processed; it becomes part of the next model request.
-    async fn consume(&mut self, ids: Vec<String>) -> Result<(), RunError> {
-        let n = ids.len() as u32;
-        let consumed = ids.clone();
-        let txn = Box::new(move |rec: &mut SessionRecord| {
-            let mut st = EngineState::of(rec)?;
-            st.queued = st.queued.saturating_sub(n);
-            st.store(rec)?;
-            Ok(TxnOutput {
-                mark_processed: consumed,
-                ..Default::default()
-            })
-        });
-        let (rec, _) = self
-            .hold(self.inner.store.transact(&self.sid, &self.writer, txn))
-            .await?
-            .ok_or(RunError::Gone)?;
+    /// Takes queued input into the local transcript as consumed at the current log position
+    /// (the store records the same position when the consuming transaction commits).
+    fn take_queued(&mut self) -> Vec<String> {
         let now = time::now();
-        for e in self.events.iter_mut().filter(|e| ids.contains(&e.id)) {
+        let position = json!({ "after_seq": self.last_seq });
+        let mut ids = Vec::new();
+        for e in self.events.iter_mut().filter(|e| {
+            e.processed_at.is_none()
+                && (e.kind == kind::USER_MESSAGE || e.kind == kind::SYSTEM_MESSAGE)
+        }) {
             e.processed_at = Some(now);
-            e.internal = Some(json!({ "after_seq": rec.last_seq }));
+            e.internal = Some(position.clone());
+            ids.push(e.id.clone());
         }
+        ids
+    }
+
+    /// Records queued input as consumed without a model request.
+    async fn consume(&mut self, ids: Vec<String>) -> Result<(), RunError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let n = ids.len() as u32;
+        self.commit(
+            move |_, st| {
+                st.queued = st.queued.saturating_sub(n);
+                Ok(vec![])
+            },
+            ids,
+        )
+        .await?;
         Ok(())
     }
 
@@ -339,8 +379,13 @@ impl Loop<'_> {
     }
 
     /// One model request with retries, turned into events.
-    async fn call_model(&mut self, messages: Vec<Message>) -> Result<(), RunError> {
+    async fn call_model(
+        &mut self,
+        messages: Vec<Message>,
+        mut consumed: Vec<String>,
+    ) -> Result<(), RunError> {
         if self.requests >= self.inner.config.max_requests_per_turn {
+            self.consume(std::mem::take(&mut consumed)).await?;
             let msg = format!(
                 "the turn made {} model requests, the most allowed; send a new message to continue",
                 self.requests
@@ -351,13 +396,25 @@ impl Loop<'_> {
         let request = self.request(messages);
         let client = match self.inner.models.route(&request.model) {
             Ok(c) => c,
-            Err(msg) => return self.fail_turn("model_request_failed_error", &msg).await,
+            Err(msg) => {
+                self.consume(consumed).await?;
+                return self.fail_turn("model_request_failed_error", &msg).await;
+            }
         };
         let mut attempt = 0u32;
         loop {
             let start = server_event(kind::SPAN_START, json!({}), &self.primary, time::now());
             let start_id = start.id.clone();
-            self.commit(move |_, _| Ok(vec![start]), vec![]).await?;
+            let consumed = std::mem::take(&mut consumed);
+            let n = consumed.len() as u32;
+            self.commit(
+                move |_, st| {
+                    st.queued = st.queued.saturating_sub(n);
+                    Ok(vec![start])
+                },
+                consumed,
+            )
+            .await?;
 
             let message_id = new_id("sevt");
             let thinking_id = new_id("sevt");
@@ -599,6 +656,7 @@ impl Loop<'_> {
             json!({ "content": content, "stop_reason": resp.stop_reason, "stop_details": resp.stop_details }),
         );
         out.push(end);
+        let refused_calls_pending = !refused_calls.is_empty();
         for (id, msg) in refused_calls {
             let mut e = server_event(
                 kind::AGENT_TOOL_RESULT,
@@ -610,12 +668,36 @@ impl Loop<'_> {
             out.push(e);
         }
         let usage = resp.usage;
+        // When the response ends the turn by itself, the idle goes in the same transaction.
+        let ends_turn = if !refused_calls_pending {
+            match resp.stop_reason.as_str() {
+                _ if !pending.is_empty() => Some((StopReason::RequiresAction(vec![]), None)),
+                "end_turn" | "stop_sequence" => Some((StopReason::EndTurn, None)),
+                "refusal" => Some((StopReason::Refusal, resp.stop_details.clone())),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let primary = self.primary.clone();
+        let usage_at_start = self.usage_at_start.clone();
         self.commit(
             move |rec, st| {
                 let mut total: SessionUsage = serde_json::from_str(&rec.usage).unwrap_or_default();
                 total.add(&usage);
                 rec.usage = serde_json::to_string(&total)?;
                 st.pending.extend(pending);
+                let mut out = out;
+                if let Some((reason, details)) = ends_turn {
+                    out.extend(try_end_turn(
+                        rec,
+                        st,
+                        &primary,
+                        reason,
+                        details,
+                        usage_at_start.as_deref(),
+                    )?);
+                }
                 Ok(out)
             },
             vec![],
@@ -631,28 +713,14 @@ impl Loop<'_> {
         let usage_at_start = self.usage_at_start.clone();
         self.commit(
             move |rec, st| {
-                if st.interrupt {
-                    return Ok(vec![]);
-                }
-                let reason = match reason {
-                    StopReason::RequiresAction(_) if st.pending.is_empty() => return Ok(vec![]),
-                    StopReason::RequiresAction(_) => StopReason::RequiresAction(st.pending_ids()),
-                    _ if st.queued > 0 => return Ok(vec![]),
-                    r => r,
-                };
-                let now = time::now();
-                let mut out = Vec::new();
-                if usage_at_start.as_deref() != Some(rec.usage.as_str()) {
-                    let usage: Value = serde_json::from_str(&rec.usage)?;
-                    out.push(server_event(
-                        kind::SESSION_USAGE,
-                        json!({ "usage": usage }),
-                        &primary,
-                        now,
-                    ));
-                }
-                out.extend(end_turn(rec, st, &primary, reason, details, now));
-                Ok(out)
+                try_end_turn(
+                    rec,
+                    st,
+                    &primary,
+                    reason,
+                    details,
+                    usage_at_start.as_deref(),
+                )
             },
             vec![],
         )
@@ -706,17 +774,51 @@ impl Loop<'_> {
                 flush_queued: true,
             })
         });
-        let (_, appended) = self
-            .hold(self.inner.store.transact(&self.sid, &self.writer, txn))
-            .await?
-            .ok_or(RunError::Gone)?;
-        self.inner.hub.publish(&self.sid, &appended);
+        self.run_txn(txn).await?;
         let now = time::now();
         for e in self.events.iter_mut().filter(|e| e.processed_at.is_none()) {
             e.processed_at = Some(now);
         }
         Ok(())
     }
+}
+
+/// The events that end the turn with `reason` — a `session.usage` when usage changed, then
+/// the idle — or none when the turn is not over after all: an interrupt is pending, input is
+/// queued, or every blocking event was answered meanwhile. `RequiresAction` lists whatever is
+/// pending under the lock.
+fn try_end_turn(
+    rec: &mut SessionRecord,
+    st: &mut EngineState,
+    primary: &str,
+    reason: StopReason,
+    details: Option<Value>,
+    usage_at_start: Option<&str>,
+) -> Result<Vec<NewEvent>, StoreError> {
+    if st.interrupt {
+        return Ok(vec![]);
+    }
+    let reason = match reason {
+        StopReason::RequiresAction(_) if st.pending.is_empty() => return Ok(vec![]),
+        StopReason::RequiresAction(_) => StopReason::RequiresAction(st.pending_ids()),
+        _ if st.queued > 0 => return Ok(vec![]),
+        r => r,
+    };
+    let now = time::now();
+    let mut out = Vec::new();
+    if usage_at_start != Some(rec.usage.as_str()) {
+        let mut usage: Value = serde_json::from_str(&rec.usage)?;
+        let active = rec.active_micros + rec.running_since.map_or(0, |s| (now - s).max(0));
+        usage["active_seconds"] = json!(active as f64 / 1_000_000.0);
+        out.push(server_event(
+            kind::SESSION_USAGE,
+            json!({ "usage": usage }),
+            primary,
+            now,
+        ));
+    }
+    out.extend(end_turn(rec, st, primary, reason, details, now));
+    Ok(out)
 }
 
 /// The events and row changes that put a session idle.
@@ -732,6 +834,9 @@ fn end_turn(
         st.pending.clear();
     }
     set_status(rec, SessionStatus::Idle, now);
+    // An idle session holds no runner; the next input grants the lease again.
+    rec.lease_owner = None;
+    rec.lease_expires_at = None;
     vec![server_event(
         kind::STATUS_IDLE,
         events::idle(&reason, details),

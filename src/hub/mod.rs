@@ -14,11 +14,18 @@ use crate::store::EventRecord;
 
 const CAPACITY: usize = 1024;
 
+/// A committed event with its wire JSON, serialized once for every subscriber.
+#[derive(Debug)]
+pub struct Published {
+    pub record: EventRecord,
+    pub json: String,
+}
+
 /// What a topic carries.
 #[derive(Debug, Clone)]
 pub enum HubItem {
     /// A committed event.
-    Event(Arc<EventRecord>),
+    Event(Arc<Published>),
     /// A stream-only preview frame (`event_start` / `event_delta`) of a thread; never stored.
     Preview {
         thread_id: String,
@@ -84,10 +91,26 @@ impl Hub {
         }
     }
 
-    /// Publishes committed events, in order.
+    /// Publishes committed events, in order. Sessions nobody watches cost a map lookup.
     pub fn publish(&self, session_id: &str, events: &[EventRecord]) {
+        if events.is_empty()
+            || !self
+                .topics
+                .lock()
+                .expect("hub lock")
+                .contains_key(session_id)
+        {
+            return;
+        }
         for e in events {
-            self.send(session_id, HubItem::Event(Arc::new(e.clone())));
+            let json = e.wire().to_string();
+            self.send(
+                session_id,
+                HubItem::Event(Arc::new(Published {
+                    record: e.clone(),
+                    json,
+                })),
+            );
         }
     }
 

@@ -124,6 +124,9 @@ pub struct SessionRecord {
     pub last_seq: i64,
     /// JSON engine state cached from the log (pending blocking events, and the like).
     pub engine: String,
+    /// The runner owning the session while it has work, and until when.
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<Micros>,
     pub created_at: Micros,
     pub updated_at: Micros,
     pub archived_at: Option<Micros>,
@@ -366,11 +369,13 @@ pub trait Store: Send + Sync + 'static {
         filter: &EventFilter,
         scan: &Scan<i64>,
     ) -> StoreResult<Vec<EventRecord>>;
-    /// Events with sequence numbers greater than `after_seq`, in order (stream replay, runner).
+    /// Events with sequence numbers greater than `after_seq`, in order (stream replay, runner);
+    /// only those of the given types when `kinds` is non-empty.
     async fn events_after(
         &self,
         session_id: &str,
         after_seq: i64,
+        kinds: &[&str],
         limit: i64,
     ) -> StoreResult<Vec<EventRecord>>;
     /// One event by id within a session.

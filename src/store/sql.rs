@@ -34,7 +34,8 @@ pub struct SqlStore {
 }
 
 const SESSION_COLS: &str = "id, workspace_id, agent_id, agent_version, environment_id, status, body, usage, \
-    active_micros, running_since, last_seq, engine, created_at, updated_at, archived_at, terminated_at, lease_owner";
+    active_micros, running_since, last_seq, engine, created_at, updated_at, archived_at, terminated_at, lease_owner, \
+    lease_expires_at";
 const THREAD_COLS: &str = "id, session_id, parent_thread_id, spawning_event_id, status, body, created_at, updated_at, archived_at";
 const EVENT_COLS: &str =
     "session_id, seq, id, thread_id, type, body, internal, processed_at, created_at";
@@ -98,6 +99,8 @@ fn session_from_row(row: &AnyRow) -> StoreResult<SessionRecord> {
         updated_at: row.try_get("updated_at")?,
         archived_at: row.try_get("archived_at")?,
         terminated_at: row.try_get("terminated_at")?,
+        lease_owner: row.try_get("lease_owner")?,
+        lease_expires_at: row.try_get("lease_expires_at")?,
     })
 }
 
@@ -498,8 +501,9 @@ impl Store for SqlStore {
         let mut tx = self.write.begin().await?;
         bound(
             "INSERT INTO sessions (id, workspace_id, agent_id, agent_version, environment_id, status, body, usage, \
-             active_micros, running_since, last_seq, engine, created_at, updated_at, archived_at, terminated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+             active_micros, running_since, last_seq, engine, created_at, updated_at, archived_at, terminated_at, \
+             lease_owner, lease_expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
             vec![
                 (&s.id).into(),
                 (&s.workspace_id).into(),
@@ -517,6 +521,8 @@ impl Store for SqlStore {
                 s.updated_at.into(),
                 s.archived_at.into(),
                 s.terminated_at.into(),
+                s.lease_owner.clone().into(),
+                s.lease_expires_at.into(),
             ],
         )
         .execute(&mut *tx)
@@ -688,6 +694,7 @@ impl Store for SqlStore {
         if let Writer::Runner { owner } = writer {
             let holder: Option<String> = row.try_get("lease_owner")?;
             if holder.as_deref() != Some(owner.as_str()) {
+                // Fencing: a runner whose lease moved on writes nothing more.
                 return Err(StoreError::Conflict(format!(
                     "runner {owner} no longer holds the lease of {session_id}"
                 )));
@@ -702,7 +709,8 @@ impl Store for SqlStore {
         if rec != before {
             bound(
                 "UPDATE sessions SET status = $1, body = $2, usage = $3, active_micros = $4, running_since = $5, \
-                 last_seq = $6, engine = $7, updated_at = $8, archived_at = $9, terminated_at = $10 WHERE id = $11",
+                 last_seq = $6, engine = $7, updated_at = $8, archived_at = $9, terminated_at = $10, \
+                 lease_owner = $11, lease_expires_at = $12 WHERE id = $13",
                 vec![
                     (&rec.status).into(),
                     (&rec.body).into(),
@@ -714,6 +722,8 @@ impl Store for SqlStore {
                     rec.updated_at.into(),
                     rec.archived_at.into(),
                     rec.terminated_at.into(),
+                    rec.lease_owner.clone().into(),
+                    rec.lease_expires_at.into(),
                     session_id.into(),
                 ],
             )
@@ -793,16 +803,18 @@ impl Store for SqlStore {
         &self,
         session_id: &str,
         after_seq: i64,
+        kinds: &[&str],
         limit: i64,
     ) -> StoreResult<Vec<EventRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLS} FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
-        ))
-        .bind(session_id)
-        .bind(after_seq)
-        .bind(limit)
-        .fetch_all(&self.read)
-        .await?;
+        let mut sql = Sql::new(&format!(
+            "SELECT {EVENT_COLS} FROM events WHERE session_id = "
+        ));
+        sql.bind(session_id).push(" AND seq > ").bind(after_seq);
+        if !kinds.is_empty() {
+            sql.push(" AND type IN ").bind_list(kinds);
+        }
+        sql.push(" ORDER BY seq LIMIT ").bind(limit);
+        let rows = sql.query().fetch_all(&self.read).await?;
         rows.iter().map(event_from_row).collect()
     }
 

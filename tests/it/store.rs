@@ -53,6 +53,8 @@ async fn session(store: &dyn Store, id: &str) {
         updated_at: now,
         archived_at: None,
         terminated_at: None,
+        lease_owner: None,
+        lease_expires_at: None,
     };
     let thread = ThreadRecord {
         id: format!("sthr_{id}"),
@@ -111,7 +113,7 @@ async fn sequences_are_contiguous_under_concurrent_appends(b: Backend) {
     for t in tasks {
         t.await.unwrap();
     }
-    let all = store.events_after("sesn_a", 0, 1000).await.unwrap();
+    let all = store.events_after("sesn_a", 0, &[], 1000).await.unwrap();
     let seqs: Vec<i64> = all.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=160).collect::<Vec<_>>());
     // Each transaction's pair stays adjacent.
@@ -193,7 +195,14 @@ async fn leases_are_exclusive_and_fence_writes(b: Backend) {
             .await
             .unwrap()
     );
-    assert_eq!(store.events_after("sesn_l", 0, 100).await.unwrap().len(), 1);
+    assert_eq!(
+        store
+            .events_after("sesn_l", 0, &["agent.message"], 100)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     // Active sessions without a live lease are found by the reaper query.
     let mark_running: mast::store::SessionTxn = Box::new(|rec| {
         rec.status = "running".into();
