@@ -134,18 +134,19 @@ async fn start_server() -> Server {
     let child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-    let base = format!("http://127.0.0.1:{port}");
+    // From here the child is owned by `Server`, whose Drop kills and reaps it.
+    let server = Server {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        backend,
+        dir,
+    };
     for _ in 0..400 {
-        if reqwest::get(format!("{base}/healthz"))
+        if reqwest::get(format!("{}/healthz", server.base))
             .await
             .is_ok_and(|r| r.status().is_success())
         {
-            return Server {
-                child,
-                base,
-                backend,
-                dir,
-            };
+            return server;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
