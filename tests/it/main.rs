@@ -3,6 +3,7 @@
 mod support;
 
 mod agents;
+mod cli;
 mod crash;
 mod engine;
 mod environments;

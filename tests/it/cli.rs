@@ -1,0 +1,62 @@
+//! The binary's commands: `keys create`, `migrate`, and `serve` refusing to expose an
+//! unauthenticated server.
+
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::support::{Backend, Client, Options, test_config};
+
+fn mast(args: &[&str], data_dir: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mast"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("DATABASE_URL")
+        .env("MAST_LOG", "error")
+        .output()
+        .expect("mast runs")
+}
+
+#[test]
+fn keys_create_prints_a_key_once_and_migrate_runs() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let out = mast(&["migrate"], dir.path());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = mast(&["keys", "create", "--workspace", "team-a"], dir.path());
+    assert!(out.status.success());
+    let key = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(key.starts_with("mast_sk_") && key.len() > 40, "{key}");
+    let second = String::from_utf8(mast(&["keys", "create"], dir.path()).stdout).unwrap();
+    assert_ne!(second.trim(), key);
+    for file in ["mast.db", "mast.db-wal"] {
+        let bytes = std::fs::read(dir.path().join(file)).unwrap_or_default();
+        assert!(!String::from_utf8_lossy(&bytes).contains(&key), "the key is stored hashed only");
+    }
+}
+
+#[tokio::test]
+async fn keys_made_by_the_cli_authenticate_and_open_mode_ends() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let key = String::from_utf8(mast(&["keys", "create"], dir.path()).stdout).unwrap().trim().to_string();
+    let s = crate::support::TestServer::boot(test_config(dir.path().to_path_buf(), None, &Options::default()), Backend::Sqlite).await;
+    let anon = Client::new(&s.url);
+    anon.get("/v1/agents").await.err(401);
+    let c = anon.with_key(&key);
+    c.post("/v1/agents", json!({"name": "a", "model": "mast-scripted"})).await.ok();
+    assert_eq!(c.get("/v1/agents").await.ok()["data"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn refuses_unauthenticated_non_loopback_unless_allowed() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let config = test_config(dir.path().to_path_buf(), None, &Options::default());
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let err = mast::start(config.clone(), listener).await.err().expect("refused without keys");
+    assert!(err.to_string().contains("without API keys"), "{err}");
+    let mut allowed = config;
+    allowed.allow_unauthenticated = true;
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let running = mast::start(allowed, listener).await.expect("explicitly allowed");
+    running.stop().await;
+}
