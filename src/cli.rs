@@ -39,6 +39,9 @@ pub enum Command {
         /// Serve on a non-loopback address even though no API key exists.
         #[arg(long, env = "MAST_ALLOW_UNAUTHENTICATED")]
         allow_unauthenticated: bool,
+        /// Config file with `[[providers]]` tables (default: ./mast.toml when it exists).
+        #[arg(long, env = "MAST_CONFIG")]
+        config: Option<std::path::PathBuf>,
     },
     /// Run database migrations and exit.
     Migrate {

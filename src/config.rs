@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::engine::EngineConfig;
 use crate::models::anthropic::AnthropicConfig;
+use crate::models::registry::ProviderConfig;
 
 /// Everything `mast serve` needs.
 #[derive(Debug, Clone)]
@@ -21,6 +22,8 @@ pub struct Config {
     pub db_max_connections: u32,
     pub engine: EngineConfig,
     pub anthropic: AnthropicConfig,
+    /// Model providers beyond the built-in ones.
+    pub providers: Vec<ProviderConfig>,
     /// How long shutdown waits for runners to hand their sessions back.
     pub shutdown_grace: Duration,
 }
@@ -37,6 +40,7 @@ impl Config {
             db_max_connections: 16,
             engine: EngineConfig::default(),
             anthropic: AnthropicConfig::from_env(),
+            providers: Vec::new(),
             shutdown_grace: Duration::from_secs(10),
         }
     }

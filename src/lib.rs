@@ -115,7 +115,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     let mut engine_config = config.engine.clone();
     engine_config.single_replica = config.database_url.is_none();
     let hub = Arc::new(Hub::default());
-    let models = Arc::new(Models::new(config.anthropic.clone()));
+    let models = Arc::new(Models::new(config.anthropic.clone(), &config.providers)?);
     let engine = Engine::new(store.clone(), hub.clone(), models.clone(), engine_config);
     let shutdown = CancellationToken::new();
     let state = AppState(Arc::new(Shared {

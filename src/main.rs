@@ -41,6 +41,7 @@ async fn main() -> anyhow::Result<()> {
             listen,
             store,
             allow_unauthenticated,
+            config: config_file,
         } => {
             init_logging();
             let mut config = store.config();
@@ -49,6 +50,13 @@ async fn main() -> anyhow::Result<()> {
             config.bootstrap_api_key = std::env::var("MAST_BOOTSTRAP_API_KEY")
                 .ok()
                 .filter(|k| !k.is_empty());
+            let file = config_file.or_else(|| {
+                let default = std::path::PathBuf::from("mast.toml");
+                default.exists().then_some(default)
+            });
+            let providers_env = std::env::var("MAST_PROVIDERS").ok();
+            config.providers =
+                mast::models::registry::load_providers(providers_env.as_deref(), file.as_deref())?;
             let config = config.with_env_tuning()?;
             let listener = tokio::net::TcpListener::bind(config.listen).await?;
             let running = mast::start(config, listener).await?;

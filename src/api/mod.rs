@@ -7,6 +7,7 @@ pub mod environments;
 pub mod error;
 pub mod events;
 pub mod extract;
+pub mod models;
 pub mod openapi;
 pub mod pagination;
 pub mod request_id;
@@ -73,6 +74,7 @@ pub fn router(state: AppState) -> Router {
         .merge(sessions::router())
         .merge(events::router())
         .merge(stream::router())
+        .merge(models::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::middleware,

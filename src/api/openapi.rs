@@ -70,6 +70,7 @@ pub struct EventPage {
         super::sessions::create, super::sessions::list, super::sessions::retrieve, super::sessions::update,
         super::sessions::archive, super::sessions::delete,
         super::events::send, super::events::list, super::stream::stream,
+        super::models::list, super::models::retrieve,
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage)),
     modifiers(&Security),

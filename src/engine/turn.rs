@@ -393,9 +393,12 @@ impl Loop<'_> {
             return self.fail_turn("tool_use_limit_reached_error", &msg).await;
         }
         self.requests += 1;
-        let request = self.request(messages);
+        let mut request = self.request(messages);
         let client = match self.inner.models.route(&request.model) {
-            Ok(c) => c,
+            Ok(route) => {
+                request.model = route.upstream_model;
+                route.client
+            }
             Err(msg) => {
                 self.consume(consumed).await?;
                 return self.fail_turn("model_request_failed_error", &msg).await;

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
+use super::http::{classify_status, retry_after};
 use super::sse::SseDecoder;
 use super::{Delta, DeltaSink, ErrorKind, ModelClient, ModelError, ModelRequest, ModelResponse};
 use crate::domain::model_config::EffortLevel;
@@ -24,6 +25,12 @@ pub struct AnthropicConfig {
 }
 
 impl AnthropicConfig {
+    /// Whether the base URL points somewhere other than Anthropic (a proxy or gateway that may
+    /// need no key).
+    pub fn base_url_is_custom(&self) -> bool {
+        self.base_url.trim_end_matches('/') != "https://api.anthropic.com"
+    }
+
     /// Reads the same environment variables as the official SDKs.
     pub fn from_env() -> Self {
         AnthropicConfig {
@@ -107,45 +114,6 @@ impl AnthropicClient {
         }
         body
     }
-}
-
-fn classify_status(status: u16, body: &str, retry_after: Option<Duration>) -> ModelError {
-    let message = serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| {
-            v.pointer("/error/message")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| format!("model provider answered HTTP {status}"));
-    let mut e = match status {
-        429 => ModelError::transient(ErrorKind::RateLimited, message),
-        529 => ModelError::transient(ErrorKind::Overloaded, message),
-        408 | 500..=599 => ModelError::transient(ErrorKind::RequestFailed, message),
-        401 | 403 => ModelError::fatal(ErrorKind::Authentication, message),
-        402 => ModelError::fatal(ErrorKind::Billing, message),
-        400 if message.contains("prompt is too long") || message.contains("context window") => {
-            ModelError::fatal(ErrorKind::ContextWindow, message)
-        }
-        _ => ModelError::fatal(ErrorKind::RequestFailed, message),
-    };
-    e.retry_after = retry_after;
-    e
-}
-
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    if let Some(ms) = headers
-        .get("retry-after-ms")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<f64>().ok())
-    {
-        return Some(Duration::from_millis(ms as u64));
-    }
-    headers
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<f64>().ok())
-        .map(|s| Duration::from_millis((s * 1000.0) as u64))
 }
 
 /// Accumulates a streamed message.
@@ -410,24 +378,5 @@ impl ModelClient for AnthropicClient {
             }
         }
         acc.finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn classifies_http_errors() {
-        assert!(classify_status(529, "", None).retryable);
-        assert_eq!(classify_status(429, "", None).kind, ErrorKind::RateLimited);
-        assert!(!classify_status(401, "", None).retryable);
-        let e = classify_status(
-            400,
-            r#"{"error":{"type":"invalid_request_error","message":"prompt is too long: 300000 tokens"}}"#,
-            None,
-        );
-        assert_eq!(e.kind, ErrorKind::ContextWindow);
-        assert!(!e.retryable);
     }
 }

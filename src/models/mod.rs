@@ -2,6 +2,8 @@
 //! model. Requests and responses use Anthropic's content-block shapes as the common format.
 
 pub mod anthropic;
+mod http;
+pub mod openai;
 pub mod registry;
 pub mod scripted;
 pub mod sse;

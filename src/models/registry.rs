@@ -1,37 +1,270 @@
-//! Which provider serves a model id: `mast-scripted` → the scripted model, Claude ids →
-//! the Anthropic Messages API. Unknown ids are refused when an agent is saved.
+//! Which provider serves a model id. Configured providers (from `MAST_PROVIDERS` or the config
+//! file) come first — exact model lists, then the longest matching prefix — then the built-in
+//! defaults: `mast-scripted` → the scripted model, `claude-…` → the Anthropic Messages API
+//! (when `ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN` or `ANTHROPIC_BASE_URL` is set).
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::Value;
 
 use super::ModelClient;
 use super::anthropic::{AnthropicClient, AnthropicConfig};
+use super::openai::{OpenAiClient, OpenAiConfig};
 use super::scripted::{self, Scripted};
 
-/// The configured providers.
+/// Claude model ids the official SDK knows; listed by `GET /v1/models` when Anthropic is set up.
+pub const CLAUDE_MODELS: &[&str] = &[
+    "claude-fable-5-2",
+    "claude-haiku-5-5",
+    "claude-sonnet-5-5",
+    "claude-opus-5-5",
+    "claude-fable-5-1",
+    "claude-sonnet-5",
+    "claude-fable-5",
+    "claude-opus-5",
+    "claude-opus-4-8",
+    "claude-opus-4-7",
+    "claude-opus-4-6",
+    "claude-sonnet-4-6",
+    "claude-haiku-4-5",
+    "claude-haiku-4-5-20251001",
+    "claude-opus-4-5",
+    "claude-opus-4-5-20251101",
+    "claude-sonnet-4-5",
+    "claude-sonnet-4-5-20250929",
+];
+
+/// Wire protocol of a configured provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Anthropic,
+    Openai,
+}
+
+/// One configured provider, as written in `MAST_PROVIDERS` (JSON) or `[[providers]]` (TOML).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub name: String,
+    pub kind: ProviderKind,
+    /// Endpoint base; OpenAI-compatible ones include the version path (`…/v1`).
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// Name of the environment variable holding the provider's API key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Model ids this provider serves exactly.
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// Every model id starting with this prefix goes to this provider.
+    #[serde(default)]
+    pub model_prefix: Option<String>,
+    /// Send the id without the prefix (`ollama/llama3.2` → `llama3.2`).
+    #[serde(default)]
+    pub strip_prefix: bool,
+}
+
+/// The providers section of a config file.
+#[derive(Debug, Default, Deserialize)]
+pub struct ProvidersFile {
+    #[serde(default)]
+    pub providers: Vec<ProviderConfig>,
+}
+
+struct Provider {
+    config: ProviderConfig,
+    client: Arc<dyn ModelClient>,
+    api_key: Option<String>,
+}
+
+/// Where a model id goes.
+#[derive(Clone)]
+pub struct Route {
+    pub client: Arc<dyn ModelClient>,
+    /// The id sent to the provider.
+    pub upstream_model: String,
+    /// The provider's name (`anthropic`, `scripted`, or a configured name).
+    pub provider: String,
+}
+
+/// A model in the catalog (`GET /v1/models`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogEntry {
+    pub id: String,
+    pub display_name: String,
+    pub provider: String,
+}
+
+/// The configured providers and the routing between them.
 pub struct Models {
-    anthropic: Arc<AnthropicClient>,
+    providers: Vec<Provider>,
+    anthropic: Option<Arc<AnthropicClient>>,
     scripted: Arc<Scripted>,
+    http: reqwest::Client,
+    remote: Mutex<Option<(Instant, Vec<CatalogEntry>)>>,
+}
+
+fn display_name(id: &str) -> String {
+    if id == scripted::MODEL_ID {
+        return "Mast scripted model".into();
+    }
+    let Some(rest) = id.strip_prefix("claude-") else {
+        return id.to_string();
+    };
+    let parts: Vec<&str> = rest.split('-').filter(|p| p.len() < 8).collect();
+    let (family, version) = parts
+        .split_first()
+        .map(|(f, v)| (*f, v.join(".")))
+        .unwrap_or(("", String::new()));
+    let mut f = family.chars();
+    let family = f
+        .next()
+        .map(|c| c.to_uppercase().chain(f).collect::<String>())
+        .unwrap_or_default();
+    format!("Claude {family} {version}").trim().to_string()
 }
 
 impl Models {
-    /// Providers configured from `config`.
-    pub fn new(anthropic: AnthropicConfig) -> Self {
-        Models {
-            anthropic: Arc::new(AnthropicClient::new(anthropic)),
-            scripted: Arc::new(Scripted),
+    /// Builds the providers; fails on an invalid configuration.
+    pub fn new(anthropic: AnthropicConfig, configured: &[ProviderConfig]) -> anyhow::Result<Self> {
+        let mut names = BTreeSet::new();
+        let mut providers = Vec::new();
+        for p in configured {
+            anyhow::ensure!(
+                !p.name.trim().is_empty(),
+                "a configured provider has an empty `name`"
+            );
+            anyhow::ensure!(
+                names.insert(p.name.clone()),
+                "provider `{}` is configured twice",
+                p.name
+            );
+            anyhow::ensure!(
+                !p.models.is_empty() || p.model_prefix.as_deref().is_some_and(|x| !x.is_empty()),
+                "provider `{}` needs `models` or `model_prefix`",
+                p.name
+            );
+            let api_key = match &p.api_key_env {
+                Some(var) => match std::env::var(var) {
+                    Ok(k) if !k.is_empty() => Some(k),
+                    _ => {
+                        tracing::warn!(provider = %p.name, variable = %var, "the provider's API key variable is not set");
+                        None
+                    }
+                },
+                None => None,
+            };
+            let client: Arc<dyn ModelClient> = match p.kind {
+                ProviderKind::Openai => {
+                    let base = p.base_url.clone().ok_or_else(|| {
+                        anyhow::anyhow!("provider `{}` (openai) needs `base_url`", p.name)
+                    })?;
+                    anyhow::ensure!(
+                        base.starts_with("http://") || base.starts_with("https://"),
+                        "provider `{}`: `base_url` must be an http(s) URL",
+                        p.name
+                    );
+                    Arc::new(OpenAiClient::new(OpenAiConfig {
+                        base_url: base,
+                        api_key: api_key.clone(),
+                        read_timeout: anthropic.read_timeout,
+                    }))
+                }
+                ProviderKind::Anthropic => Arc::new(AnthropicClient::new(AnthropicConfig {
+                    base_url: p
+                        .base_url
+                        .clone()
+                        .unwrap_or_else(|| "https://api.anthropic.com".into()),
+                    api_key: api_key.clone(),
+                    auth_token: None,
+                    read_timeout: anthropic.read_timeout,
+                })),
+            };
+            providers.push(Provider {
+                config: p.clone(),
+                client,
+                api_key,
+            });
         }
+        let builtin = anthropic.api_key.is_some()
+            || anthropic.auth_token.is_some()
+            || anthropic.base_url_is_custom();
+        Ok(Models {
+            providers,
+            anthropic: builtin.then(|| Arc::new(AnthropicClient::new(anthropic))),
+            scripted: Arc::new(Scripted),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(2))
+                .build()
+                .expect("http client"),
+            remote: Mutex::new(None),
+        })
     }
 
     /// The provider for a model id.
-    pub fn route(&self, model_id: &str) -> Result<Arc<dyn ModelClient>, String> {
+    pub fn route(&self, model_id: &str) -> Result<Route, String> {
+        if let Some(p) = self
+            .providers
+            .iter()
+            .find(|p| p.config.models.iter().any(|m| m == model_id))
+        {
+            return Ok(Route {
+                client: p.client.clone(),
+                upstream_model: model_id.to_string(),
+                provider: p.config.name.clone(),
+            });
+        }
+        let by_prefix = self
+            .providers
+            .iter()
+            .filter_map(|p| {
+                p.config
+                    .model_prefix
+                    .as_deref()
+                    .filter(|x| !x.is_empty() && model_id.starts_with(x))
+                    .map(|x| (x.len(), p))
+            })
+            .max_by_key(|(len, _)| *len);
+        if let Some((len, p)) = by_prefix {
+            let upstream = if p.config.strip_prefix {
+                &model_id[len..]
+            } else {
+                model_id
+            };
+            if !upstream.is_empty() {
+                return Ok(Route {
+                    client: p.client.clone(),
+                    upstream_model: upstream.to_string(),
+                    provider: p.config.name.clone(),
+                });
+            }
+        }
         if model_id == scripted::MODEL_ID {
-            return Ok(self.scripted.clone());
+            return Ok(Route {
+                client: self.scripted.clone(),
+                upstream_model: model_id.into(),
+                provider: "scripted".into(),
+            });
         }
         if model_id.starts_with("claude-") {
-            return Ok(self.anthropic.clone());
+            return match &self.anthropic {
+                Some(a) => Ok(Route {
+                    client: a.clone(),
+                    upstream_model: model_id.into(),
+                    provider: "anthropic".into(),
+                }),
+                None => Err(format!(
+                    "no model provider serves `{model_id}`: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL) to use Claude models, \
+                     or configure a provider in MAST_PROVIDERS"
+                )),
+            };
         }
         Err(format!(
-            "no model provider serves `{model_id}`: use a Claude model id (claude-...) or `{}`",
+            "no model provider serves `{model_id}`: use a Claude model id, `{}`, or a model of a provider configured in MAST_PROVIDERS",
             scripted::MODEL_ID
         ))
     }
@@ -39,5 +272,197 @@ impl Models {
     /// Fails with a clear message when no provider serves the id.
     pub fn check_routable(&self, model_id: &str) -> Result<(), String> {
         self.route(model_id).map(|_| ())
+    }
+
+    /// Every model the configuration names: built-ins, explicit lists, and (best effort,
+    /// cached for a minute) what prefix-routed OpenAI-compatible endpoints report on `/models`.
+    pub async fn catalog(&self) -> Vec<CatalogEntry> {
+        let mut out = vec![CatalogEntry {
+            id: scripted::MODEL_ID.into(),
+            display_name: display_name(scripted::MODEL_ID),
+            provider: "scripted".into(),
+        }];
+        if self.anthropic.is_some() {
+            out.extend(CLAUDE_MODELS.iter().map(|id| CatalogEntry {
+                id: (*id).into(),
+                display_name: display_name(id),
+                provider: "anthropic".into(),
+            }));
+        }
+        for p in &self.providers {
+            out.extend(p.config.models.iter().map(|id| CatalogEntry {
+                id: id.clone(),
+                display_name: id.clone(),
+                provider: p.config.name.clone(),
+            }));
+        }
+        out.extend(self.remote_models().await);
+        let mut seen = BTreeSet::new();
+        out.retain(|e| {
+            seen.insert(e.id.clone()) && self.route(&e.id).is_ok_and(|r| r.provider == e.provider)
+        });
+        out
+    }
+
+    async fn remote_models(&self) -> Vec<CatalogEntry> {
+        if let Some((at, cached)) = &*self.remote.lock().expect("catalog lock")
+            && at.elapsed() < Duration::from_secs(60)
+        {
+            return cached.clone();
+        }
+        let mut found = Vec::new();
+        for p in self
+            .providers
+            .iter()
+            .filter(|p| p.config.kind == ProviderKind::Openai)
+        {
+            let (Some(prefix), Some(base)) = (
+                p.config.model_prefix.as_deref(),
+                p.config.base_url.as_deref(),
+            ) else {
+                continue;
+            };
+            let mut req = self
+                .http
+                .get(format!("{}/models", base.trim_end_matches('/')));
+            if let Some(k) = &p.api_key {
+                req = req.bearer_auth(k);
+            }
+            let Ok(resp) = req.send().await else { continue };
+            let Ok(body) = resp.json::<Value>().await else {
+                continue;
+            };
+            for id in body
+                .get("data")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m.get("id").and_then(Value::as_str))
+            {
+                let exposed = if p.config.strip_prefix {
+                    format!("{prefix}{id}")
+                } else {
+                    id.to_string()
+                };
+                found.push(CatalogEntry {
+                    display_name: exposed.clone(),
+                    id: exposed,
+                    provider: p.config.name.clone(),
+                });
+            }
+        }
+        *self.remote.lock().expect("catalog lock") = Some((Instant::now(), found.clone()));
+        found
+    }
+}
+
+/// Reads provider configuration: `MAST_PROVIDERS` (a JSON array) and/or a TOML file with
+/// `[[providers]]` tables.
+pub fn load_providers(
+    env_json: Option<&str>,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Vec<ProviderConfig>> {
+    let mut out = Vec::new();
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let parsed: ProvidersFile =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        out.extend(parsed.providers);
+    }
+    if let Some(json) = env_json.filter(|j| !j.trim().is_empty()) {
+        let parsed: Vec<ProviderConfig> =
+            serde_json::from_str(json).map_err(|e| anyhow::anyhow!("MAST_PROVIDERS: {e}"))?;
+        out.extend(parsed);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn anthropic(key: bool) -> AnthropicConfig {
+        AnthropicConfig {
+            base_url: "https://api.anthropic.com".into(),
+            api_key: key.then(|| "k".into()),
+            auth_token: None,
+            read_timeout: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn routes_by_list_then_longest_prefix_then_builtins() {
+        let providers = load_providers(
+            Some(r#"[{"name":"ollama","kind":"openai","base_url":"http://127.0.0.1:11434/v1","model_prefix":"ollama/","strip_prefix":true},
+                     {"name":"vllm","kind":"openai","base_url":"http://10.0.0.2/v1","models":["claude-local"]},
+                     {"name":"long","kind":"openai","base_url":"http://10.0.0.3/v1","model_prefix":"ollama/big-"}]"#),
+            None,
+        )
+        .unwrap();
+        let m = Models::new(anthropic(false), &providers).unwrap();
+        let r = m.route("ollama/llama3.2").unwrap();
+        assert_eq!(
+            (r.provider.as_str(), r.upstream_model.as_str()),
+            ("ollama", "llama3.2")
+        );
+        assert_eq!(m.route("ollama/big-one").unwrap().provider, "long");
+        assert_eq!(m.route("claude-local").unwrap().provider, "vllm");
+        assert_eq!(m.route("mast-scripted").unwrap().provider, "scripted");
+        assert!(
+            m.route("claude-opus-4-7")
+                .err()
+                .unwrap()
+                .contains("ANTHROPIC_API_KEY")
+        );
+        assert!(m.route("gpt-4o").is_err());
+        let m = Models::new(anthropic(true), &[]).unwrap();
+        assert_eq!(m.route("claude-opus-4-7").unwrap().provider, "anthropic");
+    }
+
+    #[test]
+    fn rejects_bad_configuration() {
+        assert!(load_providers(Some("{"), None).is_err());
+        assert!(load_providers(Some(r#"[{"name":"x","kind":"grpc"}]"#), None).is_err());
+        let p = load_providers(
+            Some(r#"[{"name":"x","kind":"openai","models":["a"]}]"#),
+            None,
+        )
+        .unwrap();
+        assert!(
+            Models::new(anthropic(false), &p).is_err(),
+            "openai needs base_url"
+        );
+        let p = load_providers(
+            Some(r#"[{"name":"x","kind":"openai","base_url":"http://h/v1"}]"#),
+            None,
+        )
+        .unwrap();
+        assert!(
+            Models::new(anthropic(false), &p).is_err(),
+            "needs models or a prefix"
+        );
+        let twice = r#"[{"name":"x","kind":"openai","base_url":"http://h/v1","models":["a"]},{"name":"x","kind":"openai","base_url":"http://h/v1","models":["b"]}]"#;
+        assert!(
+            Models::new(
+                anthropic(false),
+                &load_providers(Some(twice), None).unwrap()
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn toml_file_and_display_names() {
+        let dir = std::env::temp_dir().join(format!("mast-providers-{}", std::process::id()));
+        std::fs::write(&dir, "[[providers]]\nname = \"ollama\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodels = [\"llama3.2\"]\n").unwrap();
+        let p = load_providers(None, Some(&dir)).unwrap();
+        std::fs::remove_file(&dir).ok();
+        assert_eq!(p[0].models, vec!["llama3.2".to_string()]);
+        assert_eq!(display_name("claude-opus-4-7"), "Claude Opus 4.7");
+        assert_eq!(
+            display_name("claude-haiku-4-5-20251001"),
+            "Claude Haiku 4.5"
+        );
     }
 }

@@ -22,7 +22,11 @@ fn mast(args: &[&str], data_dir: &std::path::Path) -> std::process::Output {
 fn keys_create_prints_a_key_once_and_migrate_runs() {
     let dir = tempfile::TempDir::new().unwrap();
     let out = mast(&["migrate"], dir.path());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = mast(&["keys", "create", "--workspace", "team-a"], dir.path());
     assert!(out.status.success());
     let key = String::from_utf8(out.stdout).unwrap().trim().to_string();
@@ -31,20 +35,38 @@ fn keys_create_prints_a_key_once_and_migrate_runs() {
     assert_ne!(second.trim(), key);
     for file in ["mast.db", "mast.db-wal"] {
         let bytes = std::fs::read(dir.path().join(file)).unwrap_or_default();
-        assert!(!String::from_utf8_lossy(&bytes).contains(&key), "the key is stored hashed only");
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(&key),
+            "the key is stored hashed only"
+        );
     }
 }
 
 #[tokio::test]
 async fn keys_made_by_the_cli_authenticate_and_open_mode_ends() {
     let dir = tempfile::TempDir::new().unwrap();
-    let key = String::from_utf8(mast(&["keys", "create"], dir.path()).stdout).unwrap().trim().to_string();
-    let s = crate::support::TestServer::boot(test_config(dir.path().to_path_buf(), None, &Options::default()), Backend::Sqlite).await;
+    let key = String::from_utf8(mast(&["keys", "create"], dir.path()).stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let s = crate::support::TestServer::boot(
+        test_config(dir.path().to_path_buf(), None, &Options::default()),
+        Backend::Sqlite,
+    )
+    .await;
     let anon = Client::new(&s.url);
     anon.get("/v1/agents").await.err(401);
     let c = anon.with_key(&key);
-    c.post("/v1/agents", json!({"name": "a", "model": "mast-scripted"})).await.ok();
-    assert_eq!(c.get("/v1/agents").await.ok()["data"].as_array().unwrap().len(), 1);
+    c.post("/v1/agents", json!({"name": "a", "model": "mast-scripted"}))
+        .await
+        .ok();
+    assert_eq!(
+        c.get("/v1/agents").await.ok()["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]
@@ -52,11 +74,16 @@ async fn refuses_unauthenticated_non_loopback_unless_allowed() {
     let dir = tempfile::TempDir::new().unwrap();
     let config = test_config(dir.path().to_path_buf(), None, &Options::default());
     let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
-    let err = mast::start(config.clone(), listener).await.err().expect("refused without keys");
+    let err = mast::start(config.clone(), listener)
+        .await
+        .err()
+        .expect("refused without keys");
     assert!(err.to_string().contains("without API keys"), "{err}");
     let mut allowed = config;
     allowed.allow_unauthenticated = true;
     let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
-    let running = mast::start(allowed, listener).await.expect("explicitly allowed");
+    let running = mast::start(allowed, listener)
+        .await
+        .expect("explicitly allowed");
     running.stop().await;
 }

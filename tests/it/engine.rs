@@ -4,25 +4,29 @@
 use serde_json::{Value, json};
 
 use crate::backend_tests;
+use crate::provider_tests;
 use crate::support::http::{types, weather_tool};
 use crate::support::mock_anthropic::{MockAnthropic, Reply};
 use crate::support::sse::Stream;
-use crate::support::{Backend, Options, TestServer, eventually};
+use crate::support::{Backend, ModelRoute, Options, TestServer, eventually};
 
-backend_tests!(
+provider_tests!(
     custom_tool_round_trip,
     parallel_tool_uses_answered_one_at_a_time,
     answers_before_the_idle_arrive,
-    interrupt_during_a_slow_model_stream,
     interrupt_while_requires_action,
-    transient_errors_retry_then_succeed,
-    retries_exhausted_and_fatal_errors,
-    refusal_and_stream_cut,
-    anthropic_wire_format_round_trip,
     input_sent_while_running_is_folded_into_the_turn,
     usage_and_stats_match_the_log,
     tool_use_limit_and_unknown_tools,
     restart_mid_turn_resumes_from_the_log,
+);
+
+backend_tests!(
+    interrupt_during_a_slow_model_stream,
+    transient_errors_retry_then_succeed,
+    retries_exhausted_and_fatal_errors,
+    refusal_and_stream_cut,
+    anthropic_wire_format_round_trip,
     many_concurrent_sessions,
 );
 
@@ -38,8 +42,8 @@ async fn stream(s: &TestServer, sid: &str) -> Stream {
     .await
 }
 
-async fn custom_tool_round_trip(b: Backend) {
-    let s = TestServer::start(b).await;
+async fn custom_tool_round_trip(b: Backend, m: ModelRoute) {
+    let s = TestServer::start_routed(b, m).await;
     let c = &s.client;
     let agent = c.agent(json!([weather_tool()])).await;
     let sess = c.session(&agent).await;
@@ -106,8 +110,8 @@ async fn custom_tool_round_trip(b: Backend) {
     assert_eq!(c.all_events(sid).await.len(), log.len());
 }
 
-async fn parallel_tool_uses_answered_one_at_a_time(b: Backend) {
-    let s = TestServer::start(b).await;
+async fn parallel_tool_uses_answered_one_at_a_time(b: Backend, m: ModelRoute) {
+    let s = TestServer::start_routed(b, m).await;
     let c = &s.client;
     let agent = c.agent(json!([weather_tool()])).await;
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
@@ -137,8 +141,8 @@ async fn parallel_tool_uses_answered_one_at_a_time(b: Backend) {
     );
 }
 
-async fn answers_before_the_idle_arrive(b: Backend) {
-    let s = TestServer::start(b).await;
+async fn answers_before_the_idle_arrive(b: Backend, m: ModelRoute) {
+    let s = TestServer::start_routed(b, m).await;
     let c = &s.client;
     let agent = c.agent(json!([weather_tool()])).await;
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
@@ -229,8 +233,8 @@ async fn interrupt_during_a_slow_model_stream(b: Backend) {
     );
 }
 
-async fn interrupt_while_requires_action(b: Backend) {
-    let s = TestServer::start(b).await;
+async fn interrupt_while_requires_action(b: Backend, m: ModelRoute) {
+    let s = TestServer::start_routed(b, m).await;
     let c = &s.client;
     let agent = c.agent(json!([weather_tool()])).await;
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
@@ -546,8 +550,8 @@ async fn anthropic_wire_format_round_trip(b: Backend) {
     assert_eq!(sess["usage"]["cache_read_input_tokens"], 15);
 }
 
-async fn input_sent_while_running_is_folded_into_the_turn(b: Backend) {
-    let s = TestServer::start(b).await;
+async fn input_sent_while_running_is_folded_into_the_turn(b: Backend, m: ModelRoute) {
+    let s = TestServer::start_routed(b, m).await;
     let c = &s.client;
     let agent = c.agent(json!([])).await;
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
@@ -603,8 +607,8 @@ async fn input_sent_while_running_is_folded_into_the_turn(b: Backend) {
     c.post(&format!("/v1/sessions/{sid}/events"), json!({"events": [{"type": "system.message", "content": [{"type": "text", "text": "alone"}]}]})).await.err(400);
 }
 
-async fn usage_and_stats_match_the_log(b: Backend) {
-    let s = TestServer::start(b).await;
+async fn usage_and_stats_match_the_log(b: Backend, m: ModelRoute) {
+    let s = TestServer::start_routed(b, m).await;
     let c = &s.client;
     let agent = c.agent(json!([weather_tool()])).await;
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
@@ -677,11 +681,12 @@ async fn usage_and_stats_match_the_log(b: Backend) {
     assert_eq!(p2["data"][0]["id"], log[2]["id"]);
 }
 
-async fn tool_use_limit_and_unknown_tools(b: Backend) {
+async fn tool_use_limit_and_unknown_tools(b: Backend, m: ModelRoute) {
     let s = TestServer::start_with(
         b,
         Options {
             max_requests_per_turn: 3,
+            route: m,
             ..Default::default()
         },
     )
@@ -731,8 +736,8 @@ async fn tool_use_limit_and_unknown_tools(b: Backend) {
     assert_eq!(err["error"]["type"], "tool_use_limit_reached_error");
 }
 
-async fn restart_mid_turn_resumes_from_the_log(b: Backend) {
-    let mut s = TestServer::start(b).await;
+async fn restart_mid_turn_resumes_from_the_log(b: Backend, m: ModelRoute) {
+    let mut s = TestServer::start_routed(b, m).await;
     let c = s.client.clone();
     let agent = c.agent(json!([])).await;
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
@@ -745,11 +750,7 @@ async fn restart_mid_turn_resumes_from_the_log(b: Backend) {
             .then_some(())
     })
     .await;
-    let config = crate::support::test_config(
-        s.data_dir.clone(),
-        s.database_url.clone(),
-        &Options::default(),
-    );
+    let config = s.config.clone();
     s.stop().await;
     let s2 = TestServer::boot(config, b).await;
     let c2 = s2.client.clone();

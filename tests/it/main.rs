@@ -8,6 +8,7 @@ mod crash;
 mod engine;
 mod environments;
 mod errors;
+mod openai;
 mod openapi;
 mod sessions;
 mod store;

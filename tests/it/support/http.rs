@@ -8,6 +8,8 @@ use serde_json::Value;
 pub struct Client {
     pub base: String,
     pub key: Option<String>,
+    /// Model id of agents made by [`Client::agent`].
+    pub model: String,
     http: reqwest::Client,
 }
 
@@ -57,6 +59,7 @@ impl Client {
         Client {
             base: base.to_string(),
             key: None,
+            model: "mast-scripted".into(),
             http: reqwest::Client::new(),
         }
     }
@@ -114,7 +117,7 @@ impl Client {
     pub async fn agent(&self, tools: Value) -> Value {
         self.post(
             "/v1/agents",
-            serde_json::json!({"name": "test agent", "model": "mast-scripted", "tools": tools}),
+            serde_json::json!({"name": "test agent", "model": self.model, "tools": tools}),
         )
         .await
         .ok()

@@ -5,6 +5,8 @@
 
 pub mod http;
 pub mod mock_anthropic;
+pub mod mock_openai;
+pub mod scripted_provider;
 pub mod sse;
 
 use std::path::PathBuf;
@@ -53,6 +55,57 @@ pub async fn fresh_postgres_database() -> String {
     format!("{base}/{name}")
 }
 
+/// Where agents' turns are answered: the built-in scripted model, or the same scripts served
+/// over the Anthropic or the OpenAI wire format (through Mast's real provider clients).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelRoute {
+    Builtin,
+    AnthropicWire,
+    OpenAiWire,
+}
+
+impl ModelRoute {
+    /// The model id agents use on this route.
+    pub fn model_id(self) -> &'static str {
+        match self {
+            ModelRoute::Builtin => "mast-scripted",
+            ModelRoute::AnthropicWire => "claude-scripted-test",
+            ModelRoute::OpenAiWire => "oai/scripted",
+        }
+    }
+}
+
+/// Runs a test body on each store and each model route (the engine suite).
+#[macro_export]
+macro_rules! provider_tests {
+    ($($name:ident),* $(,)?) => {
+        $crate::provider_tests!(@backend sqlite_routes, Sqlite, $($name),*);
+        $crate::provider_tests!(@backend postgres_routes, Postgres, $($name),*);
+    };
+    (@backend $module:ident, $backend:ident, $($name:ident),*) => {
+        pub mod $module {
+            $crate::provider_tests!(@route builtin, Builtin, $backend, $($name),*);
+            $crate::provider_tests!(@route anthropic, AnthropicWire, $backend, $($name),*);
+            $crate::provider_tests!(@route openai, OpenAiWire, $backend, $($name),*);
+        }
+    };
+    (@route $module:ident, $route:ident, $backend:ident, $($name:ident),*) => {
+        pub mod $module {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let backend = $crate::support::Backend::$backend;
+                    if backend == $crate::support::Backend::Postgres && $crate::support::postgres_admin_url().is_none() {
+                        eprintln!("SKIPPED on Postgres: set MAST_TEST_DATABASE_URL");
+                        return;
+                    }
+                    super::super::$name(backend, $crate::support::ModelRoute::$route).await;
+                }
+            )*
+        }
+    };
+}
+
 /// Runs a test body on SQLite, or on Postgres when the run has a cluster (skipping loudly
 /// otherwise; the test script refuses to skip).
 #[macro_export]
@@ -88,6 +141,8 @@ pub struct TestServer {
     pub backend: Backend,
     pub data_dir: PathBuf,
     pub database_url: Option<String>,
+    /// The configuration it runs with (for restarts on the same store).
+    pub config: Config,
     running: Option<mast::Running>,
     _dir: Option<TempDir>,
 }
@@ -99,6 +154,9 @@ pub struct Options {
     pub api_key: Option<String>,
     pub max_retries: u32,
     pub max_requests_per_turn: u32,
+    pub route: ModelRoute,
+    /// Base URL (with `/v1`) of an OpenAI-compatible endpoint serving `oai/...` models.
+    pub openai_base_url: Option<String>,
 }
 
 impl Default for Options {
@@ -108,6 +166,8 @@ impl Default for Options {
             api_key: None,
             max_retries: 3,
             max_requests_per_turn: 100,
+            route: ModelRoute::Builtin,
+            openai_base_url: None,
         }
     }
 }
@@ -133,6 +193,17 @@ pub fn test_config(data_dir: PathBuf, database_url: Option<String>, opts: &Optio
         auth_token: None,
         read_timeout: Duration::from_secs(30),
     };
+    if let Some(base) = &opts.openai_base_url {
+        c.providers = vec![mast::models::registry::ProviderConfig {
+            name: "test-openai".into(),
+            kind: mast::models::registry::ProviderKind::Openai,
+            base_url: Some(base.clone()),
+            api_key_env: None,
+            models: vec![],
+            model_prefix: Some("oai/".into()),
+            strip_prefix: true,
+        }];
+    }
     c.shutdown_grace = Duration::from_secs(5);
     c
 }
@@ -144,7 +215,18 @@ impl TestServer {
     }
 
     /// A server with a fresh store of `backend`.
-    pub async fn start_with(backend: Backend, opts: Options) -> Self {
+    pub async fn start_with(backend: Backend, mut opts: Options) -> Self {
+        match opts.route {
+            ModelRoute::Builtin => {}
+            ModelRoute::AnthropicWire => {
+                opts.anthropic_base_url =
+                    Some(scripted_provider::start(scripted_provider::Wire::Anthropic).await);
+            }
+            ModelRoute::OpenAiWire => {
+                let base = scripted_provider::start(scripted_provider::Wire::OpenAi).await;
+                opts.openai_base_url = Some(format!("{base}/v1"));
+            }
+        }
         let dir = TempDir::new().unwrap();
         let database_url = match backend {
             Backend::Sqlite => None,
@@ -159,7 +241,20 @@ impl TestServer {
         if let Some(k) = opts.api_key {
             s.client = s.client.with_key(&k);
         }
+        s.client.model = opts.route.model_id().to_string();
         s
+    }
+
+    /// A server whose agents answer over `route`.
+    pub async fn start_routed(backend: Backend, route: ModelRoute) -> Self {
+        Self::start_with(
+            backend,
+            Options {
+                route,
+                ..Default::default()
+            },
+        )
+        .await
     }
 
     /// Boots a server on an existing config (used to restart on the same store).
@@ -167,7 +262,9 @@ impl TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let data_dir = config.data_dir.clone();
         let database_url = config.database_url.clone();
-        let running = mast::start(config, listener).await.expect("server starts");
+        let running = mast::start(config.clone(), listener)
+            .await
+            .expect("server starts");
         let url = format!("http://{}", running.addr);
         TestServer {
             client: Client::new(&url),
@@ -175,6 +272,7 @@ impl TestServer {
             backend,
             data_dir,
             database_url,
+            config,
             running: Some(running),
             _dir: None,
         }

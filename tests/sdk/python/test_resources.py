@@ -93,3 +93,13 @@ def test_session_lifecycle(client, environment):
     assert deleted.type == "session_deleted"
     with pytest.raises(anthropic.NotFoundError):
         client.beta.sessions.retrieve(s.id)
+
+
+def test_models_catalog(client):
+    ids = [m.id for m in client.models.list()]
+    assert "mast-scripted" in ids and "claude-opus-4-7" in ids
+    page = client.models.list(limit=2)
+    assert len(page.data) == 2 and page.has_more
+    assert client.models.retrieve("claude-opus-4-7").display_name == "Claude Opus 4.7"
+    with pytest.raises(anthropic.NotFoundError):
+        client.models.retrieve("no-such-model")
