@@ -501,20 +501,7 @@ impl Loop<'_> {
                     ));
                     set_status(rec, SessionStatus::Rescheduling, now);
                 } else {
-                    out.push(server_event(
-                        kind::SESSION_ERROR,
-                        events::session_error(kind_name, &message, "exhausted"),
-                        &primary,
-                        now,
-                    ));
-                    out.extend(end_turn(
-                        rec,
-                        st,
-                        &primary,
-                        StopReason::RetriesExhausted,
-                        None,
-                        now,
-                    ));
+                    out.extend(exhausted(rec, st, &primary, kind_name, &message, now));
                 }
                 Ok(out)
             },
@@ -530,22 +517,14 @@ impl Loop<'_> {
         let message = message.to_string();
         self.commit(
             move |rec, st| {
-                let now = time::now();
-                let mut out = vec![server_event(
-                    kind::SESSION_ERROR,
-                    events::session_error(error_type, &message, "exhausted"),
-                    &primary,
-                    now,
-                )];
-                out.extend(end_turn(
+                Ok(exhausted(
                     rec,
                     st,
                     &primary,
-                    StopReason::RetriesExhausted,
-                    None,
-                    now,
-                ));
-                Ok(out)
+                    error_type,
+                    &message,
+                    time::now(),
+                ))
             },
             vec![],
         )
@@ -822,6 +801,32 @@ fn try_end_turn(
     }
     out.extend(end_turn(rec, st, primary, reason, details, now));
     Ok(out)
+}
+
+/// A `session.error` whose retries are exhausted, and the idle with `retries_exhausted`.
+fn exhausted(
+    rec: &mut SessionRecord,
+    st: &mut EngineState,
+    primary: &str,
+    error_type: &str,
+    message: &str,
+    now: i64,
+) -> Vec<NewEvent> {
+    let mut out = vec![server_event(
+        kind::SESSION_ERROR,
+        events::session_error(error_type, message, "exhausted"),
+        primary,
+        now,
+    )];
+    out.extend(end_turn(
+        rec,
+        st,
+        primary,
+        StopReason::RetriesExhausted,
+        None,
+        now,
+    ));
+    out
 }
 
 /// The events and row changes that put a session idle.

@@ -5,11 +5,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
-use super::http::{classify_status, retry_after};
-use super::sse::SseDecoder;
+use super::http::{parse_data, stream_events};
 use super::{Delta, DeltaSink, ErrorKind, ModelClient, ModelError, ModelRequest, ModelResponse};
 use crate::domain::model_config::EffortLevel;
 use crate::domain::session::ModelUsage;
@@ -322,9 +320,7 @@ impl ModelClient for AnthropicClient {
         let mut http = self
             .http
             .post(url)
-            .header("anthropic-version", "2023-06-01")
-            .header("content-type", "application/json")
-            .header("accept", "text/event-stream");
+            .header("anthropic-version", "2023-06-01");
         if let Some(k) = &self.config.api_key {
             http = http.header("x-api-key", k);
         } else if let Some(t) = &self.config.auth_token {
@@ -333,50 +329,28 @@ impl ModelClient for AnthropicClient {
         if req.fast {
             http = http.header("anthropic-beta", "fast-mode-2026-02-01");
         }
-        let resp = http.json(&self.body(req)).send().await.map_err(|e| {
-            ModelError::transient(
-                ErrorKind::RequestFailed,
-                format!("could not reach the model provider: {e}"),
-            )
-        })?;
-        let status = resp.status().as_u16();
-        if status >= 400 {
-            let after = retry_after(resp.headers());
-            let text = resp.text().await.unwrap_or_default();
-            return Err(classify_status(status, &text, after));
-        }
-        let mut decoder = SseDecoder::default();
+        let body = self.body(req);
+        tracing::debug!(body = %body, "anthropic request");
         let mut acc = Accumulator::default();
-        let mut stream = resp.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| {
-                ModelError::transient(
-                    ErrorKind::RequestFailed,
-                    format!("model stream interrupted: {e}"),
-                )
-            })?;
-            for ev in decoder.feed(&chunk) {
-                let name = ev.event.unwrap_or_default();
-                if name == "ping" || ev.data.is_empty() {
-                    continue;
-                }
-                let data: Value = serde_json::from_str(&ev.data).map_err(|e| {
-                    ModelError::transient(
-                        ErrorKind::RequestFailed,
-                        format!("model stream sent invalid JSON: {e}"),
-                    )
-                })?;
-                let name = if name.is_empty() {
-                    data.get("type")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string()
-                } else {
-                    name
-                };
-                acc.on_event(&name, &data, deltas)?;
+        stream_events(http, &body, |ev| {
+            let name = ev.event.unwrap_or_default();
+            if name == "ping" || ev.data.is_empty() {
+                return Ok(());
             }
-        }
-        acc.finish()
+            let data = parse_data(&ev.data)?;
+            let name = if name.is_empty() {
+                data.get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            } else {
+                name
+            };
+            acc.on_event(&name, &data, deltas)
+        })
+        .await?;
+        let response = acc.finish()?;
+        tracing::debug!(stop_reason = %response.stop_reason, blocks = response.content.len(), "anthropic response");
+        Ok(response)
     }
 }

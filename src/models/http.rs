@@ -2,9 +2,62 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use serde_json::Value;
 
+use super::sse::{SseDecoder, SseEvent};
 use super::{ErrorKind, ModelError};
+
+/// Sends a streaming request with `body` and hands every SSE event of the response to
+/// `on_event`. HTTP errors, unreachable endpoints and broken streams become model errors.
+pub async fn stream_events(
+    request: reqwest::RequestBuilder,
+    body: &Value,
+    mut on_event: impl FnMut(SseEvent) -> Result<(), ModelError>,
+) -> Result<(), ModelError> {
+    let resp = request
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .json(body)
+        .send()
+        .await
+        .map_err(|e| {
+            ModelError::transient(
+                ErrorKind::RequestFailed,
+                format!("could not reach the model provider: {e}"),
+            )
+        })?;
+    let status = resp.status().as_u16();
+    if status >= 400 {
+        let after = retry_after(resp.headers());
+        let text = resp.text().await.unwrap_or_default();
+        return Err(classify_status(status, &text, after));
+    }
+    let mut decoder = SseDecoder::default();
+    let mut stream = resp.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            ModelError::transient(
+                ErrorKind::RequestFailed,
+                format!("model stream interrupted: {e}"),
+            )
+        })?;
+        for ev in decoder.feed(&chunk) {
+            on_event(ev)?;
+        }
+    }
+    Ok(())
+}
+
+/// Parses one SSE data payload.
+pub fn parse_data(data: &str) -> Result<Value, ModelError> {
+    serde_json::from_str(data).map_err(|e| {
+        ModelError::transient(
+            ErrorKind::RequestFailed,
+            format!("model stream sent invalid JSON: {e}"),
+        )
+    })
+}
 
 /// Maps a provider's HTTP error to a model error: 429, 529, 408 and 5xx are transient;
 /// authentication, billing and bad requests are not.

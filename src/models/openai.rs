@@ -5,11 +5,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use super::http::{classify_status, retry_after};
-use super::sse::SseDecoder;
+use super::http::{parse_data, stream_events};
 use super::{
     Delta, DeltaSink, ErrorKind, Message, ModelClient, ModelError, ModelRequest, ModelResponse,
     Role,
@@ -198,7 +196,6 @@ struct Accumulator {
     calls: BTreeMap<u64, ToolCall>,
     finish: Option<String>,
     usage: ModelUsage,
-    done: bool,
 }
 
 impl Accumulator {
@@ -354,54 +351,19 @@ impl ModelClient for OpenAiClient {
         );
         let body = self.body(req);
         tracing::debug!(url = %url, body = %body, "openai-compatible request");
-        let mut http = self
-            .http
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("accept", "text/event-stream");
+        let mut http = self.http.post(&url);
         if let Some(k) = &self.config.api_key {
             http = http.bearer_auth(k);
         }
-        let resp = http.json(&body).send().await.map_err(|e| {
-            ModelError::transient(
-                ErrorKind::RequestFailed,
-                format!("could not reach the model endpoint: {e}"),
-            )
-        })?;
-        let status = resp.status().as_u16();
-        if status >= 400 {
-            let after = retry_after(resp.headers());
-            let text = resp.text().await.unwrap_or_default();
-            return Err(classify_status(status, &text, after));
-        }
-        let mut decoder = SseDecoder::default();
         let mut acc = Accumulator::default();
-        let mut stream = resp.bytes_stream();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| {
-                ModelError::transient(
-                    ErrorKind::RequestFailed,
-                    format!("model stream interrupted: {e}"),
-                )
-            })?;
-            for ev in decoder.feed(&chunk) {
-                let data = ev.data.trim();
-                if data.is_empty() {
-                    continue;
-                }
-                if data == "[DONE]" {
-                    acc.done = true;
-                    continue;
-                }
-                let v: Value = serde_json::from_str(data).map_err(|e| {
-                    ModelError::transient(
-                        ErrorKind::RequestFailed,
-                        format!("model stream sent invalid JSON: {e}"),
-                    )
-                })?;
-                acc.on_chunk(&v, deltas)?;
+        stream_events(http, &body, |ev| {
+            // `[DONE]` only confirms what `finish_reason` already said.
+            match ev.data.trim() {
+                "" | "[DONE]" => Ok(()),
+                data => acc.on_chunk(&parse_data(data)?, deltas),
             }
-        }
+        })
+        .await?;
         let response = acc.finish()?;
         tracing::debug!(stop_reason = %response.stop_reason, blocks = response.content.len(), "openai-compatible response");
         Ok(response)

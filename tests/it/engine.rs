@@ -32,6 +32,36 @@ backend_tests!(
 
 const WEATHER: &str = "call get_weather {\"city\":\"Paris\"}\n---\nsay It is {{result}} in Paris.";
 
+/// A new session of a new agent with `tools`, and its open event stream.
+async fn open_session(s: &TestServer, tools: Value) -> (String, Stream) {
+    let agent = s.client.agent(tools).await;
+    let sid = s.client.session(&agent).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let st = stream(s, &sid).await;
+    (sid, st)
+}
+
+/// A server whose Claude agents talk to `mock`, and a session of such an agent.
+async fn claude_session(
+    b: Backend,
+    mock: &MockAnthropic,
+    opts: Options,
+) -> (TestServer, String, Stream) {
+    let mut s = TestServer::start_with(
+        b,
+        Options {
+            anthropic_base_url: Some(mock.url.clone()),
+            ..opts
+        },
+    )
+    .await;
+    s.client.model = "claude-opus-4-7".into();
+    let (sid, st) = open_session(&s, json!([])).await;
+    (s, sid, st)
+}
+
 async fn stream(s: &TestServer, sid: &str) -> Stream {
     Stream::open(
         &s.url,
@@ -113,9 +143,7 @@ async fn custom_tool_round_trip(b: Backend, m: ModelRoute) {
 async fn parallel_tool_uses_answered_one_at_a_time(b: Backend, m: ModelRoute) {
     let s = TestServer::start_routed(b, m).await;
     let c = &s.client;
-    let agent = c.agent(json!([weather_tool()])).await;
-    let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
-    let mut st = stream(&s, &sid).await;
+    let (sid, mut st) = open_session(&s, json!([weather_tool()])).await;
     c.say(&sid, "call get_weather {\"city\":\"Paris\"}\ncall get_weather {\"city\":\"Rome\"}\n---\nsay Both: {{result}}").await;
     let idle = st.until_idle(10).await;
     let ids = idle["stop_reason"]["event_ids"].as_array().unwrap().clone();
@@ -144,9 +172,7 @@ async fn parallel_tool_uses_answered_one_at_a_time(b: Backend, m: ModelRoute) {
 async fn answers_before_the_idle_arrive(b: Backend, m: ModelRoute) {
     let s = TestServer::start_routed(b, m).await;
     let c = &s.client;
-    let agent = c.agent(json!([weather_tool()])).await;
-    let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
-    let mut st = stream(&s, &sid).await;
+    let (sid, mut st) = open_session(&s, json!([weather_tool()])).await;
     c.say(&sid, WEATHER).await;
     let tool_use = st.until(10, |e| e["type"] == "agent.custom_tool_use").await;
     c.send_events(&sid, json!([{"type": "user.custom_tool_result", "custom_tool_use_id": tool_use["id"], "content": [{"type": "text", "text": "foggy"}]}])).await;
@@ -178,24 +204,8 @@ async fn interrupt_during_a_slow_model_stream(b: Backend) {
         chunks: 8,
         delay_ms: 400,
     }]);
-    let s = TestServer::start_with(
-        b,
-        Options {
-            anthropic_base_url: Some(mock.url.clone()),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (s, sid, mut st) = claude_session(b, &mock, Options::default()).await;
     let c = &s.client;
-    let agent = c
-        .post(
-            "/v1/agents",
-            json!({"name": "a", "model": "claude-opus-4-7"}),
-        )
-        .await
-        .ok();
-    let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
-    let mut st = stream(&s, &sid).await;
     c.say(&sid, "tell me a long story").await;
     st.until(10, |e| e["type"] == "span.model_request_start")
         .await;
@@ -236,9 +246,7 @@ async fn interrupt_during_a_slow_model_stream(b: Backend) {
 async fn interrupt_while_requires_action(b: Backend, m: ModelRoute) {
     let s = TestServer::start_routed(b, m).await;
     let c = &s.client;
-    let agent = c.agent(json!([weather_tool()])).await;
-    let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
-    let mut st = stream(&s, &sid).await;
+    let (sid, mut st) = open_session(&s, json!([weather_tool()])).await;
     c.say(&sid, WEATHER).await;
     let idle = st.until_idle(10).await;
     let id = idle["stop_reason"]["event_ids"][0].clone();
@@ -286,24 +294,8 @@ async fn transient_errors_retry_then_succeed(b: Backend) {
         Reply::Status(500, "api_error"),
         Reply::Text("made it".into()),
     ]);
-    let s = TestServer::start_with(
-        b,
-        Options {
-            anthropic_base_url: Some(mock.url.clone()),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (s, sid, mut st) = claude_session(b, &mock, Options::default()).await;
     let c = &s.client;
-    let agent = c
-        .post(
-            "/v1/agents",
-            json!({"name": "a", "model": "claude-sonnet-4-5"}),
-        )
-        .await
-        .ok();
-    let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
-    let mut st = stream(&s, &sid).await;
     c.say(&sid, "hi").await;
     let idle = st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "end_turn");
@@ -349,25 +341,16 @@ async fn transient_errors_retry_then_succeed(b: Backend) {
 
 async fn retries_exhausted_and_fatal_errors(b: Backend) {
     let mock = MockAnthropic::start().await;
-    let s = TestServer::start_with(
+    let (s, sid, mut st) = claude_session(
         b,
+        &mock,
         Options {
-            anthropic_base_url: Some(mock.url.clone()),
             max_retries: 2,
             ..Default::default()
         },
     )
     .await;
     let c = &s.client;
-    let agent = c
-        .post(
-            "/v1/agents",
-            json!({"name": "a", "model": "claude-opus-4-7"}),
-        )
-        .await
-        .ok();
-    let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
-    let mut st = stream(&s, &sid).await;
     mock.push([
         Reply::Status(429, "rate_limit_error"),
         Reply::Status(429, "rate_limit_error"),
@@ -406,24 +389,8 @@ async fn retries_exhausted_and_fatal_errors(b: Backend) {
 
 async fn refusal_and_stream_cut(b: Backend) {
     let mock = MockAnthropic::start().await;
-    let s = TestServer::start_with(
-        b,
-        Options {
-            anthropic_base_url: Some(mock.url.clone()),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (s, sid, mut st) = claude_session(b, &mock, Options::default()).await;
     let c = &s.client;
-    let agent = c
-        .post(
-            "/v1/agents",
-            json!({"name": "a", "model": "claude-opus-4-7"}),
-        )
-        .await
-        .ok();
-    let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
-    let mut st = stream(&s, &sid).await;
     mock.push([Reply::Refusal]);
     c.say(&sid, "something bad").await;
     let idle = st.until_idle(10).await;
@@ -553,9 +520,7 @@ async fn anthropic_wire_format_round_trip(b: Backend) {
 async fn input_sent_while_running_is_folded_into_the_turn(b: Backend, m: ModelRoute) {
     let s = TestServer::start_routed(b, m).await;
     let c = &s.client;
-    let agent = c.agent(json!([])).await;
-    let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
-    let mut st = stream(&s, &sid).await;
+    let (sid, mut st) = open_session(&s, json!([])).await;
     c.say(&sid, "sleep 800\nsay first").await;
     st.until(10, |e| e["type"] == "span.model_request_start")
         .await;
@@ -610,9 +575,7 @@ async fn input_sent_while_running_is_folded_into_the_turn(b: Backend, m: ModelRo
 async fn usage_and_stats_match_the_log(b: Backend, m: ModelRoute) {
     let s = TestServer::start_routed(b, m).await;
     let c = &s.client;
-    let agent = c.agent(json!([weather_tool()])).await;
-    let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
-    let mut st = stream(&s, &sid).await;
+    let (sid, mut st) = open_session(&s, json!([weather_tool()])).await;
     c.say(&sid, "sleep 200\nsay one").await;
     st.until_idle(10).await;
     c.say(&sid, WEATHER).await;
@@ -692,9 +655,7 @@ async fn tool_use_limit_and_unknown_tools(b: Backend, m: ModelRoute) {
     )
     .await;
     let c = &s.client;
-    let agent = c.agent(json!([])).await;
-    let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
-    let mut st = stream(&s, &sid).await;
+    let (sid, mut st) = open_session(&s, json!([])).await;
     // The model calls a tool the agent lacks: refused in code, result fed back, loop continues.
     c.say(&sid, "call rm_rf {}\n---\nsay recovered: {{result}}")
         .await;
