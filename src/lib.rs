@@ -65,6 +65,7 @@ pub struct Running {
     pub addr: SocketAddr,
     shutdown: CancellationToken,
     engine: Engine,
+    hub: Arc<Hub>,
     server: JoinHandle<std::io::Result<()>>,
     grace: std::time::Duration,
 }
@@ -80,6 +81,11 @@ impl Running {
     /// Number of session runners alive (for tests and metrics).
     pub fn active_runners(&self) -> usize {
         self.engine.active_runners()
+    }
+
+    /// Number of sessions with live stream subscribers (for tests and metrics).
+    pub fn stream_topics(&self) -> usize {
+        self.hub.topic_count()
     }
 }
 
@@ -121,7 +127,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     let state = AppState(Arc::new(Shared {
         store: store.clone(),
         auth: Authenticator::new(loopback || config.allow_unauthenticated),
-        hub,
+        hub: hub.clone(),
         engine: engine.clone(),
         models,
         shutdown: shutdown.clone(),
@@ -145,6 +151,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         addr,
         shutdown,
         engine,
+        hub,
         server,
         grace: config.shutdown_grace,
     })

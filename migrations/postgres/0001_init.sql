@@ -1,5 +1,6 @@
 -- Timestamps are microseconds since the Unix epoch, bound from Rust; JSON bodies are opaque
--- text; anything filtered or ordered on is a real column.
+-- text; anything filtered or ordered on is a real column. Ids sort by creation time byte by
+-- byte, so they use the "C" collation whatever the database default is.
 
 CREATE TABLE workspaces (
     id         TEXT PRIMARY KEY,
@@ -16,7 +17,7 @@ CREATE TABLE api_keys (
 );
 
 CREATE TABLE agents (
-    id              TEXT PRIMARY KEY,
+    id              TEXT COLLATE "C" PRIMARY KEY,
     workspace_id    TEXT NOT NULL,
     current_version BIGINT NOT NULL,
     created_at      BIGINT NOT NULL,
@@ -34,7 +35,7 @@ CREATE TABLE agent_versions (
 );
 
 CREATE TABLE environments (
-    id           TEXT PRIMARY KEY,
+    id           TEXT COLLATE "C" PRIMARY KEY,
     workspace_id TEXT NOT NULL,
     name         TEXT NOT NULL,
     body         TEXT NOT NULL,
@@ -46,7 +47,7 @@ CREATE TABLE environments (
 CREATE INDEX environments_by_workspace ON environments (workspace_id, id);
 
 CREATE TABLE sessions (
-    id               TEXT PRIMARY KEY,
+    id               TEXT COLLATE "C" PRIMARY KEY,
     workspace_id     TEXT NOT NULL,
     agent_id         TEXT NOT NULL,
     agent_version    BIGINT NOT NULL,
@@ -69,7 +70,7 @@ CREATE INDEX sessions_by_workspace ON sessions (workspace_id, id);
 CREATE INDEX sessions_by_status ON sessions (status);
 
 CREATE TABLE threads (
-    id                TEXT PRIMARY KEY,
+    id                TEXT COLLATE "C" PRIMARY KEY,
     session_id        TEXT NOT NULL,
     parent_thread_id  TEXT,
     spawning_event_id TEXT,
@@ -84,7 +85,7 @@ CREATE INDEX threads_by_session ON threads (session_id, id);
 CREATE TABLE events (
     session_id   TEXT NOT NULL,
     seq          BIGINT NOT NULL,
-    id           TEXT NOT NULL UNIQUE,
+    id           TEXT COLLATE "C" NOT NULL UNIQUE,
     thread_id    TEXT,
     type         TEXT NOT NULL,
     body         TEXT NOT NULL,

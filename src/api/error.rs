@@ -167,6 +167,7 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Conflict(m) => ApiError::conflict(m),
+            StoreError::Fenced(m) => ApiError::internal(m),
             StoreError::Invalid(i) => i.into(),
             StoreError::NotFound => ApiError::not_found("not found"),
             StoreError::Unavailable(m) => {

@@ -29,13 +29,26 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
     }
 }
 
+/// Whether JSON text escapes a NUL character (`\u0000` not itself behind a backslash).
+fn has_escaped_nul(bytes: &[u8]) -> bool {
+    bytes.windows(6).enumerate().any(|(i, w)| {
+        w == b"\\u0000" && bytes[..i].iter().rev().take_while(|b| **b == b'\\').count() % 2 == 0
+    })
+}
+
 /// Parses a JSON body; an empty body counts as `{}` (action endpoints get `Content-Length: 0`).
+/// NUL characters are refused on every store alike (Postgres text cannot hold them).
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
         b"{}"
     } else {
         bytes
     };
+    if has_escaped_nul(bytes) {
+        return Err(ApiError::invalid(
+            "request body must not contain NUL (\\u0000) characters",
+        ));
+    }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -131,6 +144,17 @@ impl QueryParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nul_escapes() {
+        assert!(has_escaped_nul(br#"{"a":"x\u0000"}"#));
+        assert!(
+            !has_escaped_nul(br#"{"a":"x\\u0000"}"#),
+            "an escaped backslash then text"
+        );
+        assert!(has_escaped_nul(br#"{"a":"\\\u0000"}"#));
+        assert!(!has_escaped_nul(br#"{"a":"u0000"}"#));
+    }
 
     #[test]
     fn sdk_encoding() {

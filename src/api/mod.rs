@@ -66,6 +66,19 @@ async fn no_route() -> error::ApiError {
     error::ApiError::not_found("no such route")
 }
 
+/// Refuses NUL characters in the path or query the same way on every store.
+async fn reject_nul(
+    req: axum::extract::Request,
+    next: middleware::Next,
+) -> axum::response::Response {
+    let uri = req.uri().to_string();
+    if uri.contains("%00") || uri.contains('\0') {
+        return error::ApiError::invalid("the request URL must not contain NUL characters")
+            .into_response();
+    }
+    next.run(req).await
+}
+
 /// The whole HTTP application.
 pub fn router(state: AppState) -> Router {
     let api = Router::new()
@@ -88,6 +101,7 @@ pub fn router(state: AppState) -> Router {
         )
         .fallback(no_route)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(middleware::from_fn(reject_nul))
         .layer(middleware::from_fn(request_id::middleware))
         .with_state(state)
 }

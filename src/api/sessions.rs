@@ -327,7 +327,7 @@ async fn create(
             now,
         ));
         set_status(&mut rec, SessionStatus::Running, now);
-        grant_lease(&mut rec, &app.engine.lease_grant(), now);
+        grant_lease(&mut rec, app.engine.lease_grant().as_ref(), now);
     }
     let appended = app.store.create_session(&rec, &thread, &events).await?;
     rec.last_seq = appended.len() as i64;
@@ -629,7 +629,7 @@ pub async fn accept_events(
     let out_flags = flags.clone();
     let lease = app.engine.lease_grant();
     let result = transact_session(app, ws, id, move |rec| {
-        let (out, acc) = intake::accept(rec, &batch, &lease, time::now())?;
+        let (out, acc) = intake::accept(rec, &batch, lease.as_ref(), time::now())?;
         *out_flags.lock().expect("flags") = acc;
         Ok(out)
     })

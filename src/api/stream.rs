@@ -58,15 +58,22 @@ fn parse_deltas(q: &QueryParams) -> ApiResult<(bool, bool)> {
     Ok((message, thinking))
 }
 
+/// How many stored events a catching-up stream reads at a time.
+const PAGE: i64 = 500;
+
 struct Tail {
     store: Arc<dyn Store>,
     sid: String,
     thread: String,
     sub: Subscription,
     last_seq: i64,
+    /// Events after `last_seq` are in the log but not yet sent (replay, lag or a gap): they
+    /// are read a page at a time before live items are taken again.
+    catching_up: bool,
     previews: (bool, bool),
     started: HashSet<String>,
     backlog: std::collections::VecDeque<Event>,
+    last_sent: tokio::time::Instant,
     done: bool,
     shutdown: tokio_util::sync::CancellationToken,
 }
@@ -84,30 +91,31 @@ impl Tail {
             || e.body.get("session_thread_id").is_some()
     }
 
-    /// Queues every stored event after `last_seq` up to `upto` (inclusive; None = all).
-    async fn fill(&mut self, upto: Option<i64>) -> Result<(), crate::store::StoreError> {
-        loop {
-            let batch = self
-                .store
-                .events_after(&self.sid, self.last_seq, &[], 500)
-                .await?;
-            let n = batch.len();
-            for e in batch {
-                if upto.is_some_and(|u| e.seq > u) {
-                    return Ok(());
-                }
-                self.last_seq = e.seq;
-                if self.visible(&e) {
-                    self.backlog.push_back(frame(&e, &e.wire().to_string()));
-                }
-            }
-            if n < 500 {
-                return Ok(());
+    /// Queues the next page of stored events after `last_seq`.
+    async fn fill_page(&mut self) -> Result<(), crate::store::StoreError> {
+        let batch = self
+            .store
+            .events_after(&self.sid, self.last_seq, &[], PAGE)
+            .await?;
+        if (batch.len() as i64) < PAGE {
+            self.catching_up = false;
+        }
+        for e in batch {
+            self.last_seq = e.seq;
+            if self.visible(&e) {
+                self.backlog.push_back(frame(&e, &e.wire().to_string()));
             }
         }
+        Ok(())
     }
 
     async fn next_frame(&mut self) -> Option<Event> {
+        let f = self.produce().await;
+        self.last_sent = tokio::time::Instant::now();
+        f
+    }
+
+    async fn produce(&mut self) -> Option<Event> {
         loop {
             if let Some(f) = self.backlog.pop_front() {
                 return Some(f);
@@ -115,9 +123,17 @@ impl Tail {
             if self.done {
                 return None;
             }
+            if self.catching_up {
+                if self.fill_page().await.is_err() {
+                    return None;
+                }
+                continue;
+            }
+            // Items this connection skips do not count: the deadline is from the last frame.
+            let deadline = self.last_sent + KEEPALIVE;
             let item = tokio::select! {
                 _ = self.shutdown.cancelled() => return None,
-                r = tokio::time::timeout(KEEPALIVE, self.sub.rx.recv()) => r,
+                r = tokio::time::timeout_at(deadline, self.sub.recv()) => r,
             };
             match item {
                 Err(_) => {
@@ -128,12 +144,8 @@ impl Tail {
                     );
                 }
                 Ok(Err(RecvError::Closed)) => return None,
-                Ok(Err(RecvError::Lagged(_))) => {
-                    // Fell behind the channel: re-read what was missed from the log.
-                    if self.fill(None).await.is_err() {
-                        return None;
-                    }
-                }
+                // Fell behind the channel: what was missed is in the log.
+                Ok(Err(RecvError::Lagged(_))) => self.catching_up = true,
                 Ok(Ok(HubItem::Deleted)) => {
                     self.done = true;
                     let data = json!({"type": kind::SESSION_DELETED, "id": crate::domain::ids::new_id("sevt"),
@@ -173,10 +185,10 @@ impl Tail {
                         continue;
                     }
                     if e.seq > self.last_seq + 1 {
-                        // Published out of order; the log has what came between.
-                        if self.fill(Some(e.seq - 1)).await.is_err() {
-                            return None;
-                        }
+                        // Published out of order: this one and those before it are committed,
+                        // so the log returns them all in order.
+                        self.catching_up = true;
+                        continue;
                     }
                     self.last_seq = e.seq;
                     self.started.remove(&e.id);
@@ -233,9 +245,11 @@ async fn stream(
         thread,
         sub,
         last_seq: rec.last_seq,
+        catching_up: false,
         previews,
         started: HashSet::new(),
         backlog: Default::default(),
+        last_sent: tokio::time::Instant::now(),
         done: false,
         shutdown: app.shutdown.clone(),
     };
@@ -246,7 +260,7 @@ async fn stream(
             ))
         })?;
         tail.last_seq = ev.seq;
-        tail.fill(None).await?;
+        tail.catching_up = true;
     }
     let mut resp = Sse::new(into_stream(tail)).into_response();
     let h = resp.headers_mut();

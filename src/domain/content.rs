@@ -1,6 +1,7 @@
 //! Content blocks and their sources (API.md §4.4): validation of what clients send, per the
 //! place the block appears.
 
+use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::invalid::{Invalid, Valid};
@@ -26,8 +27,12 @@ fn field<'a>(o: &'a Map<String, Value>, at: &str, key: &str) -> Valid<&'a str> {
         .ok_or_else(|| Invalid::new(format!("`{at}.{key}` is required and must be a string")))
 }
 
-fn text_block(at: &str, o: &Map<String, Value>) -> Valid<Value> {
+fn text_block(at: &str, o: &Map<String, Value>, place: Place) -> Valid<Value> {
     let text = field(o, at, "text")?;
+    // Models reject blank text blocks, and one in the log would fail every later turn.
+    if place != Place::ToolResult && text.trim().is_empty() {
+        return Err(Invalid::new(format!("`{at}.text` must not be empty")));
+    }
     if text.len() > MAX_TEXT_CHARS {
         return Err(Invalid::new(format!(
             "`{at}.text` is longer than {MAX_TEXT_CHARS} bytes"
@@ -61,6 +66,12 @@ fn source(at: &str, o: &Map<String, Value>, document: bool) -> Valid<Value> {
                 )));
             }
             let data = field(s, &sat, "data")?;
+            if base64::engine::general_purpose::STANDARD
+                .decode(data.trim())
+                .is_err()
+            {
+                return Err(Invalid::new(format!("`{sat}.data` is not valid base64")));
+            }
             Ok(json!({"type": "base64", "media_type": media, "data": data}))
         }
         Some("text") if document => {
@@ -106,7 +117,7 @@ fn block(at: &str, v: &Value, place: Place) -> Valid<Value> {
         )));
     }
     match kind {
-        "text" => text_block(at, o),
+        "text" => text_block(at, o, place),
         "image" => Ok(json!({"type": "image", "source": source(at, o, false)?})),
         "document" => {
             let mut d = json!({"type": "document", "source": source(at, o, true)?});

@@ -62,7 +62,20 @@ fn push(messages: &mut Vec<Message>, role: Role, mut content: Vec<Value>) {
 
 fn result_block(ev: &EventRecord, id_key: &str) -> Option<(String, Value)> {
     let id = ev.body.get(id_key)?.as_str()?.to_string();
-    let content = ev.body.get("content").cloned().unwrap_or_else(|| json!([]));
+    // A tool may return empty text; models reject empty text blocks, so they are dropped.
+    let content: Vec<Value> = ev
+        .body
+        .get("content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|b| {
+            b.get("text")
+                .and_then(Value::as_str)
+                .is_none_or(|t| !t.trim().is_empty())
+        })
+        .collect();
     let is_error = ev
         .body
         .get("is_error")
@@ -76,12 +89,20 @@ fn result_block(ev: &EventRecord, id_key: &str) -> Option<(String, Value)> {
 }
 
 fn input_blocks(ev: &EventRecord) -> Vec<Value> {
-    let content = ev
+    // Providers reject empty text blocks; one in the log must not break every later turn.
+    let content: Vec<Value> = ev
         .body
         .get("content")
         .and_then(Value::as_array)
         .cloned()
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|b| {
+            b.get("text")
+                .and_then(Value::as_str)
+                .is_none_or(|t| !t.trim().is_empty())
+        })
+        .collect();
     if ev.kind == kind::SYSTEM_MESSAGE {
         let text = crate::domain::content::plain_text(&content);
         return vec![
@@ -132,7 +153,13 @@ pub fn build(events: &[EventRecord]) -> Context {
     };
 
     for ev in ordered {
+        let discarded = ev
+            .internal
+            .as_ref()
+            .and_then(|i| i.get("discarded"))
+            .is_some();
         match ev.kind.as_str() {
+            kind::USER_MESSAGE | kind::SYSTEM_MESSAGE if discarded => {}
             kind::USER_MESSAGE | kind::SYSTEM_MESSAGE if ev.processed_at.is_some() => {
                 let blocks = input_blocks(ev);
                 if open.is_empty() {
@@ -244,13 +271,22 @@ pub fn build(events: &[EventRecord]) -> Context {
 
 /// Prepares a context whose tail is a partial assistant message for continuation: the API
 /// rejects a final assistant turn that ends with whitespace.
-pub fn trim_for_continuation(messages: &mut [Message]) {
-    if let Some(last) = messages.last_mut().filter(|m| m.role == Role::Assistant)
-        && let Some(block) = last.content.last_mut()
+pub fn trim_for_continuation(messages: &mut Vec<Message>) {
+    let Some(last) = messages.last_mut().filter(|m| m.role == Role::Assistant) else {
+        return;
+    };
+    if let Some(block) = last.content.last_mut()
         && let Some(text) = block.get("text").and_then(Value::as_str)
     {
         let trimmed = text.trim_end().to_string();
-        block["text"] = json!(trimmed);
+        if trimmed.is_empty() {
+            last.content.pop();
+        } else {
+            block["text"] = json!(trimmed);
+        }
+    }
+    if last.content.is_empty() {
+        messages.pop();
     }
 }
 

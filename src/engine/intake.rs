@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::state::{EngineState, LeaseGrant, PendingKind, grant_lease, set_status, status_of};
+use super::turn::{closed_tool_call, resume_if_queued};
 use crate::domain::events::{self, ClientEvent, StopReason, kind};
 use crate::domain::ids::new_id;
 use crate::domain::invalid::Invalid;
@@ -62,7 +63,7 @@ fn not_pending(i: usize, field: &str, id: &str, what: &str) -> StoreError {
 pub fn accept(
     rec: &mut SessionRecord,
     batch: &[ClientEvent],
-    lease: &LeaseGrant,
+    lease: Option<&LeaseGrant>,
     now: Micros,
 ) -> Result<(TxnOutput, Accepted), StoreError> {
     check_open(rec)?;
@@ -158,18 +159,8 @@ pub fn accept(
         // Interrupting a session blocked on requires_action closes each pending call with an
         // error result and ends the turn without sampling the model (API.md §5.3).
         for p in std::mem::take(&mut st.pending) {
-            let text = crate::domain::content::text(events::INTERRUPTED_TOOL_MESSAGE);
-            let mut e = server_event(
-                kind::AGENT_TOOL_RESULT,
-                events::tool_result(&p.id, vec![text], true),
-                &p.thread_id,
-                now,
-            );
-            e.answers = Some((p.id.clone(), "result"));
-            out.events.push(e);
+            out.events.push(closed_tool_call(&p.id, &p.thread_id, now));
         }
-        st.queued = 0;
-        out.flush_queued = true;
         out.events.push(server_event(
             kind::STATUS_IDLE,
             events::idle(&StopReason::EndTurn, None),
@@ -177,6 +168,10 @@ pub fn accept(
             now,
         ));
         rec.updated_at = now;
+        // Input queued behind the blocked turn now gets its own.
+        let resumed = resume_if_queued(rec, &st, primary, lease, now);
+        acc.wake = !resumed.is_empty();
+        out.events.extend(resumed);
     } else if status == SessionStatus::Idle && answered && !st.pending.is_empty() {
         let remaining = StopReason::RequiresAction(st.pending_ids());
         out.events.push(server_event(

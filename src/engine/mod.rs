@@ -10,7 +10,7 @@ pub mod state;
 mod turn;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -68,8 +68,10 @@ impl Default for EngineConfig {
 pub(crate) struct RunnerHandle {
     /// New input arrived after the runner last looked.
     dirty: AtomicBool,
-    wake: Notify,
-    interrupt: Notify,
+    /// Counts interrupts signalled to this runner; a wait compares it with the count it saw
+    /// before reading the session, so a stale signal never cuts the next model request.
+    interrupts: AtomicU64,
+    interrupted: Notify,
 }
 
 pub(crate) struct Inner {
@@ -159,7 +161,6 @@ impl Engine {
         let mut runners = self.inner.runners.lock().expect("runners lock");
         if let Some(h) = runners.get(session_id) {
             h.dirty.store(true, Ordering::SeqCst);
-            h.wake.notify_one();
             return;
         }
         let handle = Arc::new(RunnerHandle::default());
@@ -177,16 +178,18 @@ impl Engine {
         let runners = self.inner.runners.lock().expect("runners lock");
         if let Some(h) = runners.get(session_id) {
             h.dirty.store(true, Ordering::SeqCst);
-            h.interrupt.notify_one();
+            h.interrupts.fetch_add(1, Ordering::SeqCst);
+            h.interrupted.notify_waiters();
         }
     }
 
-    /// A lease for this process's runner, for requests that give a session work.
-    pub fn lease_grant(&self) -> state::LeaseGrant {
-        state::LeaseGrant {
+    /// A lease for this process's runner, for requests that give a session work; none while
+    /// shutting down, so a dying process is never handed new sessions.
+    pub fn lease_grant(&self) -> Option<state::LeaseGrant> {
+        (!self.inner.shutdown.is_cancelled()).then(|| state::LeaseGrant {
             owner: self.inner.owner.clone(),
             until: time::now() + self.inner.config.lease_ttl.as_micros() as i64,
-        }
+        })
     }
 
     /// Number of runner tasks alive in this process.
@@ -212,6 +215,11 @@ impl Engine {
 /// drives the loop until the session has no work, and exits without missing input that
 /// arrives while it is exiting.
 async fn run(inner: Arc<Inner>, sid: String, handle: Arc<RunnerHandle>) {
+    let mut registration = Registration {
+        inner: inner.clone(),
+        sid: sid.clone(),
+        removed: false,
+    };
     loop {
         handle.dirty.store(false, Ordering::SeqCst);
         match take_lease(&inner, &sid).await {
@@ -242,7 +250,27 @@ async fn run(inner: Arc<Inner>, sid: String, handle: Arc<RunnerHandle>) {
             continue;
         }
         runners.remove(&sid);
+        registration.removed = true;
         return;
+    }
+}
+
+/// Removes a runner that died abnormally (a panic) from the map, so the next wake or the
+/// reaper starts a fresh one instead of signalling a dead handle.
+struct Registration {
+    inner: Arc<Inner>,
+    sid: String,
+    removed: bool,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if !self.removed {
+            tracing::error!(session_id = %self.sid, "session runner ended abnormally");
+            if let Ok(mut runners) = self.inner.runners.lock() {
+                runners.remove(&self.sid);
+            }
+        }
     }
 }
 
@@ -255,6 +283,9 @@ async fn take_lease(
     let Some(rec) = inner.store.get_session_by_id(sid).await? else {
         return Ok(None);
     };
+    if !state::status_of(&rec).is_active() {
+        return Ok(None);
+    }
     let now = time::now();
     let ttl = inner.config.lease_ttl.as_micros() as i64;
     let held = rec.lease_owner.as_deref() == Some(inner.owner.as_str())

@@ -38,6 +38,9 @@ pub struct EngineState {
     /// Input events (`user.message`, `system.message`) queued and not consumed yet.
     #[serde(default)]
     pub queued: u32,
+    /// Set by a decision that discards queued input (turn failed); not stored.
+    #[serde(skip)]
+    pub discard_queued: bool,
 }
 
 impl EngineState {
@@ -78,8 +81,10 @@ pub struct LeaseGrant {
     pub until: Micros,
 }
 
-/// Hands the lease to `grant.owner` unless another owner holds a live one.
-pub fn grant_lease(rec: &mut SessionRecord, grant: &LeaseGrant, now: Micros) {
+/// Hands the lease to `grant.owner` unless another owner holds a live one (no grant: the
+/// process is shutting down and leaves the session to the reaper of another).
+pub fn grant_lease(rec: &mut SessionRecord, grant: Option<&LeaseGrant>, now: Micros) {
+    let Some(grant) = grant else { return };
     let free = match (&rec.lease_owner, rec.lease_expires_at) {
         (None, _) => true,
         (Some(o), _) if *o == grant.owner => true,

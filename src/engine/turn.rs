@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 
 use super::context::{self, Tail};
 use super::intake::server_event;
-use super::state::{EngineState, Pending, PendingKind, set_status, status_of};
+use super::state::{
+    EngineState, LeaseGrant, Pending, PendingKind, grant_lease, set_status, status_of,
+};
 use super::{Inner, RunnerHandle};
 use crate::domain::content;
 use crate::domain::events::{self, StopReason, kind};
@@ -38,7 +40,7 @@ pub enum RunError {
 
 fn store_err(e: StoreError) -> RunError {
     match e {
-        StoreError::Conflict(_) => RunError::LeaseLost,
+        StoreError::Fenced(_) => RunError::LeaseLost,
         e => RunError::Store(e),
     }
 }
@@ -72,6 +74,8 @@ struct Loop<'a> {
     usage_at_start: Option<String>,
     /// The last commit handed the lease back (the session went idle).
     released: bool,
+    /// The handle's interrupt count before the session row was last read.
+    seen_interrupts: u64,
 }
 
 /// Drives the session until it has no work (idle or terminated), the lease is lost, or the
@@ -98,6 +102,7 @@ pub(super) async fn drive(
         requests: 0,
         usage_at_start: None,
         released: false,
+        seen_interrupts: handle.interrupts.load(Ordering::SeqCst),
     };
     let mut first = Some(rec);
     loop {
@@ -109,10 +114,12 @@ pub(super) async fn drive(
         }
         let rec = match first.take() {
             Some(rec) => rec,
-            None => lp
-                .hold(inner.store.get_session_by_id(sid))
-                .await?
-                .ok_or(RunError::Gone)?,
+            None => {
+                lp.seen_interrupts = handle.interrupts.load(Ordering::SeqCst);
+                lp.hold(inner.store.get_session_by_id(sid))
+                    .await?
+                    .ok_or(RunError::Gone)?
+            }
         };
         let status = status_of(&rec);
         if !status.is_active() {
@@ -188,21 +195,22 @@ pub(super) async fn drive(
 }
 
 impl Loop<'_> {
-    /// Awaits `fut` while renewing the lease; fails when the lease is lost or on shutdown.
+    /// Awaits a store call, mapping a lost lease (fencing) to [`RunError::LeaseLost`]. Store
+    /// calls are short and may hold the session's row lock, so they never pause for a lease
+    /// renewal (which would wait on that same lock).
     async fn hold<T>(
         &self,
         fut: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, RunError> {
-        match self.hold_raw(fut).await? {
-            Ok(v) => Ok(v),
-            Err(e) => Err(store_err(e)),
-        }
+        fut.await.map_err(store_err)
     }
 
-    async fn hold_raw<T>(&self, fut: impl Future<Output = T>) -> Result<T, RunError> {
+    /// Awaits a long wait (a model request, a retry delay) while renewing the lease; fails
+    /// when the lease is lost. The wait holds no database lock.
+    async fn with_heartbeat<T>(&self, fut: impl Future<Output = T>) -> Result<T, RunError> {
         let ttl = self.inner.config.lease_ttl;
         // The first beat is one period out: an interval's "immediate" first tick still waits
-        // for a turn of the timer wheel, which would add a millisecond to every store call.
+        // for a turn of the timer wheel, which would delay every wait by a millisecond.
         let period = ttl / 3;
         let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         tokio::pin!(fut);
@@ -223,13 +231,21 @@ impl Loop<'_> {
 
     /// Waits for `fut` unless an interrupt or shutdown comes first.
     async fn interruptible<T>(&self, fut: impl Future<Output = T>) -> Result<Waited<T>, RunError> {
-        let interrupted = self.handle.interrupt.notified();
-        tokio::pin!(interrupted);
-        let work = self.hold_raw(fut);
-        tokio::select! {
-            v = work => Ok(Waited::Done(v?)),
-            _ = &mut interrupted => Ok(Waited::Interrupted),
-            _ = self.inner.shutdown.cancelled() => Err(RunError::Shutdown),
+        let work = self.with_heartbeat(fut);
+        tokio::pin!(work);
+        loop {
+            let notified = self.handle.interrupted.notified();
+            tokio::pin!(notified);
+            // Registered before the count is read, so no signal falls in between.
+            notified.as_mut().enable();
+            if self.handle.interrupts.load(Ordering::SeqCst) != self.seen_interrupts {
+                return Ok(Waited::Interrupted);
+            }
+            tokio::select! {
+                v = &mut work => return Ok(Waited::Done(v?)),
+                _ = &mut notified => {}
+                _ = self.inner.shutdown.cancelled() => return Err(RunError::Shutdown),
+            }
         }
     }
 
@@ -271,11 +287,12 @@ impl Loop<'_> {
         let txn = Box::new(move |rec: &mut SessionRecord| {
             let mut st = EngineState::of(rec)?;
             let events = f(rec, &mut st)?;
+            let flush_queued = std::mem::take(&mut st.discard_queued);
             st.store(rec)?;
             Ok(TxnOutput {
                 events,
                 mark_processed,
-                flush_queued: false,
+                flush_queued,
             })
         });
         self.run_txn(txn).await
@@ -714,55 +731,65 @@ impl Loop<'_> {
     /// queued input and idles with `end_turn`.
     async fn interrupt(&mut self) -> Result<(), RunError> {
         let primary = self.primary.clone();
-        let open_unanswered: Vec<String> = match context::build(&self.events).tail {
-            Tail::AwaitingTools(ids) => ids,
-            _ => vec![],
-        };
-        let txn = Box::new(move |rec: &mut SessionRecord| {
-            let mut st = EngineState::of(rec)?;
-            let now = time::now();
-            let mut out = Vec::new();
-            let mut close: Vec<String> = st.pending.drain(..).map(|p| p.id).collect();
-            for id in open_unanswered {
-                if !close.contains(&id) {
-                    close.push(id);
-                }
-            }
-            for id in close {
-                let text = content::text(events::INTERRUPTED_TOOL_MESSAGE);
-                let mut e = server_event(
-                    kind::AGENT_TOOL_RESULT,
-                    events::tool_result(&id, vec![text], true),
-                    &primary,
-                    now,
-                );
-                e.answers = Some((id, "result"));
-                out.push(e);
-            }
-            st.interrupt = false;
-            st.queued = 0;
-            out.extend(end_turn(
-                rec,
-                &mut st,
-                &primary,
-                StopReason::EndTurn,
-                None,
-                now,
-            ));
-            st.store(rec)?;
-            Ok(TxnOutput {
-                events: out,
-                mark_processed: vec![],
-                flush_queued: true,
-            })
-        });
-        self.run_txn(txn).await?;
-        let now = time::now();
-        for e in self.events.iter_mut().filter(|e| e.processed_at.is_none()) {
-            e.processed_at = Some(now);
-        }
+        let grant = self.grant();
+        self.commit(
+            move |rec, st| {
+                let now = time::now();
+                // The pending set under the lock is the authority: an answer that committed
+                // meanwhile is not closed a second time.
+                let mut out: Vec<NewEvent> = st
+                    .pending
+                    .drain(..)
+                    .map(|p| closed_tool_call(&p.id, &primary, now))
+                    .collect();
+                st.interrupt = false;
+                out.extend(end_turn(rec, st, &primary, StopReason::EndTurn, None, now));
+                out.extend(resume_if_queued(rec, st, &primary, Some(&grant), now));
+                Ok(out)
+            },
+            vec![],
+        )
+        .await?;
         Ok(())
     }
+
+    /// This runner's lease, for decisions that keep the session active.
+    fn grant(&self) -> LeaseGrant {
+        LeaseGrant {
+            owner: self.inner.owner.clone(),
+            until: time::now() + self.inner.config.lease_ttl.as_micros() as i64,
+        }
+    }
+}
+
+/// The error result that closes a tool call cut short by an interrupt.
+pub(super) fn closed_tool_call(id: &str, thread: &str, now: i64) -> NewEvent {
+    let text = content::text(events::INTERRUPTED_TOOL_MESSAGE);
+    let mut e = server_event(
+        kind::AGENT_TOOL_RESULT,
+        events::tool_result(id, vec![text], true),
+        thread,
+        now,
+    );
+    e.answers = Some((id.to_string(), "result"));
+    e
+}
+
+/// After an interrupt idles the session, input still queued starts a new turn: the interrupt
+/// jumped ahead of it, it did not cancel it.
+pub(super) fn resume_if_queued(
+    rec: &mut SessionRecord,
+    st: &EngineState,
+    primary: &str,
+    grant: Option<&LeaseGrant>,
+    now: i64,
+) -> Vec<NewEvent> {
+    if st.queued == 0 {
+        return vec![];
+    }
+    set_status(rec, SessionStatus::Running, now);
+    grant_lease(rec, grant, now);
+    vec![server_event(kind::STATUS_RUNNING, json!({}), primary, now)]
 }
 
 /// The events that end the turn with `reason` — a `session.usage` when usage changed, then
@@ -818,6 +845,9 @@ fn exhausted(
         primary,
         now,
     )];
+    // The turn is dead and so is the input queued for it (API.md §4.7).
+    st.queued = 0;
+    st.discard_queued = true;
     out.extend(end_turn(
         rec,
         st,

@@ -12,7 +12,11 @@ use tokio::sync::broadcast;
 
 use crate::store::EventRecord;
 
-const CAPACITY: usize = 1024;
+/// Items a subscriber may fall behind before it re-reads from the store. Each topic allocates
+/// this many slots, so it stays modest: many sessions may be watched at once.
+const CAPACITY: usize = 256;
+
+type Topics = Arc<Mutex<HashMap<String, Topic>>>;
 
 /// A committed event with its wire JSON, serialized once for every subscriber.
 #[derive(Debug)]
@@ -44,19 +48,39 @@ struct Topic {
 /// The fan-out hub shared by the API and the engine.
 #[derive(Default)]
 pub struct Hub {
-    topics: Mutex<HashMap<String, Topic>>,
+    topics: Topics,
 }
 
-/// A live subscription to a session's topic.
+/// A live subscription to a session's topic; the topic goes away with its last subscriber.
 pub struct Subscription {
-    pub rx: broadcast::Receiver<HubItem>,
+    rx: Option<broadcast::Receiver<HubItem>>,
     previewers: Option<Arc<AtomicUsize>>,
+    topics: Topics,
+    session_id: String,
+}
+
+impl Subscription {
+    /// The next item (or how far this subscriber fell behind).
+    pub async fn recv(&mut self) -> Result<HubItem, broadcast::error::RecvError> {
+        match &mut self.rx {
+            Some(rx) => rx.recv().await,
+            None => Err(broadcast::error::RecvError::Closed),
+        }
+    }
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
         if let Some(p) = &self.previewers {
             p.fetch_sub(1, Ordering::Relaxed);
+        }
+        drop(self.rx.take());
+        let mut topics = self.topics.lock().expect("hub lock");
+        if topics
+            .get(&self.session_id)
+            .is_some_and(|t| t.tx.receiver_count() == 0)
+        {
+            topics.remove(&self.session_id);
         }
     }
 }
@@ -76,7 +100,9 @@ impl Hub {
             topic.previewers.clone()
         });
         Subscription {
-            rx: topic.tx.subscribe(),
+            rx: Some(topic.tx.subscribe()),
+            topics: self.topics.clone(),
+            session_id: session_id.to_string(),
             previewers,
         }
     }

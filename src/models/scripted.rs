@@ -1,5 +1,5 @@
 //! `mast-scripted`: a deterministic model that needs no network, for tests, demos and users'
-//! own CI. It plays a little script written in the latest user message (see the README).
+//! own CI. It plays a little script written in the latest user text (see the README).
 //!
 //! - No directive lines: it answers `You said: <text>`.
 //! - `say <text>`: answer text; `{{result}}` is replaced by the latest tool result's text.
@@ -103,15 +103,22 @@ fn latest_tool_result(req: &ModelRequest) -> Option<String> {
     (!texts.is_empty()).then(|| texts.join("\n"))
 }
 
-/// The script (latest user text) and how many model requests of this turn came before.
+/// The script (the latest user text block: consecutive user messages share one turn, and
+/// the newest is the one to play) and how many model requests of this turn came before.
 fn script_and_step(req: &ModelRequest) -> (String, usize) {
     let mut steps_done = 0;
     for m in req.messages.iter().rev() {
         match m.role {
             Role::Assistant => steps_done += 1,
             Role::User => {
-                let t = text_of(&m.content);
-                if !t.trim().is_empty() {
+                let latest = m.content.iter().rev().find_map(|b| {
+                    let t = b.get("text").and_then(Value::as_str)?;
+                    (b.get("type").and_then(Value::as_str) == Some("text")
+                        && !t.starts_with(SYSTEM_PREFIX)
+                        && !t.trim().is_empty())
+                    .then(|| t.to_string())
+                });
+                if let Some(t) = latest {
                     return (t, steps_done);
                 }
             }

@@ -22,6 +22,9 @@ pub enum StoreError {
     /// A uniqueness or precondition conflict (duplicate name, stale version, answered event).
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A runner tried to write after its lease moved to another owner (fencing).
+    #[error("lease lost: {0}")]
+    Fenced(String),
     /// The database could not be reached in time.
     #[error("database unavailable: {0}")]
     Unavailable(String),
@@ -44,6 +47,15 @@ impl From<sqlx::Error> for StoreError {
             }
             sqlx::Error::Database(db) if db.is_unique_violation() => {
                 StoreError::Conflict(db.message().to_string())
+            }
+            // Postgres text cannot hold NUL; SQLite can, so inputs are checked before they
+            // get here and this only catches what slips through.
+            sqlx::Error::Database(db)
+                if matches!(db.code().as_deref(), Some("22021" | "22P05")) =>
+            {
+                StoreError::Invalid(crate::domain::invalid::Invalid::new(
+                    "text must not contain NUL (\\u0000) characters",
+                ))
             }
             _ => StoreError::Internal(e.into()),
         }
@@ -208,7 +220,8 @@ pub struct TxnOutput {
     /// Queued events consumed by this transaction: their `processed_at` is set and their
     /// `internal` records `{"after_seq": N}`, the log position at which they were consumed.
     pub mark_processed: Vec<String>,
-    /// Marks every queued event of the session processed (an interrupt flushes the queue).
+    /// Discards every queued event of the session: marked processed with `internal`
+    /// `{"discarded": true}`, so it never reaches the model (a turn whose retries ran out).
     pub flush_queued: bool,
 }
 

@@ -695,7 +695,7 @@ impl Store for SqlStore {
             let holder: Option<String> = row.try_get("lease_owner")?;
             if holder.as_deref() != Some(owner.as_str()) {
                 // Fencing: a runner whose lease moved on writes nothing more.
-                return Err(StoreError::Conflict(format!(
+                return Err(StoreError::Fenced(format!(
                     "runner {owner} no longer holds the lease of {session_id}"
                 )));
             }
@@ -748,11 +748,14 @@ impl Store for SqlStore {
             sql.query().execute(&mut *tx).await?;
         }
         if out.flush_queued {
-            sqlx::query("UPDATE events SET processed_at = $1 WHERE session_id = $2 AND processed_at IS NULL")
-                .bind(now)
-                .bind(session_id)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "UPDATE events SET processed_at = $1, internal = $2 WHERE session_id = $3 AND processed_at IS NULL",
+            )
+            .bind(now)
+            .bind(r#"{"discarded":true}"#)
+            .bind(session_id)
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
         Ok(Some((rec, events)))

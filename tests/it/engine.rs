@@ -778,3 +778,117 @@ async fn many_concurrent_sessions(b: Backend) {
     })
     .await;
 }
+
+mod regressions {
+    //! Cases found in review: interrupts and queued input, failed turns and queued input.
+
+    use super::*;
+
+    backend_tests!(
+        an_interrupt_jumps_ahead_of_queued_input,
+        an_interrupt_of_a_blocked_turn_runs_queued_input,
+        an_exhausted_turn_discards_its_queued_input,
+    );
+
+    async fn an_interrupt_jumps_ahead_of_queued_input(b: Backend) {
+        let s = TestServer::start(b).await;
+        let c = &s.client;
+        let (sid, mut st) = open_session(&s, json!([])).await;
+        c.say(&sid, "sleep 3000\nsay slow").await;
+        st.until(10, |e| e["type"] == "span.model_request_start")
+            .await;
+        c.send_events(
+            &sid,
+            json!([{"type": "user.interrupt"},
+                   {"type": "user.message", "content": [{"type": "text", "text": "do this instead"}]}]),
+        )
+        .await;
+        let first = st.until_idle(10).await;
+        assert_eq!(first["stop_reason"]["type"], "end_turn");
+        let second = st.until_idle(10).await;
+        assert_eq!(second["stop_reason"]["type"], "end_turn");
+        let msgs: Vec<&Value> = st
+            .seen
+            .iter()
+            .filter(|e| e["type"] == "agent.message")
+            .collect();
+        assert_eq!(msgs.len(), 1, "the interrupted answer never arrives");
+        assert_eq!(msgs[0]["content"][0]["text"], "You said: do this instead");
+        let later = c.say(&sid, "and then this").await;
+        st.until_idle(10).await;
+        let last = st
+            .seen
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "agent.message")
+            .unwrap();
+        assert_eq!(last["content"][0]["text"], "You said: and then this");
+        assert!(later["data"][0]["processed_at"].is_string());
+    }
+
+    async fn an_interrupt_of_a_blocked_turn_runs_queued_input(b: Backend) {
+        let s = TestServer::start(b).await;
+        let c = &s.client;
+        let (sid, mut st) = open_session(&s, json!([weather_tool()])).await;
+        c.say(&sid, WEATHER).await;
+        st.until_idle(10).await;
+        let queued = c.say(&sid, "queued while blocked").await;
+        assert_eq!(queued["data"][0]["processed_at"], Value::Null);
+        c.send_events(&sid, json!([{"type": "user.interrupt"}]))
+            .await;
+        let idle = st.until_idle(10).await;
+        assert_eq!(idle["stop_reason"]["type"], "end_turn");
+        let idle = st.until_idle(10).await;
+        assert_eq!(idle["stop_reason"]["type"], "end_turn");
+        let last = st
+            .seen
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "agent.message")
+            .unwrap();
+        assert_eq!(last["content"][0]["text"], "You said: queued while blocked");
+    }
+
+    async fn an_exhausted_turn_discards_its_queued_input(b: Backend) {
+        let mock = MockAnthropic::start().await;
+        mock.push([
+            Reply::Status(529, "overloaded_error"),
+            Reply::Status(529, "overloaded_error"),
+            Reply::Status(529, "overloaded_error"),
+        ]);
+        let (s, sid, mut st) = claude_session(
+            b,
+            &mock,
+            Options {
+                max_retries: 2,
+                ..Default::default()
+            },
+        )
+        .await;
+        let c = &s.client;
+        c.say(&sid, "first").await;
+        st.until(10, |e| e["type"] == "session.error").await;
+        let queued = c.say(&sid, "sent during the retries").await;
+        assert_eq!(queued["data"][0]["processed_at"], Value::Null);
+        let idle = st.until_idle(10).await;
+        assert_eq!(idle["stop_reason"]["type"], "retries_exhausted");
+        let log = c.all_events(&sid).await;
+        let q = log
+            .iter()
+            .find(|e| e["id"] == queued["data"][0]["id"])
+            .unwrap();
+        assert!(
+            q["processed_at"].is_string(),
+            "flushed, not left queued: {log:#?}"
+        );
+        mock.push([Reply::Text("fresh start".into())]);
+        c.say(&sid, "second").await;
+        assert_eq!(st.until_idle(10).await["stop_reason"]["type"], "end_turn");
+        let reqs = mock.requests();
+        let texts = reqs.last().unwrap()["messages"].to_string();
+        assert!(
+            texts.contains("second") && !texts.contains("sent during the retries"),
+            "{texts}"
+        );
+    }
+}

@@ -159,3 +159,72 @@ async fn keys_and_workspaces_isolate(b: Backend) {
         }
     }
 }
+
+mod review_cases {
+    //! Inputs that once got through: blank text, bad base64, NUL characters; stream topics
+    //! of requests that never became streams.
+
+    use serde_json::json;
+
+    use crate::backend_tests;
+    use crate::support::{Backend, TestServer};
+
+    backend_tests!(bad_inputs_are_refused_alike_on_every_store);
+
+    async fn bad_inputs_are_refused_alike_on_every_store(b: Backend) {
+        let s = TestServer::start(b).await;
+        let c = &s.client;
+        let agent = c.agent(json!([])).await;
+        let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
+        let send = |content: serde_json::Value| {
+            let c = c.clone();
+            let sid = sid.clone();
+            async move {
+                c.post(
+                    &format!("/v1/sessions/{sid}/events"),
+                    json!({"events": [{"type": "user.message", "content": content}]}),
+                )
+                .await
+            }
+        };
+        send(json!([{"type": "text", "text": "   "}]))
+            .await
+            .err(400);
+        send(json!([{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "not base64!"}}])).await.err(400);
+        send(json!([{"type": "text", "text": "nul \u{0000} inside"}]))
+            .await
+            .err(400);
+        c.get("/v1/sessions/abc%00def").await.err(400);
+        c.post("/v1/environments", json!({"name": "x\u{0000}y"}))
+            .await
+            .err(400);
+        assert!(c.all_events(&sid).await.is_empty(), "nothing was stored");
+        for _ in 0..50 {
+            c.get("/v1/sessions/sesn_missing/events/stream")
+                .await
+                .err(404);
+        }
+        assert_eq!(
+            s.stream_topics(),
+            0,
+            "refused streams leave no topic behind"
+        );
+        {
+            let _st = crate::support::sse::Stream::open(
+                &s.url,
+                &format!("/v1/sessions/{sid}/events/stream"),
+                None,
+                &[],
+            )
+            .await;
+            crate::support::eventually(5, "a topic while streaming", || async {
+                (s.stream_topics() == 1).then_some(())
+            })
+            .await;
+        }
+        crate::support::eventually(5, "the topic to go with its subscriber", || async {
+            (s.stream_topics() == 0).then_some(())
+        })
+        .await;
+    }
+}

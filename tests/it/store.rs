@@ -169,7 +169,7 @@ async fn leases_are_exclusive_and_fence_writes(b: Backend) {
         .transact("sesn_l", &two, append(vec![event("agent.message")]))
         .await;
     assert!(
-        matches!(r, Err(StoreError::Conflict(_))),
+        matches!(r, Err(StoreError::Fenced(_))),
         "a runner without the lease cannot write"
     );
     // After expiry another owner takes over and the old one is fenced off.
@@ -184,7 +184,7 @@ async fn leases_are_exclusive_and_fence_writes(b: Backend) {
         store
             .transact("sesn_l", &one, append(vec![event("agent.message")]))
             .await,
-        Err(StoreError::Conflict(_))
+        Err(StoreError::Fenced(_))
     ));
     assert!(!store.renew_lease("sesn_l", "one", later + 5).await.unwrap());
     assert!(store.renew_lease("sesn_l", "two", later + 5).await.unwrap());

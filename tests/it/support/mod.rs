@@ -43,10 +43,17 @@ pub async fn fresh_postgres_database() -> String {
     let mut conn = sqlx::PgConnection::connect(&admin)
         .await
         .expect("connect to test postgres");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
-        .await
-        .expect("create database");
+    // A linguistic collation, as many production databases have: ordering by id must not
+    // depend on the database's default collation.
+    let icu = format!(
+        "CREATE DATABASE {name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"
+    );
+    if sqlx::query(&icu).execute(&mut conn).await.is_err() {
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut conn)
+            .await
+            .expect("create database");
+    }
     conn.close().await.ok();
     let base = admin
         .rsplit_once('/')
@@ -283,6 +290,11 @@ impl TestServer {
         if let Some(r) = self.running.take() {
             r.stop().await;
         }
+    }
+
+    /// Sessions with live stream subscribers in this server.
+    pub fn stream_topics(&self) -> usize {
+        self.running.as_ref().map_or(0, |r| r.stream_topics())
     }
 
     /// Runner tasks alive in this server.
