@@ -55,6 +55,14 @@ pub enum Command {
     },
     /// Print the OpenAPI document.
     Openapi,
+    /// Inside a sandbox: forward 127.0.0.1:PORT to the egress proxy's socket (internal).
+    #[command(hide = true)]
+    SandboxForward {
+        #[arg(long)]
+        port: u16,
+        #[arg(long)]
+        socket: std::path::PathBuf,
+    },
 }
 
 /// `mast keys ...`.

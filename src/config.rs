@@ -24,6 +24,8 @@ pub struct Config {
     pub anthropic: AnthropicConfig,
     /// Model providers beyond the built-in ones.
     pub providers: Vec<ProviderConfig>,
+    /// Built-in tools: sandbox override, search provider, limits.
+    pub tools: crate::tools::ToolsConfig,
     /// How long shutdown waits for runners to hand their sessions back.
     pub shutdown_grace: Duration,
 }
@@ -41,6 +43,7 @@ impl Config {
             engine: EngineConfig::default(),
             anthropic: AnthropicConfig::from_env(),
             providers: Vec::new(),
+            tools: crate::tools::ToolsConfig::default(),
             shutdown_grace: Duration::from_secs(10),
         }
     }
@@ -80,6 +83,14 @@ impl Config {
         }
         if let Some(n) = num("MAST_MAX_TOKENS")? {
             self.engine.max_tokens = n;
+        }
+        if std::env::var("MAST_UNSAFE_UNSANDBOXED_TOOLS").is_ok_and(|v| v == "1") {
+            self.tools.unsafe_unsandboxed = true;
+        }
+        if let Ok(url) = std::env::var("MAST_WEB_SEARCH_URL")
+            && !url.is_empty()
+        {
+            self.tools.web_search_url = Some(url);
         }
         if let Some(n) = num("MAST_DB_MAX_CONNECTIONS")? {
             self.db_max_connections = n;

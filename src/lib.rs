@@ -11,6 +11,7 @@ pub mod engine;
 pub mod hub;
 pub mod models;
 pub mod store;
+pub mod tools;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -122,7 +123,14 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     engine_config.single_replica = config.database_url.is_none();
     let hub = Arc::new(Hub::default());
     let models = Arc::new(Models::new(config.anthropic.clone(), &config.providers)?);
-    let engine = Engine::new(store.clone(), hub.clone(), models.clone(), engine_config);
+    let toolbox = Arc::new(tools::Toolbox::new(&config.data_dir, config.tools.clone()).await);
+    let engine = Engine::new(
+        store.clone(),
+        hub.clone(),
+        models.clone(),
+        toolbox.clone(),
+        engine_config,
+    );
     let shutdown = CancellationToken::new();
     let state = AppState(Arc::new(Shared {
         store: store.clone(),
@@ -130,6 +138,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         hub: hub.clone(),
         engine: engine.clone(),
         models,
+        toolbox,
         shutdown: shutdown.clone(),
     }));
     engine.start().await?;

@@ -77,6 +77,9 @@ async fn main() -> anyhow::Result<()> {
             println!("{key}");
         }
         Command::Openapi => print!("{}", mast::api::openapi::document()),
+        Command::SandboxForward { port, socket } => {
+            mast::tools::proxy::forward(port, socket).await?
+        }
     }
     Ok(())
 }

@@ -40,6 +40,7 @@ pub struct Shared {
     pub hub: Arc<Hub>,
     pub engine: Engine,
     pub models: Arc<Models>,
+    pub toolbox: Arc<crate::tools::Toolbox>,
     /// Cancelled on graceful shutdown; ends open streams.
     pub shutdown: CancellationToken,
 }

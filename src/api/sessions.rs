@@ -552,6 +552,7 @@ async fn delete(
     match app.store.delete_session(&ws, &id).await? {
         Deleted::Yes => {
             app.hub.deleted(&id);
+            app.toolbox.remove_session(&id).await;
             Ok(axum::Json(SessionDeleted {
                 id,
                 tag: SessionDeletedTag::Tag,

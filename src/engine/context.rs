@@ -13,8 +13,11 @@ use crate::models::scripted::SYSTEM_PREFIX;
 use crate::models::{Message, Role};
 use crate::store::EventRecord;
 
-/// The event types that shape a thread's model context; the loop reads only these.
-pub const CONTEXT_KINDS: &[&str] = &[
+/// The event types the loop reads: those that shape a thread's model context, and the tool
+/// uses and confirmations that decide which calls may run.
+pub const LOOP_KINDS: &[&str] = &[
+    kind::AGENT_TOOL_USE,
+    kind::USER_TOOL_CONFIRMATION,
     kind::USER_MESSAGE,
     kind::SYSTEM_MESSAGE,
     kind::SPAN_START,

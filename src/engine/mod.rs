@@ -6,6 +6,7 @@
 
 pub mod context;
 pub mod intake;
+pub mod permissions;
 pub mod state;
 mod turn;
 
@@ -78,6 +79,7 @@ pub(crate) struct Inner {
     pub store: Arc<dyn Store>,
     pub hub: Arc<Hub>,
     pub models: Arc<Models>,
+    pub toolbox: Arc<crate::tools::Toolbox>,
     pub config: EngineConfig,
     /// This process's lease owner id.
     pub owner: String,
@@ -98,6 +100,7 @@ impl Engine {
         store: Arc<dyn Store>,
         hub: Arc<Hub>,
         models: Arc<Models>,
+        toolbox: Arc<crate::tools::Toolbox>,
         config: EngineConfig,
     ) -> Self {
         Engine {
@@ -105,6 +108,7 @@ impl Engine {
                 store,
                 hub,
                 models,
+                toolbox,
                 config,
                 owner: new_id("runner"),
                 runners: Mutex::new(HashMap::new()),

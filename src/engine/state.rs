@@ -38,6 +38,10 @@ pub struct EngineState {
     /// Input events (`user.message`, `system.message`) queued and not consumed yet.
     #[serde(default)]
     pub queued: u32,
+    /// A built-in tool call the runner started and has not recorded a result for: after a
+    /// crash it is closed with an error result, never run again.
+    #[serde(default)]
+    pub running_tool: Option<String>,
     /// Set by a decision that discards queued input (turn failed); not stored.
     #[serde(skip)]
     pub discard_queued: bool,

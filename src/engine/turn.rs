@@ -11,11 +11,13 @@ use serde_json::{Value, json};
 
 use super::context::{self, Tail};
 use super::intake::server_event;
+use super::permissions;
 use super::state::{
     EngineState, LeaseGrant, Pending, PendingKind, grant_lease, set_status, status_of,
 };
 use super::{Inner, RunnerHandle};
 use crate::domain::content;
+use crate::domain::environment::EnvironmentConfig;
 use crate::domain::events::{self, StopReason, kind};
 use crate::domain::ids::new_id;
 use crate::domain::model_config::Speed;
@@ -24,6 +26,8 @@ use crate::domain::time;
 use crate::domain::tools::Tool;
 use crate::models::{Delta, Message, ModelError, ModelRequest, ModelResponse, ToolDef};
 use crate::store::{EventRecord, NewEvent, SessionRecord, StoreError, TxnOutput, Writer};
+use crate::tools::SessionTools;
+use crate::tools::egress::EgressPolicy;
 
 /// Why a runner stopped early.
 #[derive(Debug, thiserror::Error)]
@@ -76,7 +80,36 @@ struct Loop<'a> {
     released: bool,
     /// The handle's interrupt count before the session row was last read.
     seen_interrupts: u64,
+    /// The environment's network policy (permission checks, web tools).
+    egress: EgressPolicy,
+    /// Sandbox tools are run by the user's workers, not here (`self_hosted` environments).
+    self_hosted: bool,
+    /// The session's built-in tools, set up when a call first runs.
+    tools: Option<Arc<SessionTools>>,
 }
+
+/// A built-in tool call the loop may act on.
+struct ToolCall {
+    id: String,
+    name: String,
+    input: Value,
+}
+
+/// What to do next about tool calls without results.
+enum ToolStep {
+    Run(ToolCall),
+    /// The user denied it: close it with their message.
+    Denied {
+        id: String,
+        message: Option<String>,
+    },
+    /// Confirmed in a self-hosted environment: now it waits for the worker's result.
+    HandToWorker(String),
+    Wait,
+}
+
+/// Tools a self-hosted environment's workers run (web tools stay on the server).
+const SANDBOX_TOOLS: &[&str] = &["bash", "read", "write", "edit", "glob", "grep"];
 
 /// Drives the session until it has no work (idle or terminated), the lease is lost, or the
 /// process shuts down.
@@ -88,6 +121,7 @@ pub(super) async fn drive(
     let sid = rec.id.clone();
     let sid = sid.as_str();
     let body: SessionBody = serde_json::from_str(&rec.body).map_err(StoreError::from)?;
+    let body_environment = body.environment.clone();
     let mut lp = Loop {
         inner,
         handle,
@@ -103,6 +137,9 @@ pub(super) async fn drive(
         usage_at_start: None,
         released: false,
         seen_interrupts: handle.interrupts.load(Ordering::SeqCst),
+        egress: EgressPolicy::of(&body_environment),
+        self_hosted: matches!(body_environment, EnvironmentConfig::SelfHosted),
+        tools: None,
     };
     let mut first = Some(rec);
     loop {
@@ -132,6 +169,12 @@ pub(super) async fn drive(
         lp.refresh().await?;
         if st.interrupt {
             lp.interrupt().await?;
+            continue;
+        }
+        if let Some(id) = st.running_tool.clone() {
+            // The process stopped while this call ran: its effects are unknown, so it is
+            // closed rather than run again.
+            lp.close_interrupted_tool(id).await?;
             continue;
         }
         let ctx = context::build(&lp.events);
@@ -186,9 +229,12 @@ pub(super) async fn drive(
                 }
                 _ => lp.finish(StopReason::EndTurn, None).await?,
             },
-            Tail::AwaitingTools(missing) => {
-                lp.finish(StopReason::RequiresAction(missing), None).await?
-            }
+            Tail::AwaitingTools(missing) => match lp.next_tool_step(&missing, &st) {
+                ToolStep::Run(call) => lp.run_tool(call).await?,
+                ToolStep::Denied { id, message } => lp.close_denied(id, message).await?,
+                ToolStep::HandToWorker(id) => lp.hand_to_worker(id).await?,
+                ToolStep::Wait => lp.finish(StopReason::RequiresAction(missing), None).await?,
+            },
             Tail::Empty => lp.finish(StopReason::EndTurn, None).await?,
         }
     }
@@ -256,7 +302,7 @@ impl Loop<'_> {
                 .hold(self.inner.store.events_after(
                     &self.sid,
                     self.last_seq,
-                    context::CONTEXT_KINDS,
+                    context::LOOP_KINDS,
                     1000,
                 ))
                 .await?;
@@ -381,13 +427,20 @@ impl Loop<'_> {
             .collect()
     }
 
+    /// Custom tools and the enabled built-in tools.
+    fn offered_tools(&self) -> Vec<ToolDef> {
+        let mut tools = self.custom_tools();
+        tools.extend(crate::tools::definitions(&self.body.agent.tools));
+        tools
+    }
+
     fn request(&self, messages: Vec<Message>) -> ModelRequest {
         let model = &self.body.agent.model;
         ModelRequest {
             model: model.id.clone(),
             system: self.body.agent.system.clone(),
             messages,
-            tools: self.custom_tools(),
+            tools: self.offered_tools(),
             max_tokens: self.inner.config.max_tokens,
             effort: model.effort.map(|e| e.level),
             fast: model.speed == Some(Speed::Fast),
@@ -564,6 +617,7 @@ impl Loop<'_> {
         let mut out = Vec::new();
         let mut pending = Vec::new();
         let mut refused_calls = Vec::new();
+        let mut runs_here = false;
         let mut content = Vec::with_capacity(resp.content.len());
         if resp.content.iter().any(|b| {
             matches!(
@@ -625,6 +679,32 @@ impl Loop<'_> {
                     kind: PendingKind::Custom,
                     thread_id: self.primary.clone(),
                 });
+            } else if permissions::is_builtin(&self.body.agent.tools, &name) {
+                // Policy is decided here, in code, before anything runs.
+                let decision =
+                    permissions::decide(&self.body.agent.tools, &name, &input, &self.egress);
+                let mut body = json!({ "name": name, "input": input, "evaluated_permission": decision.label() });
+                if let Some(ev) = decision.evaluation() {
+                    body["evaluation"] = ev.clone();
+                }
+                let mut e = server_event(kind::AGENT_TOOL_USE, body, &self.primary, now);
+                e.id = id.clone();
+                out.push(e);
+                match decision {
+                    permissions::Decision::Deny { reason, .. } => refused_calls.push((
+                        id,
+                        format!("Permission denied: {reason}. The call did not run; choose another approach or ask the user."),
+                    )),
+                    permissions::Decision::Ask { .. } => pending.push(Pending {
+                        id,
+                        kind: PendingKind::Confirmation,
+                        thread_id: self.primary.clone(),
+                    }),
+                    permissions::Decision::Allow { .. } if self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str()) => {
+                        pending.push(Pending { id, kind: PendingKind::ClientTool, thread_id: self.primary.clone() })
+                    }
+                    permissions::Decision::Allow { .. } => runs_here = true,
+                }
             } else {
                 let mut e = server_event(
                     kind::AGENT_TOOL_USE,
@@ -634,10 +714,12 @@ impl Loop<'_> {
                 );
                 e.id = id.clone();
                 out.push(e);
-                let available = if custom.is_empty() {
+                let available: Vec<String> =
+                    self.offered_tools().into_iter().map(|t| t.name).collect();
+                let available = if available.is_empty() {
                     "none".to_string()
                 } else {
-                    custom.join(", ")
+                    available.join(", ")
                 };
                 refused_calls.push((
                     id,
@@ -668,7 +750,8 @@ impl Loop<'_> {
         }
         let usage = resp.usage;
         // When the response ends the turn by itself, the idle goes in the same transaction.
-        let ends_turn = if !refused_calls_pending {
+        // Calls answered right away or run here keep the turn going.
+        let ends_turn = if !refused_calls_pending && !runs_here {
             match resp.stop_reason.as_str() {
                 _ if !pending.is_empty() => Some((StopReason::RequiresAction(vec![]), None)),
                 "end_turn" | "stop_sequence" => Some((StopReason::EndTurn, None)),
@@ -742,10 +825,225 @@ impl Loop<'_> {
                     .drain(..)
                     .map(|p| closed_tool_call(&p.id, &primary, now))
                     .collect();
+                if let Some(id) = st.running_tool.take() {
+                    out.push(closed_tool_call(&id, &primary, now));
+                }
                 st.interrupt = false;
                 out.extend(end_turn(rec, st, &primary, StopReason::EndTurn, None, now));
                 out.extend(resume_if_queued(rec, st, &primary, Some(&grant), now));
                 Ok(out)
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Which tool call without a result to act on next, given the row's pending set.
+    fn next_tool_step(&self, missing: &[String], st: &EngineState) -> ToolStep {
+        for id in missing {
+            let Some(use_event) = self
+                .events
+                .iter()
+                .find(|e| e.kind == kind::AGENT_TOOL_USE && &e.id == id)
+            else {
+                continue; // a custom tool: the client answers it
+            };
+            let name = use_event
+                .body
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let input = use_event
+                .body
+                .get("input")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            let call = ToolCall {
+                id: id.clone(),
+                name: name.clone(),
+                input,
+            };
+            let for_worker = self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
+            match use_event
+                .body
+                .get("evaluated_permission")
+                .and_then(Value::as_str)
+            {
+                Some("allow") if !for_worker => return ToolStep::Run(call),
+                Some("ask") => {
+                    let answer = self.events.iter().find(|e| {
+                        e.kind == kind::USER_TOOL_CONFIRMATION
+                            && e.body.get("tool_use_id").and_then(Value::as_str) == Some(id)
+                    });
+                    match answer.map(|a| {
+                        (
+                            a.body.get("result").and_then(Value::as_str) == Some("allow"),
+                            a,
+                        )
+                    }) {
+                        Some((true, _))
+                            if for_worker && !st.pending.iter().any(|p| &p.id == id) =>
+                        {
+                            return ToolStep::HandToWorker(id.clone());
+                        }
+                        Some((true, _)) if for_worker => {}
+                        Some((true, _)) => return ToolStep::Run(call),
+                        Some((false, a)) => {
+                            let message = a
+                                .body
+                                .get("deny_message")
+                                .and_then(Value::as_str)
+                                .map(str::to_string);
+                            return ToolStep::Denied {
+                                id: id.clone(),
+                                message,
+                            };
+                        }
+                        None => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        ToolStep::Wait
+    }
+
+    /// The session's built-in tools (workspace created on first use).
+    fn session_tools(&mut self) -> Result<Arc<SessionTools>, String> {
+        if let Some(t) = &self.tools {
+            return Ok(t.clone());
+        }
+        let t = self
+            .inner
+            .toolbox
+            .for_session(&self.sid, &self.body.environment, &self.body.agent.tools)
+            .map_err(|e| format!("the session's workspace could not be prepared: {e}"))?;
+        let t = Arc::new(t);
+        self.tools = Some(t.clone());
+        Ok(t)
+    }
+
+    /// Runs an authorised built-in call and records its result. A marker in the row says it
+    /// is running, so a crash in between closes it instead of running it twice.
+    async fn run_tool(&mut self, call: ToolCall) -> Result<(), RunError> {
+        let id = call.id.clone();
+        self.commit(
+            move |_, st| {
+                st.running_tool = Some(id);
+                Ok(vec![])
+            },
+            vec![],
+        )
+        .await?;
+        let output = match self.session_tools() {
+            Ok(tools) => {
+                let (name, input) = (call.name.clone(), call.input.clone());
+                match self
+                    .interruptible(async move { tools.run(&name, &input).await })
+                    .await?
+                {
+                    Waited::Done(out) => out,
+                    // interrupt() closes the running call.
+                    Waited::Interrupted => return Ok(()),
+                }
+            }
+            Err(e) => crate::tools::ToolOutput::error(e),
+        };
+        let primary = self.primary.clone();
+        self.commit(
+            move |rec, st| {
+                st.running_tool = None;
+                if matches!(call.name.as_str(), "web_search" | "web_fetch") {
+                    let mut usage: SessionUsage =
+                        serde_json::from_str(&rec.usage).unwrap_or_default();
+                    if call.name == "web_search" {
+                        usage.server_tool_use.web_search_requests += 1;
+                    } else {
+                        usage.server_tool_use.web_fetch_requests += 1;
+                    }
+                    rec.usage = serde_json::to_string(&usage)?;
+                }
+                let mut e = server_event(
+                    kind::AGENT_TOOL_RESULT,
+                    events::tool_result(&call.id, output.content, output.is_error),
+                    &primary,
+                    time::now(),
+                );
+                e.answers = Some((call.id, "result"));
+                Ok(vec![e])
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Closes a call the user denied, passing their message to the model.
+    async fn close_denied(&mut self, id: String, message: Option<String>) -> Result<(), RunError> {
+        let primary = self.primary.clone();
+        let text = match message {
+            Some(m) => format!("The user denied this tool call: {m}"),
+            None => "The user denied this tool call; it did not run.".to_string(),
+        };
+        self.commit(
+            move |_, _| {
+                let mut e = server_event(
+                    kind::AGENT_TOOL_RESULT,
+                    events::tool_result(&id, vec![content::text(text)], true),
+                    &primary,
+                    time::now(),
+                );
+                e.answers = Some((id, "result"));
+                Ok(vec![e])
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// A confirmed sandbox call in a self-hosted environment now waits for the worker.
+    async fn hand_to_worker(&mut self, id: String) -> Result<(), RunError> {
+        let primary = self.primary.clone();
+        self.commit(
+            move |_, st| {
+                if !st.pending.iter().any(|p| p.id == id) {
+                    st.pending.push(Pending {
+                        id,
+                        kind: PendingKind::ClientTool,
+                        thread_id: primary,
+                    });
+                }
+                Ok(vec![])
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Closes a call that was running when its runner stopped.
+    async fn close_interrupted_tool(&mut self, id: String) -> Result<(), RunError> {
+        let primary = self.primary.clone();
+        let answered = self.events.iter().any(|e| {
+            matches!(
+                e.kind.as_str(),
+                kind::AGENT_TOOL_RESULT | kind::USER_TOOL_RESULT
+            ) && e.body.get("tool_use_id").and_then(Value::as_str) == Some(id.as_str())
+        });
+        self.commit(
+            move |_, st| {
+                st.running_tool = None;
+                if answered {
+                    return Ok(vec![]);
+                }
+                let text = "The server stopped while this tool call was running, so whether it took effect is unknown. \
+                            Check the workspace before running it again.";
+                let mut e = server_event(kind::AGENT_TOOL_RESULT, events::tool_result(&id, vec![content::text(text)], true), &primary, time::now());
+                e.answers = Some((id, "result"));
+                Ok(vec![e])
             },
             vec![],
         )

@@ -13,3 +13,4 @@ mod openapi;
 mod sessions;
 mod store;
 mod stream;
+mod toolset;

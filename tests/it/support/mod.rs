@@ -164,6 +164,8 @@ pub struct Options {
     pub route: ModelRoute,
     /// Base URL (with `/v1`) of an OpenAI-compatible endpoint serving `oai/...` models.
     pub openai_base_url: Option<String>,
+    /// A SearXNG-compatible endpoint for `web_search`.
+    pub web_search_url: Option<String>,
 }
 
 impl Default for Options {
@@ -175,6 +177,7 @@ impl Default for Options {
             max_requests_per_turn: 100,
             route: ModelRoute::Builtin,
             openai_base_url: None,
+            web_search_url: None,
         }
     }
 }
@@ -211,6 +214,9 @@ pub fn test_config(data_dir: PathBuf, database_url: Option<String>, opts: &Optio
             strip_prefix: true,
         }];
     }
+    // The in-sandbox proxy forwarder is a subcommand of the real binary.
+    c.tools.helper = PathBuf::from(env!("CARGO_BIN_EXE_mast"));
+    c.tools.web_search_url = opts.web_search_url.clone();
     c.shutdown_grace = Duration::from_secs(5);
     c
 }

@@ -1,0 +1,283 @@
+//! The built-in toolset (`agent_toolset_20260401`): bash, read, write, edit, glob, grep,
+//! web_fetch and web_search, run for `cloud` environments inside a per-session sandbox.
+//! Whether a call may run at all is decided before it gets here (`engine::permissions`).
+
+pub mod bash;
+pub mod egress;
+pub mod files;
+pub mod proxy;
+pub mod sandbox;
+pub mod search;
+pub mod web;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::domain::environment::EnvironmentConfig;
+use crate::domain::tools::{BuiltinToolConfig, Tool};
+use crate::models::ToolDef;
+use egress::EgressPolicy;
+use sandbox::{Isolation, Limits, Network};
+
+/// What a tool call produced: content blocks for the `tool_result`, and whether it failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub content: Vec<Value>,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful text result.
+    pub fn text(s: impl Into<String>) -> Self {
+        ToolOutput {
+            content: vec![json!({"type": "text", "text": s.into()})],
+            is_error: false,
+        }
+    }
+
+    /// A failed call, written for the model's next decision.
+    pub fn error(s: impl Into<String>) -> Self {
+        ToolOutput {
+            content: vec![json!({"type": "text", "text": s.into()})],
+            is_error: true,
+        }
+    }
+}
+
+/// Operator settings of the built-in tools.
+#[derive(Debug, Clone)]
+pub struct ToolsConfig {
+    /// `MAST_UNSAFE_UNSANDBOXED_TOOLS=1`: run tools without a sandbox when none works.
+    pub unsafe_unsandboxed: bool,
+    /// The `mast` binary (the in-sandbox proxy forwarder).
+    pub helper: PathBuf,
+    /// `MAST_WEB_SEARCH_URL`: a SearXNG-compatible search endpoint.
+    pub web_search_url: Option<String>,
+    pub limits: Limits,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        ToolsConfig {
+            unsafe_unsandboxed: false,
+            helper: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("mast")),
+            web_search_url: None,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// The built-in tools of this server.
+pub struct Toolbox {
+    isolation: Isolation,
+    data_dir: PathBuf,
+    config: ToolsConfig,
+}
+
+/// A session's tools: its workspace, state, network policy and toolset configuration.
+pub struct SessionTools {
+    pub session_id: String,
+    pub workspace: PathBuf,
+    pub state_dir: PathBuf,
+    pub isolation: Isolation,
+    pub limits: Limits,
+    pub helper: PathBuf,
+    pub egress: EgressPolicy,
+    configs: Vec<BuiltinToolConfig>,
+    search_url: Option<String>,
+}
+
+impl Toolbox {
+    /// Detects the sandbox and says at start-up what built-in tools will do.
+    pub async fn new(data_dir: &Path, config: ToolsConfig) -> Self {
+        let isolation = sandbox::detect(config.unsafe_unsandboxed).await;
+        match &isolation {
+            Isolation::Bubblewrap => tracing::info!("built-in tools run in bubblewrap sandboxes"),
+            Isolation::Unsandboxed => tracing::warn!(
+                "MAST_UNSAFE_UNSANDBOXED_TOOLS=1 and no working sandbox: built-in tools run DIRECTLY ON THIS HOST with the server's privileges"
+            ),
+            Isolation::Unavailable(reason) => tracing::error!(
+                "built-in tools are disabled: {reason}. Calls to them fail with an error result (MAST_UNSAFE_UNSANDBOXED_TOOLS=1 runs them unsandboxed)"
+            ),
+        }
+        let data_dir = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+        Toolbox {
+            isolation,
+            data_dir,
+            config,
+        }
+    }
+
+    /// How tools are isolated here.
+    pub fn isolation(&self) -> &Isolation {
+        &self.isolation
+    }
+
+    fn workspace_dir(&self, session_id: &str) -> PathBuf {
+        self.data_dir.join("workspaces").join(session_id)
+    }
+
+    fn state_dir(&self, session_id: &str) -> PathBuf {
+        self.data_dir.join("sandbox-state").join(session_id)
+    }
+
+    /// The tools of one session, creating its workspace on first use.
+    pub fn for_session(
+        &self,
+        session_id: &str,
+        environment: &EnvironmentConfig,
+        tools: &[Tool],
+    ) -> std::io::Result<SessionTools> {
+        let workspace = self.workspace_dir(session_id);
+        let state_dir = self.state_dir(session_id);
+        std::fs::create_dir_all(&workspace)?;
+        std::fs::create_dir_all(&state_dir)?;
+        let configs = tools
+            .iter()
+            .find_map(|t| match t {
+                Tool::AgentToolset { configs, .. } => Some(configs.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        Ok(SessionTools {
+            session_id: session_id.to_string(),
+            workspace,
+            state_dir,
+            isolation: self.isolation.clone(),
+            limits: self.config.limits,
+            helper: self.config.helper.clone(),
+            egress: EgressPolicy::of(environment),
+            configs,
+            search_url: self.config.web_search_url.clone(),
+        })
+    }
+
+    /// Removes a deleted session's workspace and sandbox state.
+    pub async fn remove_session(&self, session_id: &str) {
+        let _ = tokio::fs::remove_dir_all(self.workspace_dir(session_id)).await;
+        let _ = tokio::fs::remove_dir_all(self.state_dir(session_id)).await;
+    }
+}
+
+impl SessionTools {
+    /// The network one command gets, with the egress proxy it needs (kept alive by the caller
+    /// for the command's duration) and that proxy's socket name.
+    pub async fn network_for_command(
+        &self,
+    ) -> Result<(Network, Option<(proxy::EgressProxy, String)>), String> {
+        match &self.egress {
+            EgressPolicy::Open => Ok((Network::Shared, None)),
+            p if p.is_closed() => Ok((Network::None, None)),
+            p => {
+                let (guard, name) = proxy::EgressProxy::start(&self.state_dir, p.clone())
+                    .map_err(|e| format!("the egress proxy could not start: {e}"))?;
+                Ok((
+                    Network::Proxied {
+                        socket: self.state_dir.join(&name),
+                    },
+                    Some((guard, name)),
+                ))
+            }
+        }
+    }
+
+    fn config(&self, name: &str) -> Option<&BuiltinToolConfig> {
+        self.configs.iter().find(|c| c.name == name)
+    }
+
+    /// Runs a built-in tool call (already authorised).
+    pub async fn run(&self, name: &str, input: &Value) -> ToolOutput {
+        if let Isolation::Unavailable(reason) = &self.isolation
+            && name != "web_fetch"
+            && name != "web_search"
+        {
+            return ToolOutput::error(format!(
+                "The `{name}` tool is unavailable on this server: {reason}. Tell the user; do not retry."
+            ));
+        }
+        match name {
+            "bash" => bash::run(self, input).await,
+            "read" => files::read(&self.workspace, input).await,
+            "write" => files::write(&self.workspace, input).await,
+            "edit" => files::edit(&self.workspace, input).await,
+            "glob" => search::glob(&self.workspace, input).await,
+            "grep" => search::grep(&self.workspace, input).await,
+            "web_fetch" => web::fetch(input, self.config("web_fetch"), &self.egress).await,
+            "web_search" => {
+                web::search(
+                    input,
+                    self.config("web_search"),
+                    &self.egress,
+                    self.search_url.as_deref(),
+                )
+                .await
+            }
+            other => ToolOutput::error(format!("There is no built-in tool named `{other}`.")),
+        }
+    }
+}
+
+/// Model-facing definitions of the built-in tools enabled in `toolset`.
+pub fn definitions(tools: &[Tool]) -> Vec<ToolDef> {
+    let Some(toolset) = tools
+        .iter()
+        .find(|t| matches!(t, Tool::AgentToolset { .. }))
+    else {
+        return vec![];
+    };
+    let def = |name: &str, description: &str, schema: Value| ToolDef {
+        name: name.into(),
+        description: description.into(),
+        input_schema: schema,
+    };
+    let all = [
+        def(
+            "bash",
+            "Run a bash command in the session's sandbox. The working directory starts at /workspace; `cd` and exported variables persist between calls (restart: true resets them). Processes do not outlive the call. Output is limited to 30000 bytes per stream.",
+            json!({"type": "object", "properties": {"command": {"type": "string"}, "restart": {"type": "boolean"}, "timeout_ms": {"type": "integer", "description": "default 120000, at most 600000"}}}),
+        ),
+        def(
+            "read",
+            "Read a text file under /workspace with line numbers (first 2000 lines unless view_range is given); images are returned as images.",
+            json!({"type": "object", "properties": {"file_path": {"type": "string"}, "view_range": {"type": "array", "items": {"type": "integer"}, "description": "[start_line, end_line], 1-based inclusive; end_line <= 0 reads to the end"}}, "required": ["file_path"]}),
+        ),
+        def(
+            "write",
+            "Create or overwrite a file under /workspace.",
+            json!({"type": "object", "properties": {"file_path": {"type": "string"}, "content": {"type": "string"}}, "required": ["file_path", "content"]}),
+        ),
+        def(
+            "edit",
+            "Replace old_string with new_string in a file under /workspace; old_string must occur exactly once unless replace_all is true.",
+            json!({"type": "object", "properties": {"file_path": {"type": "string"}, "old_string": {"type": "string"}, "new_string": {"type": "string"}, "replace_all": {"type": "boolean"}}, "required": ["file_path", "old_string", "new_string"]}),
+        ),
+        def(
+            "glob",
+            "List files under /workspace (or path) matching a glob pattern such as **/*.py, newest first.",
+            json!({"type": "object", "properties": {"pattern": {"type": "string"}, "path": {"type": "string"}}, "required": ["pattern"]}),
+        ),
+        def(
+            "grep",
+            "Search file contents under /workspace (or path) with a regular expression; prints path:line:text.",
+            json!({"type": "object", "properties": {"pattern": {"type": "string"}, "path": {"type": "string"}}, "required": ["pattern"]}),
+        ),
+        def(
+            "web_fetch",
+            "Fetch a web page or text document over HTTP(S) and return it as readable text.",
+            json!({"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}),
+        ),
+        def(
+            "web_search",
+            "Search the web; returns result titles, URLs and snippets.",
+            json!({"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}),
+        ),
+    ];
+    all.into_iter()
+        .filter(|d| {
+            toolset
+                .builtin_config(&d.name)
+                .is_some_and(|(enabled, _)| enabled)
+        })
+        .collect()
+}
