@@ -162,3 +162,73 @@ async fn sigkill_mid_turn_and_mid_tool_wait(b: Backend) {
     child.kill().ok();
     child.wait().ok();
 }
+
+mod tool_calls {
+    //! A built-in tool call running when the process dies is closed, never run twice.
+
+    use serde_json::json;
+
+    use super::{check_log, free_port, spawn, wait_up};
+    use crate::backend_tests;
+    use crate::support::{Backend, Client, eventually, fresh_postgres_database};
+
+    backend_tests!(a_tool_running_at_a_crash_is_closed_not_rerun);
+
+    async fn a_tool_running_at_a_crash_is_closed_not_rerun(b: Backend) {
+        let dir = tempfile::TempDir::new().unwrap();
+        let db = match b {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(fresh_postgres_database().await),
+        };
+        let port = free_port();
+        let mut child = spawn(dir.path(), db.as_deref(), port);
+        let c = Client::new(&format!("http://127.0.0.1:{port}"));
+        wait_up(&c).await;
+        let agent = c
+            .post("/v1/agents", json!({"name": "t", "model": "mast-scripted", "tools": [{"type": "agent_toolset_20260401"}]}))
+            .await
+            .ok();
+        let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
+        c.say(
+            &sid,
+            "call bash {\"command\": \"echo run >> runs.log; sleep 30\"}\n---\nsay {{result}}",
+        )
+        .await;
+        eventually(20, "the tool to start", || async {
+            let log = dir.path().join("workspaces").join(&sid).join("runs.log");
+            log.exists().then_some(())
+        })
+        .await;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let port = free_port();
+        let mut child = spawn(dir.path(), db.as_deref(), port);
+        let c = Client::new(&format!("http://127.0.0.1:{port}"));
+        wait_up(&c).await;
+        let log = eventually(30, "the turn to finish", || async {
+            let log = c.all_events(&sid).await;
+            log.iter()
+                .any(|e| e["type"] == "session.status_idle")
+                .then_some(log)
+        })
+        .await;
+        check_log(&log);
+        let result = log
+            .iter()
+            .find(|e| e["type"] == "agent.tool_result")
+            .unwrap();
+        assert_eq!(result["is_error"], true);
+        assert!(
+            result["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("stopped while this tool call was running")
+        );
+        let runs =
+            std::fs::read_to_string(dir.path().join("workspaces").join(&sid).join("runs.log"))
+                .unwrap();
+        assert_eq!(runs, "run\n", "the command ran exactly once");
+        child.kill().ok();
+        child.wait().ok();
+    }
+}
