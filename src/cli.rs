@@ -68,11 +68,15 @@ pub enum Command {
 /// `mast keys ...`.
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
-    /// Create an API key and print it once (only its hash is stored).
+    /// Create an API key (or, with `--environment`, a self-hosted environment's worker key)
+    /// and print it once (only its hash is stored).
     Create {
         /// Workspace the key belongs to (created if missing).
         #[arg(long, default_value = "default")]
         workspace: String,
+        /// Create a worker key for this self-hosted environment instead of an API key.
+        #[arg(long)]
+        environment: Option<String>,
         #[command(flatten)]
         store: StoreArgs,
     },

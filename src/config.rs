@@ -28,6 +28,8 @@ pub struct Config {
     pub tools: crate::tools::ToolsConfig,
     /// How long shutdown waits for runners to hand their sessions back.
     pub shutdown_grace: Duration,
+    /// Lease lengths of self-hosted work items.
+    pub work_leases: crate::engine::work::LeaseTerms,
 }
 
 impl Config {
@@ -45,6 +47,7 @@ impl Config {
             providers: Vec::new(),
             tools: crate::tools::ToolsConfig::default(),
             shutdown_grace: Duration::from_secs(10),
+            work_leases: crate::engine::work::LeaseTerms::default(),
         }
     }
 
@@ -91,6 +94,11 @@ impl Config {
             && !url.is_empty()
         {
             self.tools.web_search_url = Some(url);
+        }
+        if let Some(n) = num("MAST_WORK_TTL_SECONDS")? {
+            anyhow::ensure!(n >= 1, "MAST_WORK_TTL_SECONDS must be at least 1");
+            self.work_leases.default_ttl_seconds = i64::from(n);
+            self.work_leases.max_ttl_seconds = self.work_leases.max_ttl_seconds.max(i64::from(n));
         }
         if let Some(n) = num("MAST_DB_MAX_CONNECTIONS")? {
             self.db_max_connections = n;

@@ -60,6 +60,30 @@ pub async fn create_api_key(store: &dyn Store, workspace: &str) -> anyhow::Resul
     Ok(key)
 }
 
+/// Creates a worker key for a self-hosted environment of a workspace; returns it, shown once.
+pub async fn create_environment_key(
+    store: &dyn Store,
+    workspace: &str,
+    environment_id: &str,
+) -> anyhow::Result<String> {
+    let ws = store.ensure_workspace(workspace).await?;
+    let env = store
+        .get_environment(&ws, environment_id)
+        .await?
+        .ok_or_else(|| {
+            anyhow::anyhow!("environment `{environment_id}` not found in workspace `{workspace}`")
+        })?;
+    anyhow::ensure!(
+        matches!(
+            env.config,
+            domain::environment::EnvironmentConfig::SelfHosted
+        ),
+        "environment `{environment_id}` is not self_hosted; only self-hosted environments have worker keys"
+    );
+    let key = api::environment_keys::mint(store, &ws, environment_id).await?;
+    Ok(key.key.unwrap_or_default())
+}
+
 /// A running server.
 pub struct Running {
     /// The address it listens on.
@@ -139,6 +163,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         engine: engine.clone(),
         models,
         toolbox,
+        work_leases: config.work_leases,
         shutdown: shutdown.clone(),
     }));
     engine.start().await?;

@@ -70,10 +70,18 @@ async fn main() -> anyhow::Result<()> {
             eprintln!("migrations are up to date");
         }
         Command::Keys {
-            command: KeysCommand::Create { workspace, store },
+            command:
+                KeysCommand::Create {
+                    workspace,
+                    environment,
+                    store,
+                },
         } => {
             let s = mast::open_store(&store.config()).await?;
-            let key = mast::create_api_key(s.as_ref(), &workspace).await?;
+            let key = match environment {
+                Some(env) => mast::create_environment_key(s.as_ref(), &workspace, &env).await?,
+                None => mast::create_api_key(s.as_ref(), &workspace).await?,
+            };
             println!("{key}");
         }
         Command::Openapi => print!("{}", mast::api::openapi::document()),

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::AppState;
 use super::error::ApiError;
+use crate::domain::work::WorkState;
 use crate::store::Store;
 
 /// The default workspace every store is created with.
@@ -22,19 +23,110 @@ pub const DEFAULT_WORKSPACE: &str = "wrkspc_default";
 const CACHE_TTL: Duration = Duration::from_secs(30);
 const OPEN_CHECK_TTL: Duration = Duration::from_secs(2);
 
-/// The workspace a request acts in.
+/// Prefix of environment keys (a self-hosted environment's workers).
+pub const ENVIRONMENT_KEY_PREFIX: &str = "mast_ek_";
+/// Prefix of work items' sessions tokens.
+pub const WORK_TOKEN_PREFIX: &str = "mast_wt_";
+
+/// Who a request comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// An API key (or open mode): the whole workspace.
+    ApiKey { workspace: String },
+    /// An environment key: polls its environment's queue and serves its sessions.
+    EnvironmentKey {
+        workspace: String,
+        environment_id: String,
+    },
+    /// A polled work item's sessions token: that item and its one session, while it lives.
+    WorkToken {
+        workspace: String,
+        environment_id: String,
+        work_id: String,
+        session_id: String,
+        /// The item's state when the request arrived.
+        state: WorkState,
+    },
+}
+
+impl Principal {
+    /// The workspace the credential belongs to.
+    pub fn workspace(&self) -> &str {
+        match self {
+            Principal::ApiKey { workspace }
+            | Principal::EnvironmentKey { workspace, .. }
+            | Principal::WorkToken { workspace, .. } => workspace,
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .ok_or_else(|| ApiError::unauthorized("authentication required"))
+    }
+}
+
+/// The workspace a request acts in, for endpoints only API keys may call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workspace(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for Workspace {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<Workspace>()
-            .cloned()
-            .ok_or_else(|| ApiError::unauthorized("authentication required"))
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Principal::from_request_parts(parts, state).await? {
+            Principal::ApiKey { workspace } => Ok(Workspace(workspace)),
+            _ => Err(ApiError::forbidden(
+                "worker credentials (environment keys and work tokens) are accepted only on the work queue \
+                 and on their sessions' retrieve and events endpoints; use an API key",
+            )),
+        }
+    }
+}
+
+/// The workspace in which `principal` may use session `session_id`'s retrieve and events
+/// endpoints: any session for an API key, its environment's sessions for an environment key,
+/// the one session of a held work item for its token.
+pub async fn session_workspace(
+    store: &dyn Store,
+    principal: &Principal,
+    session_id: &str,
+) -> Result<String, ApiError> {
+    match principal {
+        Principal::ApiKey { workspace } => Ok(workspace.clone()),
+        Principal::WorkToken {
+            workspace,
+            session_id: scoped,
+            state,
+            ..
+        } => {
+            if scoped != session_id {
+                return Err(ApiError::forbidden(
+                    "this work token is scoped to another session",
+                ));
+            }
+            if *state == WorkState::Queued {
+                return Err(ApiError::forbidden(
+                    "this work token's item is back in the queue: its lease was lost",
+                ));
+            }
+            Ok(workspace.clone())
+        }
+        Principal::EnvironmentKey {
+            workspace,
+            environment_id,
+        } => match store.get_session(workspace, session_id).await? {
+            Some(s) if &s.environment_id == environment_id => Ok(workspace.clone()),
+            _ => Err(ApiError::not_found(format!(
+                "session `{session_id}` not found in this environment"
+            ))),
+        },
     }
 }
 
@@ -98,36 +190,87 @@ impl Authenticator {
         Ok(ws)
     }
 
-    /// Resolves the workspace for a request's headers.
+    /// Resolves who a request comes from.
     pub async fn authenticate(
         &self,
         store: &dyn Store,
         headers: &HeaderMap,
-    ) -> Result<Workspace, ApiError> {
+    ) -> Result<Principal, ApiError> {
         let key = presented_key(headers);
-        if let Some(key) = &key
-            && let Some(ws) = self.workspace_for(store, key).await?
-        {
-            if let Some(wanted) = headers
-                .get("anthropic-workspace-id")
-                .and_then(|v| v.to_str().ok())
-                && wanted != ws
-            {
-                return Err(ApiError::forbidden(format!(
-                    "this API key does not belong to workspace `{wanted}`"
-                )));
+        let principal = match &key {
+            // Worker credentials are never mistaken for API keys, even in open mode: a
+            // stopped item's token must not turn into workspace access.
+            Some(k) if k.starts_with(ENVIRONMENT_KEY_PREFIX) => {
+                match store.environment_for_key(&hash_key(k)).await? {
+                    Some((workspace, environment_id)) => Principal::EnvironmentKey {
+                        workspace,
+                        environment_id,
+                    },
+                    None => return Err(ApiError::unauthorized("invalid environment key")),
+                }
             }
-            return Ok(Workspace(ws));
+            Some(k) if k.starts_with(WORK_TOKEN_PREFIX) => {
+                match store.work_for_token(&hash_key(k)).await? {
+                    Some(w) => Principal::WorkToken {
+                        state: w.state(),
+                        workspace: w.workspace_id,
+                        environment_id: w.environment_id,
+                        work_id: w.id,
+                        session_id: w.session_id,
+                    },
+                    None => {
+                        return Err(ApiError::unauthorized(
+                            "invalid work token: unknown, or its work item has stopped",
+                        ));
+                    }
+                }
+            }
+            Some(k) => match self.workspace_for(store, k).await? {
+                Some(workspace) => Principal::ApiKey { workspace },
+                None => self.open_or(store, "invalid API key").await?,
+            },
+            None => {
+                self.open_or(
+                    store,
+                    "missing API key: send `x-api-key: <key>` or `Authorization: Bearer <key>`",
+                )
+                .await?
+            }
+        };
+        if let Some(wanted) = headers
+            .get("anthropic-workspace-id")
+            .and_then(|v| v.to_str().ok())
+            && wanted != principal.workspace()
+            && !self.opened(&principal, key.as_deref(), store).await?
+        {
+            return Err(ApiError::forbidden(format!(
+                "this credential does not belong to workspace `{wanted}`"
+            )));
         }
-        if self.is_open(store).await? {
-            return Ok(Workspace(DEFAULT_WORKSPACE.to_string()));
-        }
-        Err(match key {
-            Some(_) => ApiError::unauthorized("invalid API key"),
-            None => ApiError::unauthorized(
-                "missing API key: send `x-api-key: <key>` or `Authorization: Bearer <key>`",
-            ),
+        Ok(principal)
+    }
+
+    /// Whether `principal` came from open mode rather than from a stored key.
+    async fn opened(
+        &self,
+        principal: &Principal,
+        key: Option<&str>,
+        store: &dyn Store,
+    ) -> Result<bool, ApiError> {
+        Ok(match (principal, key) {
+            (Principal::ApiKey { .. }, None) => true,
+            (Principal::ApiKey { .. }, Some(k)) => self.workspace_for(store, k).await?.is_none(),
+            _ => false,
         })
+    }
+
+    async fn open_or(&self, store: &dyn Store, refusal: &str) -> Result<Principal, ApiError> {
+        if self.is_open(store).await? {
+            return Ok(Principal::ApiKey {
+                workspace: DEFAULT_WORKSPACE.to_string(),
+            });
+        }
+        Err(ApiError::unauthorized(refusal))
     }
 }
 
@@ -145,15 +288,15 @@ pub fn presented_key(headers: &HeaderMap) -> Option<String> {
         .then(|| token.trim().to_string())
 }
 
-/// Middleware: authenticates and attaches the [`Workspace`].
+/// Middleware: authenticates and attaches the [`Principal`].
 pub async fn middleware(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
     match app
         .auth
         .authenticate(app.store.as_ref(), req.headers())
         .await
     {
-        Ok(ws) => {
-            req.extensions_mut().insert(ws);
+        Ok(p) => {
+            req.extensions_mut().insert(p);
             next.run(req).await
         }
         Err(e) => e.into_response(),

@@ -9,7 +9,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::auth::Workspace;
+use super::auth::{Principal, session_workspace};
 use super::error::{ApiError, ApiResult};
 use super::extract::{Json, QueryParams};
 use super::pagination::{Page, PageRequest};
@@ -45,10 +45,11 @@ pub fn router() -> Router<AppState> {
         (status = 404, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
 async fn send(
     State(app): State<AppState>,
-    Workspace(ws): Workspace,
+    principal: Principal,
     Path(id): Path<String>,
     Json(body): Json<SendEvents>,
 ) -> ApiResult<axum::Json<SentEvents>> {
+    let ws = session_workspace(app.store.as_ref(), &principal, &id).await?;
     let batch = parse_batch(&body.events, MAX_BATCH)?;
     match accept_events(&app, &ws, &id, batch.clone()).await {
         Ok(data) => Ok(axum::Json(SentEvents { data })),
@@ -67,10 +68,11 @@ async fn send(
     responses((status = 200, body = super::openapi::EventPage), (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody)))]
 async fn list(
     State(app): State<AppState>,
-    Workspace(ws): Workspace,
+    principal: Principal,
     Path(id): Path<String>,
     q: QueryParams,
 ) -> ApiResult<axum::Json<Page<Value>>> {
+    let ws = session_workspace(app.store.as_ref(), &principal, &id).await?;
     if q.get("after_id").is_some() || q.get("before_id").is_some() {
         return Err(ApiError::invalid(
             "this list pages with `page` cursors; `after_id`/`before_id` are not supported",

@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod auth;
+pub mod environment_keys;
 pub mod environments;
 pub mod error;
 pub mod events;
@@ -13,6 +14,7 @@ pub mod pagination;
 pub mod request_id;
 pub mod sessions;
 pub mod stream;
+pub mod work;
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -41,6 +43,8 @@ pub struct Shared {
     pub engine: Engine,
     pub models: Arc<Models>,
     pub toolbox: Arc<crate::tools::Toolbox>,
+    /// Lease lengths of self-hosted work items.
+    pub work_leases: crate::engine::work::LeaseTerms,
     /// Cancelled on graceful shutdown; ends open streams.
     pub shutdown: CancellationToken,
 }
@@ -89,6 +93,8 @@ pub fn router(state: AppState) -> Router {
         .merge(events::router())
         .merge(stream::router())
         .merge(models::router())
+        .merge(work::router())
+        .merge(environment_keys::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::middleware,

@@ -36,6 +36,20 @@ pub struct AgentPage {
     pub next_page: Option<String>,
 }
 
+/// A page of work items.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkPage {
+    pub data: Vec<crate::domain::work::Work>,
+    pub next_page: Option<String>,
+}
+
+/// An environment's keys (never the keys themselves).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EnvironmentKeyPage {
+    pub data: Vec<crate::domain::work::EnvironmentKey>,
+    pub next_page: Option<String>,
+}
+
 /// A page of environments.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct EnvironmentPage {
@@ -71,8 +85,12 @@ pub struct EventPage {
         super::sessions::archive, super::sessions::delete,
         super::events::send, super::events::list, super::stream::stream,
         super::models::list, super::models::retrieve,
+        super::environment_keys::create, super::environment_keys::list, super::environment_keys::revoke,
+        super::work::poll, super::work::ack, super::work::heartbeat, super::work::stop, super::work::list,
+        super::work::retrieve, super::work::update, super::work::stats,
     ),
-    components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage)),
+    components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
+        EnvironmentKeyPage)),
     modifiers(&Security),
     security(("api_key" = []), ("bearer" = [])),
 )]

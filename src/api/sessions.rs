@@ -9,10 +9,11 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::auth::Workspace;
+use super::auth::{Principal, Workspace, session_workspace};
 use super::error::{ApiError, ApiResult};
 use super::extract::{Json, QueryParams};
 use super::pagination::{BiPage, PageRequest};
+use crate::domain::environment::EnvironmentConfig;
 use crate::domain::events::{ClientEvent, kind};
 use crate::domain::ids::new_id;
 use crate::domain::invalid::Invalid;
@@ -24,7 +25,7 @@ use crate::domain::session::{
 };
 use crate::domain::time::{self, Micros};
 use crate::engine::intake::{self, server_event};
-use crate::engine::state::{EngineState, grant_lease, set_status, status_of};
+use crate::engine::state::{EngineState, grant_lease, set_status, status_of, work_item_for};
 use crate::store::{
     Deleted, Direction, NewEvent, SessionFilter, SessionRecord, StoreError, ThreadRecord,
     TxnOutput, Writer,
@@ -329,7 +330,16 @@ async fn create(
         set_status(&mut rec, SessionStatus::Running, now);
         grant_lease(&mut rec, app.engine.lease_grant().as_ref(), now);
     }
-    let appended = app.store.create_session(&rec, &thread, &events).await?;
+    // A self-hosted session is handed to the environment's workers from the start.
+    let work =
+        matches!(env.config, EnvironmentConfig::SelfHosted).then(|| work_item_for(&rec, now));
+    let appended = app
+        .store
+        .create_session(&rec, &thread, &events, work.as_ref())
+        .await?;
+    if work.is_some() {
+        app.hub.work.queued(&env.id);
+    }
     rec.last_seq = appended.len() as i64;
     if !appended.is_empty() {
         app.engine.wake(&id);
@@ -341,9 +351,10 @@ async fn create(
     responses((status = 200, body = Session), (status = 404, body = super::openapi::ErrorBody)))]
 async fn retrieve(
     State(app): State<AppState>,
-    Workspace(ws): Workspace,
+    principal: Principal,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Session>> {
+    let ws = session_workspace(app.store.as_ref(), &principal, &id).await?;
     let rec = app
         .store
         .get_session(&ws, &id)
@@ -539,6 +550,10 @@ async fn archive(
         Ok(TxnOutput::default())
     })
     .await?;
+    // Its worker hears `stopping` on its next heartbeat; queued items never reach one.
+    app.store
+        .stop_session_work(&rec.id, time::now(), true)
+        .await?;
     Ok(axum::Json(view(&rec)?))
 }
 
@@ -552,6 +567,7 @@ async fn delete(
     match app.store.delete_session(&ws, &id).await? {
         Deleted::Yes => {
             app.hub.deleted(&id);
+            app.store.stop_session_work(&id, time::now(), false).await?;
             app.toolbox.remove_session(&id).await;
             Ok(axum::Json(SessionDeleted {
                 id,
@@ -635,13 +651,16 @@ pub async fn accept_events(
         Ok(out)
     })
     .await;
-    let (_, appended) = result?;
+    let (rec, appended) = result?;
     let acc = *flags.lock().expect("flags");
     if acc.interrupt {
         app.engine.interrupt(id);
     }
     if acc.wake {
         app.engine.wake(id);
+    }
+    if acc.work {
+        app.hub.work.queued(&rec.environment_id);
     }
     Ok(appended.iter().take(n).map(|e| e.wire()).collect())
 }

@@ -18,7 +18,7 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::AppState;
-use super::auth::Workspace;
+use super::auth::{Principal, session_workspace};
 use super::error::{ApiError, ApiResult};
 use super::extract::QueryParams;
 use super::sessions::not_found;
@@ -213,11 +213,12 @@ fn into_stream(tail: Tail) -> impl Stream<Item = Result<Event, Infallible>> {
         (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody)))]
 async fn stream(
     State(app): State<AppState>,
-    Workspace(ws): Workspace,
+    principal: Principal,
     Path(id): Path<String>,
     q: QueryParams,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
+    let ws = session_workspace(app.store.as_ref(), &principal, &id).await?;
     let previews = parse_deltas(&q)?;
     // Subscribe before reading the session, so nothing committed from here on can be missed.
     let sub = app.hub.subscribe(&id, previews.0 || previews.1);

@@ -14,3 +14,4 @@ pub mod session;
 pub mod tag;
 pub mod time;
 pub mod tools;
+pub mod work;

@@ -4,8 +4,11 @@
 
 use serde_json::Value;
 
-use super::state::{EngineState, LeaseGrant, PendingKind, grant_lease, set_status, status_of};
+use super::state::{
+    EngineState, LeaseGrant, PendingKind, grant_lease, set_status, status_of, work_item_for,
+};
 use super::turn::{closed_tool_call, resume_if_queued};
+use crate::domain::environment::EnvironmentConfig;
 use crate::domain::events::{self, ClientEvent, StopReason, kind};
 use crate::domain::ids::new_id;
 use crate::domain::invalid::Invalid;
@@ -33,6 +36,8 @@ pub struct Accepted {
     pub wake: bool,
     /// An interrupt for a working runner was recorded.
     pub interrupt: bool,
+    /// A self-hosted session took new input: its environment's workers may have an item.
+    pub work: bool,
 }
 
 /// Checks that a session takes input at all.
@@ -195,6 +200,17 @@ pub fn accept(
     }
     if acc.wake {
         grant_lease(rec, lease, now);
+    }
+    let new_input = batch.iter().any(|e| {
+        matches!(
+            e,
+            ClientEvent::UserMessage { .. } | ClientEvent::SystemMessage { .. }
+        )
+    });
+    if matches!(body.environment, EnvironmentConfig::SelfHosted) && new_input {
+        // A dormant self-hosted session needs a worker again (a no-op while one holds it).
+        out.ensure_work = Some(work_item_for(rec, now));
+        acc.work = true;
     }
     st.store(rec)?;
     Ok((out, acc))

@@ -9,6 +9,7 @@ pub mod intake;
 pub mod permissions;
 pub mod state;
 mod turn;
+pub mod work;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -153,6 +154,11 @@ impl Engine {
             {
                 Ok(ids) => ids.iter().for_each(|id| self.wake(id)),
                 Err(e) => tracing::warn!(error = %e, "reaper could not list sessions"),
+            }
+            // Self-hosted items whose worker stopped heartbeating go back to the queue.
+            match self.inner.store.requeue_expired_work(time::now()).await {
+                Ok(envs) => envs.iter().for_each(|env| self.inner.hub.work.queued(env)),
+                Err(e) => tracing::warn!(error = %e, "reaper could not requeue work"),
             }
         }
     }

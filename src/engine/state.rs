@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::session::SessionStatus;
 use crate::domain::time::Micros;
-use crate::store::{SessionRecord, StoreError};
+use crate::store::{SessionRecord, StoreError, WorkRecord};
 
 /// What a blocking event waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,4 +123,24 @@ pub fn set_status(rec: &mut SessionRecord, status: SessionStatus, now: Micros) {
     }
     rec.status = status.as_str().to_string();
     rec.updated_at = now;
+}
+
+/// A work item for a self-hosted session, queued unless one is live (the store decides).
+pub fn work_item_for(rec: &SessionRecord, now: Micros) -> WorkRecord {
+    WorkRecord::queued(
+        crate::domain::ids::new_id("work"),
+        &rec.workspace_id,
+        &rec.environment_id,
+        &rec.id,
+        now,
+    )
+}
+
+impl EngineState {
+    /// Whether a self-hosted worker owes a tool result.
+    pub fn awaits_worker(&self) -> bool {
+        self.pending
+            .iter()
+            .any(|p| p.kind == PendingKind::ClientTool)
+    }
 }

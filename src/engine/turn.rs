@@ -14,6 +14,7 @@ use super::intake::server_event;
 use super::permissions;
 use super::state::{
     EngineState, LeaseGrant, Pending, PendingKind, grant_lease, set_status, status_of,
+    work_item_for,
 };
 use super::{Inner, RunnerHandle};
 use crate::domain::content;
@@ -330,14 +331,20 @@ impl Loop<'_> {
             + Send
             + 'static,
     {
+        let self_hosted = self.self_hosted;
         let txn = Box::new(move |rec: &mut SessionRecord| {
             let mut st = EngineState::of(rec)?;
             let events = f(rec, &mut st)?;
             let flush_queued = std::mem::take(&mut st.discard_queued);
+            // Whenever the session waits on a worker, some work item must be live for one
+            // to pick up, even if the last worker let its item go a moment ago.
+            let ensure_work =
+                (self_hosted && st.awaits_worker()).then(|| work_item_for(rec, time::now()));
             st.store(rec)?;
             Ok(TxnOutput {
                 events,
                 mark_processed,
+                ensure_work,
                 flush_queued,
             })
         });
@@ -355,6 +362,9 @@ impl Loop<'_> {
             .ok_or(RunError::Gone)?;
         self.released = rec.lease_owner.as_deref() != Some(self.inner.owner.as_str());
         self.inner.hub.publish(&self.sid, &appended);
+        if self.self_hosted && EngineState::of(&rec).is_ok_and(|st| st.awaits_worker()) {
+            self.inner.hub.work.queued(&rec.environment_id);
+        }
         Ok(appended)
     }
 

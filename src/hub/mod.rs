@@ -12,6 +12,8 @@ use tokio::sync::broadcast;
 
 use crate::store::EventRecord;
 
+pub mod work;
+
 /// Items a subscriber may fall behind before it re-reads from the store. Each topic allocates
 /// this many slots, so it stays modest: many sessions may be watched at once.
 const CAPACITY: usize = 256;
@@ -49,6 +51,8 @@ struct Topic {
 #[derive(Default)]
 pub struct Hub {
     topics: Topics,
+    /// Wake-ups for workers polling self-hosted environments.
+    pub work: work::WorkSignals,
 }
 
 /// A live subscription to a session's topic; the topic goes away with its last subscriber.

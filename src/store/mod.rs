@@ -6,6 +6,7 @@
 pub mod postgres;
 mod query;
 pub mod sql;
+mod sql_work;
 pub mod sqlite;
 
 use async_trait::async_trait;
@@ -213,6 +214,82 @@ pub enum Writer {
     Runner { owner: String },
 }
 
+/// A work-queue row (self-hosted environments).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkRecord {
+    pub id: String,
+    pub workspace_id: String,
+    pub environment_id: String,
+    pub session_id: String,
+    pub state: String,
+    /// JSON metadata map.
+    pub metadata: String,
+    pub created_at: Micros,
+    pub updated_at: Micros,
+    pub polled_at: Option<Micros>,
+    pub polled_by: Option<String>,
+    pub acknowledged_at: Option<Micros>,
+    pub started_at: Option<Micros>,
+    pub latest_heartbeat_at: Option<Micros>,
+    pub lease_expires_at: Option<Micros>,
+    pub ttl_seconds: i64,
+    pub stop_requested_at: Option<Micros>,
+    pub stopped_at: Option<Micros>,
+    /// Hash of the sessions token of the item's latest poll; replaced by the next poll,
+    /// cleared when the item stops.
+    pub token_hash: Option<String>,
+}
+
+impl WorkRecord {
+    /// A new queued item for a session.
+    pub fn queued(
+        id: String,
+        workspace_id: &str,
+        environment_id: &str,
+        session_id: &str,
+        now: Micros,
+    ) -> Self {
+        WorkRecord {
+            id,
+            workspace_id: workspace_id.to_string(),
+            environment_id: environment_id.to_string(),
+            session_id: session_id.to_string(),
+            state: "queued".into(),
+            metadata: "{}".into(),
+            created_at: now,
+            updated_at: now,
+            polled_at: None,
+            polled_by: None,
+            acknowledged_at: None,
+            started_at: None,
+            latest_heartbeat_at: None,
+            lease_expires_at: None,
+            ttl_seconds: 0,
+            stop_requested_at: None,
+            stopped_at: None,
+            token_hash: None,
+        }
+    }
+
+    /// The stored state.
+    pub fn state(&self) -> crate::domain::work::WorkState {
+        crate::domain::work::WorkState::parse(&self.state)
+            .unwrap_or(crate::domain::work::WorkState::Stopped)
+    }
+}
+
+/// Counts of an environment's queue.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkStats {
+    pub depth: i64,
+    pub pending: i64,
+    pub oldest_queued_at: Option<Micros>,
+    pub workers_polling: i64,
+}
+
+/// A decision on a locked work item; an error aborts the transaction.
+pub type WorkTxn = Box<dyn FnOnce(&mut WorkRecord) -> Result<(), StoreError> + Send>;
+
 /// What a session transaction decided: events to append and queued events to mark processed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TxnOutput {
@@ -220,6 +297,9 @@ pub struct TxnOutput {
     /// Queued events consumed by this transaction: their `processed_at` is set and their
     /// `internal` records `{"after_seq": N}`, the log position at which they were consumed.
     pub mark_processed: Vec<String>,
+    /// A work item to queue for the session unless a live one exists (self-hosted sessions
+    /// that receive input).
+    pub ensure_work: Option<WorkRecord>,
     /// Discards every queued event of the session: marked processed with `internal`
     /// `{"discarded": true}`, so it never reaches the model (a turn whose retries ran out).
     pub flush_queued: bool,
@@ -332,12 +412,14 @@ pub trait Store: Send + Sync + 'static {
 
     // ---- sessions and threads ----
 
-    /// Inserts a session, its primary thread and its first events in one transaction.
+    /// Inserts a session, its primary thread, its first events and (self-hosted) its first
+    /// work item in one transaction.
     async fn create_session(
         &self,
         session: &SessionRecord,
         thread: &ThreadRecord,
         events: &[NewEvent],
+        work: Option<&WorkRecord>,
     ) -> StoreResult<Vec<EventRecord>>;
     /// One session in a workspace.
     async fn get_session(&self, workspace_id: &str, id: &str)
@@ -411,6 +493,66 @@ pub trait Store: Send + Sync + 'static {
     async fn renew_lease(&self, session_id: &str, owner: &str, until: Micros) -> StoreResult<bool>;
     /// Releases a held lease.
     async fn release_lease(&self, session_id: &str, owner: &str) -> StoreResult<()>;
+    // ---- the work queue ----
+
+    /// Stores an environment key (hash only).
+    async fn insert_environment_key(
+        &self,
+        id: &str,
+        workspace_id: &str,
+        environment_id: &str,
+        key_hash: &str,
+    ) -> StoreResult<()>;
+    /// An environment's keys as `(id, created_at)`, oldest first.
+    async fn list_environment_keys(
+        &self,
+        environment_id: &str,
+    ) -> StoreResult<Vec<(String, Micros)>>;
+    /// Revokes an environment key; false when it did not exist.
+    async fn delete_environment_key(&self, environment_id: &str, id: &str) -> StoreResult<bool>;
+    /// The `(workspace, environment)` of the environment key with this hash.
+    async fn environment_for_key(&self, key_hash: &str) -> StoreResult<Option<(String, String)>>;
+    /// The live work item whose sessions token has this hash.
+    async fn work_for_token(&self, token_hash: &str) -> StoreResult<Option<WorkRecord>>;
+    /// Claims the oldest queued item of an environment that nobody polled, or whose poll
+    /// is older than `reclaim_before` and was never acknowledged; gives it `token_hash`.
+    async fn poll_work(
+        &self,
+        environment_id: &str,
+        worker_id: Option<&str>,
+        now: Micros,
+        reclaim_before: Micros,
+        token_hash: &str,
+    ) -> StoreResult<Option<WorkRecord>>;
+    /// Locks a work item, applies `f`, writes it back.
+    async fn transact_work(
+        &self,
+        environment_id: &str,
+        id: &str,
+        f: WorkTxn,
+    ) -> StoreResult<Option<WorkRecord>>;
+    /// One work item of an environment.
+    async fn get_work(&self, environment_id: &str, id: &str) -> StoreResult<Option<WorkRecord>>;
+    /// Work items of an environment by id.
+    async fn list_work(
+        &self,
+        environment_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<WorkRecord>>;
+    /// Queue counts of an environment.
+    async fn work_stats(&self, environment_id: &str, now: Micros) -> StoreResult<WorkStats>;
+    /// Re-queues items whose worker's lease expired (stopping ones become stopped); returns
+    /// the environments whose queues changed.
+    async fn requeue_expired_work(&self, now: Micros) -> StoreResult<Vec<String>>;
+    /// Ends a session's live items: queued ones stop; held ones move to `stopping` so their
+    /// worker winds down (`graceful`, the session was archived) or stop at once (deleted).
+    async fn stop_session_work(
+        &self,
+        session_id: &str,
+        now: Micros,
+        graceful: bool,
+    ) -> StoreResult<()>;
+
     /// Drops leases held by any owner but `owner` (single-replica start-up); returns how many.
     async fn clear_foreign_leases(&self, owner: &str) -> StoreResult<u64>;
     /// Sessions that need a runner: active status or queued input, and no live lease.

@@ -10,7 +10,8 @@ use sqlx::{Row, Transaction};
 use super::query::{Arg, Sql, bound};
 use super::{
     AgentFilter, Deleted, Direction, EventFilter, EventRecord, NewEvent, Scan, SessionFilter,
-    SessionRecord, SessionTxn, Store, StoreError, StoreResult, ThreadRecord, Writer,
+    SessionRecord, SessionTxn, Store, StoreError, StoreResult, ThreadRecord, WorkRecord, WorkStats,
+    WorkTxn, Writer,
 };
 use crate::domain::agent::Agent;
 use crate::domain::environment::Environment;
@@ -54,7 +55,7 @@ fn after_op(d: Direction) -> &'static str {
     }
 }
 
-fn push_scan<K: Clone + Into<Arg>>(sql: &mut Sql, column: &str, scan: &Scan<K>) {
+pub(super) fn push_scan<K: Clone + Into<Arg>>(sql: &mut Sql, column: &str, scan: &Scan<K>) {
     if let Some(after) = &scan.after {
         sql.push(" AND ")
             .push(column)
@@ -147,6 +148,16 @@ impl SqlStore {
     /// The pool for writes (also the only pool on Postgres).
     pub fn write_pool(&self) -> &AnyPool {
         &self.write
+    }
+
+    /// The pool for reads (a separate one on SQLite).
+    pub(super) fn read_pool(&self) -> &AnyPool {
+        &self.read
+    }
+
+    /// The SQL dialect.
+    pub(super) fn dialect(&self) -> Dialect {
+        self.dialect
     }
 
     async fn insert_events(
@@ -497,6 +508,7 @@ impl Store for SqlStore {
         s: &SessionRecord,
         t: &ThreadRecord,
         events: &[NewEvent],
+        work: Option<&WorkRecord>,
     ) -> StoreResult<Vec<EventRecord>> {
         let mut tx = self.write.begin().await?;
         bound(
@@ -546,6 +558,9 @@ impl Store for SqlStore {
         let out = self
             .insert_events(&mut tx, &s.id, 1, events, s.created_at)
             .await?;
+        if let Some(w) = work {
+            super::sql_work::ensure_work(&mut *tx, w).await?;
+        }
         tx.commit().await?;
         Ok(out)
     }
@@ -747,6 +762,9 @@ impl Store for SqlStore {
                 .bind_list(&out.mark_processed);
             sql.query().execute(&mut *tx).await?;
         }
+        if let Some(w) = &out.ensure_work {
+            super::sql_work::ensure_work(&mut *tx, w).await?;
+        }
         if out.flush_queued {
             sqlx::query(
                 "UPDATE events SET processed_at = $1, internal = $2 WHERE session_id = $3 AND processed_at IS NULL",
@@ -881,6 +899,86 @@ impl Store for SqlStore {
             .execute(&self.write)
             .await?;
         Ok(())
+    }
+
+    async fn insert_environment_key(
+        &self,
+        id: &str,
+        workspace_id: &str,
+        environment_id: &str,
+        key_hash: &str,
+    ) -> StoreResult<()> {
+        self.insert_environment_key_sql(id, workspace_id, environment_id, key_hash)
+            .await
+    }
+
+    async fn list_environment_keys(
+        &self,
+        environment_id: &str,
+    ) -> StoreResult<Vec<(String, Micros)>> {
+        self.list_environment_keys_sql(environment_id).await
+    }
+
+    async fn delete_environment_key(&self, environment_id: &str, id: &str) -> StoreResult<bool> {
+        self.delete_environment_key_sql(environment_id, id).await
+    }
+
+    async fn environment_for_key(&self, key_hash: &str) -> StoreResult<Option<(String, String)>> {
+        self.environment_for_key_sql(key_hash).await
+    }
+
+    async fn work_for_token(&self, token_hash: &str) -> StoreResult<Option<WorkRecord>> {
+        self.work_for_token_sql(token_hash).await
+    }
+
+    async fn poll_work(
+        &self,
+        environment_id: &str,
+        worker_id: Option<&str>,
+        now: Micros,
+        reclaim_before: Micros,
+        token_hash: &str,
+    ) -> StoreResult<Option<WorkRecord>> {
+        self.poll_work_sql(environment_id, worker_id, now, reclaim_before, token_hash)
+            .await
+    }
+
+    async fn transact_work(
+        &self,
+        environment_id: &str,
+        id: &str,
+        f: WorkTxn,
+    ) -> StoreResult<Option<WorkRecord>> {
+        self.transact_work_sql(environment_id, id, f).await
+    }
+
+    async fn get_work(&self, environment_id: &str, id: &str) -> StoreResult<Option<WorkRecord>> {
+        self.get_work_sql(environment_id, id).await
+    }
+
+    async fn list_work(
+        &self,
+        environment_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<WorkRecord>> {
+        self.list_work_sql(environment_id, scan).await
+    }
+
+    async fn work_stats(&self, environment_id: &str, now: Micros) -> StoreResult<WorkStats> {
+        self.work_stats_sql(environment_id, now).await
+    }
+
+    async fn requeue_expired_work(&self, now: Micros) -> StoreResult<Vec<String>> {
+        self.requeue_expired_work_sql(now).await
+    }
+
+    async fn stop_session_work(
+        &self,
+        session_id: &str,
+        now: Micros,
+        graceful: bool,
+    ) -> StoreResult<()> {
+        self.stop_session_work_sql(session_id, now, graceful).await
     }
 
     async fn clear_foreign_leases(&self, owner: &str) -> StoreResult<u64> {

@@ -14,3 +14,4 @@ mod sessions;
 mod store;
 mod stream;
 mod toolset;
+mod work;

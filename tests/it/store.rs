@@ -67,7 +67,10 @@ async fn session(store: &dyn Store, id: &str) {
         updated_at: now,
         archived_at: None,
     };
-    store.create_session(&rec, &thread, &[]).await.unwrap();
+    store
+        .create_session(&rec, &thread, &[], None)
+        .await
+        .unwrap();
 }
 
 fn event(kind: &str) -> NewEvent {

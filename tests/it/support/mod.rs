@@ -166,6 +166,8 @@ pub struct Options {
     pub openai_base_url: Option<String>,
     /// A SearXNG-compatible endpoint for `web_search`.
     pub web_search_url: Option<String>,
+    /// Default lease of self-hosted work items.
+    pub work_ttl_seconds: Option<i64>,
 }
 
 impl Default for Options {
@@ -178,6 +180,7 @@ impl Default for Options {
             route: ModelRoute::Builtin,
             openai_base_url: None,
             web_search_url: None,
+            work_ttl_seconds: None,
         }
     }
 }
@@ -218,6 +221,9 @@ pub fn test_config(data_dir: PathBuf, database_url: Option<String>, opts: &Optio
     c.tools.helper = PathBuf::from(env!("CARGO_BIN_EXE_mast"));
     c.tools.web_search_url = opts.web_search_url.clone();
     c.shutdown_grace = Duration::from_secs(5);
+    if let Some(ttl) = opts.work_ttl_seconds {
+        c.work_leases.default_ttl_seconds = ttl;
+    }
     c
 }
 

@@ -1,0 +1,41 @@
+-- Self-hosted environments: environment keys for workers, and the work queue.
+
+CREATE TABLE environment_keys (
+    id             TEXT PRIMARY KEY,
+    workspace_id   TEXT NOT NULL,
+    environment_id TEXT NOT NULL,
+    key_hash       TEXT NOT NULL UNIQUE,
+    created_at     BIGINT NOT NULL
+);
+
+CREATE TABLE work_items (
+    id                  TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id        TEXT NOT NULL,
+    environment_id      TEXT NOT NULL,
+    session_id          TEXT NOT NULL,
+    state               TEXT NOT NULL,
+    metadata            TEXT NOT NULL,
+    created_at          BIGINT NOT NULL,
+    updated_at          BIGINT NOT NULL,
+    polled_at           BIGINT,
+    polled_by           TEXT,
+    acknowledged_at     BIGINT,
+    started_at          BIGINT,
+    latest_heartbeat_at BIGINT,
+    lease_expires_at    BIGINT,
+    ttl_seconds         BIGINT NOT NULL,
+    stop_requested_at   BIGINT,
+    stopped_at          BIGINT,
+    token_hash          TEXT UNIQUE
+);
+CREATE INDEX work_items_queue ON work_items (environment_id, state, created_at);
+CREATE INDEX work_items_by_session ON work_items (session_id, state);
+CREATE INDEX work_items_leases ON work_items (state, lease_expires_at);
+CREATE INDEX environment_keys_by_environment ON environment_keys (environment_id);
+
+CREATE TABLE worker_polls (
+    environment_id TEXT NOT NULL,
+    worker_id      TEXT NOT NULL,
+    polled_at      BIGINT NOT NULL,
+    PRIMARY KEY (environment_id, worker_id)
+);
