@@ -86,8 +86,7 @@ pub struct Work {
     pub latest_heartbeat_at: Option<String>,
     pub stop_requested_at: Option<String>,
     pub stopped_at: Option<String>,
-    /// Only on poll responses: URL-safe base64 of `{"sessions_token": ...}`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Only on poll responses (null elsewhere): URL-safe base64 of `{"sessions_token": ...}`.
     pub secret: Option<String>,
 }
 

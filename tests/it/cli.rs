@@ -70,6 +70,66 @@ async fn keys_made_by_the_cli_authenticate_and_open_mode_ends() {
 }
 
 #[tokio::test]
+async fn keys_create_makes_worker_keys_for_self_hosted_environments() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let key = String::from_utf8(mast(&["keys", "create"], dir.path()).stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let mut s = crate::support::TestServer::boot(
+        test_config(dir.path().to_path_buf(), None, &Options::default()),
+        Backend::Sqlite,
+    )
+    .await;
+    let c = Client::new(&s.url).with_key(&key);
+    let env = c
+        .post(
+            "/v1/environments",
+            json!({"name": "workers", "config": {"type": "self_hosted"}}),
+        )
+        .await
+        .ok();
+    let cloud = c.environment().await;
+    let env_id = env["id"].as_str().unwrap();
+    s.stop().await;
+    let out = mast(&["keys", "create", "--environment", env_id], dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let worker_key = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(worker_key.starts_with("mast_ek_"), "{worker_key}");
+    let out = mast(
+        &[
+            "keys",
+            "create",
+            "--environment",
+            cloud["id"].as_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not self_hosted"));
+    let out = mast(&["keys", "create", "--environment", "env_nope"], dir.path());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
+
+    let s = crate::support::TestServer::boot(
+        test_config(dir.path().to_path_buf(), None, &Options::default()),
+        Backend::Sqlite,
+    )
+    .await;
+    let worker = Client::new(&s.url).with_key(&worker_key);
+    assert_eq!(
+        worker
+            .get(&format!("/v1/environments/{env_id}/work/poll"))
+            .await
+            .ok(),
+        serde_json::Value::Null
+    );
+}
+
+#[tokio::test]
 async fn refuses_unauthenticated_non_loopback_unless_allowed() {
     let dir = tempfile::TempDir::new().unwrap();
     let config = test_config(dir.path().to_path_buf(), None, &Options::default());

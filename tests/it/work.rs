@@ -18,6 +18,7 @@ backend_tests!(
     a_poll_wakes_when_work_arrives,
     sandbox_tools_run_on_the_worker,
     new_input_requeues_a_dormant_session,
+    concurrent_polls_claim_each_item_once,
 );
 
 /// A self-hosted environment, its worker key, and an agent with the toolset.
@@ -301,7 +302,7 @@ async fn items_move_through_their_states(b: Backend) {
         .ok();
     assert_eq!(acked["state"], "starting");
     assert!(acked["acknowledged_at"].is_string());
-    assert!(acked.get("secret").is_none(), "only polls carry the secret");
+    assert!(acked["secret"].is_null(), "only polls carry the secret");
     let holder = s.client.with_key(&token_of(&item));
 
     // Heartbeats chain on the exact previous beat; a stale one is refused with the lease.
@@ -642,4 +643,37 @@ async fn new_input_requeues_a_dormant_session(b: Backend) {
         .await
         .ok();
     assert_eq!(got["state"], "stopped");
+}
+
+async fn concurrent_polls_claim_each_item_once(b: Backend) {
+    let s = TestServer::start(b).await;
+    let st = setup(&s, "always_allow").await;
+    let mut sessions = Vec::new();
+    for _ in 0..12 {
+        sessions.push(session(&s, &st).await);
+    }
+    let worker = s.client.with_key(&st.key);
+    let pollers: Vec<_> = (0..6)
+        .map(|_| {
+            let worker = worker.clone();
+            let env = st.env.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                loop {
+                    let v = poll(&worker, &env).await;
+                    if v.is_null() {
+                        return got;
+                    }
+                    got.push(v["data"]["id"].as_str().unwrap().to_string());
+                }
+            })
+        })
+        .collect();
+    let mut claimed = Vec::new();
+    for p in pollers {
+        claimed.extend(p.await.unwrap());
+    }
+    claimed.sort();
+    sessions.sort();
+    assert_eq!(claimed, sessions, "every session claimed exactly once");
 }

@@ -89,7 +89,9 @@ def messages_api():
 @pytest.fixture(scope="module", params=BACKENDS)
 def server(request, tmp_path_factory, messages_api):
     port = free_port()
-    env = dict(os.environ, ANTHROPIC_BASE_URL=messages_api, ANTHROPIC_API_KEY="test", MAST_LOG="warn")
+    # Short work-item leases so a killed worker's session moves on within seconds.
+    env = dict(os.environ, ANTHROPIC_BASE_URL=messages_api, ANTHROPIC_API_KEY="test", MAST_LOG="warn",
+               MAST_WORK_TTL_SECONDS="3", MAST_REAP_INTERVAL_MS="200")
     env.pop("DATABASE_URL", None)
     if request.param == "postgres":
         env["DATABASE_URL"] = fresh_postgres()

@@ -1,0 +1,50 @@
+"""A self-hosted worker for a Mast environment, built on the official SDK's EnvironmentWorker.
+
+It polls the environment's work queue, and for each session it claims, runs the agent's
+sandbox tools (bash, read, write, edit, glob, grep) in --workdir on this machine, heartbeating
+the item's lease while it serves the session.
+
+    pip install 'anthropic==2.10.0'
+    MAST_URL=http://127.0.0.1:8080 \\
+    MAST_ENVIRONMENT_ID=env_... \\
+    MAST_ENVIRONMENT_KEY=mast_ek_... \\
+        python examples/worker.py --workdir ./workspace
+"""
+
+import argparse
+import asyncio
+import logging
+import os
+
+import anthropic
+from anthropic.lib.environments import EnvironmentWorker
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workdir", default=os.getcwd(), help="where the session's tools run (default: cwd)")
+    parser.add_argument("--max-idle", type=float, default=60.0,
+                        help="seconds to keep serving a session after its turn ends (default: 60)")
+    parser.add_argument("--worker-id", default=None, help="sent as Anthropic-Worker-ID (default: host + random)")
+    args = parser.parse_args()
+    logging.basicConfig(level=os.environ.get("WORKER_LOG", "INFO"), format="%(asctime)s %(name)s %(message)s")
+    os.makedirs(args.workdir, exist_ok=True)
+
+    # The worker authenticates with the environment key alone (Bearer); the client's own
+    # credential is never sent by the worker's scoped sub-clients.
+    client = anthropic.AsyncAnthropic(base_url=os.environ["MAST_URL"], auth_token=os.environ["MAST_ENVIRONMENT_KEY"])
+    worker = EnvironmentWorker(
+        client,
+        environment_id=os.environ["MAST_ENVIRONMENT_ID"],
+        environment_key=os.environ["MAST_ENVIRONMENT_KEY"],
+        workdir=args.workdir,
+        max_idle=args.max_idle,
+        worker_id=args.worker_id,
+        # Mast has no memory stores yet.
+        memory_sync_interval=None,
+    )
+    asyncio.run(worker.run())
+
+
+if __name__ == "__main__":
+    main()
