@@ -100,6 +100,9 @@ impl Config {
             self.work_leases.default_ttl_seconds = i64::from(n);
             self.work_leases.max_ttl_seconds = self.work_leases.max_ttl_seconds.max(i64::from(n));
         }
+        if std::env::var("MAST_ALLOW_PRIVATE_NETWORK").is_ok_and(|v| v == "1") {
+            self.tools.allow_private_network = true;
+        }
         if let Some(n) = num("MAST_DB_MAX_CONNECTIONS")? {
             self.db_max_connections = n;
         }

