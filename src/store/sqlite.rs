@@ -32,6 +32,15 @@ pub async fn open(data_dir: &Path) -> StoreResult<SqlStore> {
             })
     };
     let write = options(1).connect(&url).await?;
+    // The database is the server's alone (SQLite gives its WAL files the same mode).
+    for name in ["mast.db", "mast.db-wal", "mast.db-shm"] {
+        use std::os::unix::fs::PermissionsExt;
+        let file = data_dir.join(name);
+        if file.exists() {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| anyhow::anyhow!("cannot restrict {}: {e}", file.display()))?;
+        }
+    }
     MIGRATOR
         .run(&write)
         .await

@@ -104,9 +104,10 @@ pub async fn run(tools: &SessionTools, input: &serde_json::Value) -> ToolOutput 
         ..tools.limits
     };
     let script = match &proxy {
-        // The forwarder turns 127.0.0.1:3128 inside into the proxy's socket outside.
+        // The forwarder turns 127.0.0.1:3128 inside into the proxy's socket outside; the
+        // command starts once it listens.
         Some(_) => format!(
-            "{} &\n{SCRIPT}",
+            "{}\n{SCRIPT}",
             super::proxy::forwarder_command(&tools.helper)
         ),
         None => SCRIPT.to_string(),
@@ -120,10 +121,13 @@ pub async fn run(tools: &SessionTools, input: &serde_json::Value) -> ToolOutput 
         script,
         env,
         helper: &tools.helper,
+        user: tools.user,
+        accounts: &tools.accounts,
     };
     let cgroup = PidsCgroup::create(
         &format!("{}-{}", tools.session_id, crate::domain::ids::new_secret(6)),
         limits.max_processes,
+        tools.user,
     );
     let mut cmd = match sandboxed.build(cgroup.as_ref()) {
         Ok(c) => c,
@@ -146,7 +150,9 @@ pub async fn run(tools: &SessionTools, input: &serde_json::Value) -> ToolOutput 
     };
     let result = tokio::time::timeout(Duration::from_millis(timeout_ms), work).await;
     drop(proxy);
-    drop(cgroup);
+    if let Some(cg) = cgroup {
+        cg.close().await;
+    }
     match result {
         Err(_) => ToolOutput::error(format!(
             "The command timed out after {timeout_ms} ms and was killed with everything it started; its effects are \

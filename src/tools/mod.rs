@@ -3,13 +3,16 @@
 //! Whether a call may run at all is decided before it gets here (`engine::permissions`).
 
 pub mod bash;
+pub mod cgroup;
 pub mod egress;
 pub mod files;
+pub mod identity;
 pub mod proxy;
 pub mod sandbox;
 pub mod search;
 pub mod web;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -78,6 +81,10 @@ pub struct Toolbox {
     isolation: Isolation,
     data_dir: PathBuf,
     config: ToolsConfig,
+    /// Each session's sandbox runs as a host user of its own (the server runs as root).
+    session_users: bool,
+    /// Why sandboxes cannot reach their workspaces, if they cannot.
+    unreachable: Option<String>,
 }
 
 /// A session's tools: its workspace, state, network policy and toolset configuration.
@@ -89,6 +96,10 @@ pub struct SessionTools {
     pub limits: Limits,
     pub helper: PathBuf,
     pub egress: EgressPolicy,
+    /// The host uid the sandbox runs as, when it has one of its own.
+    pub user: Option<u32>,
+    /// The sandbox's account files (`passwd`, `group`).
+    pub accounts: PathBuf,
     /// Loopback, private and link-local addresses are reachable (see [`ToolsConfig`]).
     pub allow_private_network: bool,
     configs: Vec<BuiltinToolConfig>,
@@ -109,10 +120,29 @@ impl Toolbox {
             ),
         }
         let data_dir = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+        let session_users =
+            identity::running_as_root() && matches!(isolation, Isolation::Bubblewrap);
+        let unreachable = prepare_shared_dirs(&data_dir, session_users)
+            .and_then(|()| {
+                sandbox::write_account_files(&data_dir.join("sandbox-etc"))
+                    .map_err(|e| format!("cannot write the sandbox's account files: {e}"))
+            })
+            .err();
+        if let Some(why) = &unreachable {
+            tracing::error!("built-in tools cannot run: {why}");
+        } else if session_users {
+            tracing::info!("each session's sandbox runs as a host user of its own");
+        } else if matches!(isolation, Isolation::Bubblewrap) {
+            tracing::warn!(
+                "the server does not run as root, so sandboxes run as the server's own user and without a per-command process limit unless cgroups are writable; give the container a pids limit"
+            );
+        }
         Toolbox {
             isolation,
             data_dir,
             config,
+            session_users,
+            unreachable,
         }
     }
 
@@ -138,8 +168,17 @@ impl Toolbox {
     ) -> std::io::Result<SessionTools> {
         let workspace = self.workspace_dir(session_id);
         let state_dir = self.state_dir(session_id);
-        std::fs::create_dir_all(&workspace)?;
-        std::fs::create_dir_all(&state_dir)?;
+        let user = self
+            .session_users
+            .then(|| identity::session_uid(session_id));
+        for dir in [&workspace, &state_dir] {
+            std::fs::create_dir_all(dir)?;
+            if let Some(uid) = user {
+                // Only the session's own user (and the server) may enter.
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+                identity::give_tree(dir, uid)?;
+            }
+        }
         let configs = tools
             .iter()
             .find_map(|t| match t {
@@ -151,10 +190,15 @@ impl Toolbox {
             session_id: session_id.to_string(),
             workspace,
             state_dir,
-            isolation: self.isolation.clone(),
+            isolation: match &self.unreachable {
+                Some(why) => Isolation::Unavailable(why.clone()),
+                None => self.isolation.clone(),
+            },
             limits: self.config.limits,
             helper: self.config.helper.clone(),
             egress: EgressPolicy::of(environment),
+            user,
+            accounts: self.data_dir.join("sandbox-etc"),
             allow_private_network: self.config.allow_private_network,
             configs,
             search_url: self.config.web_search_url.clone(),
@@ -172,7 +216,11 @@ impl SessionTools {
     /// Hands a file or directory the server created in the workspace to the sandbox's user,
     /// so commands in the sandbox can change it too. Call after creating anything there.
     pub fn adopt(&self, path: &Path) {
-        let _ = path;
+        if let Some(uid) = self.user
+            && let Err(e) = identity::give(path, uid)
+        {
+            tracing::warn!(path = %path.display(), error = %e, "could not hand a workspace file to the sandbox user");
+        }
     }
 
     /// The network one command gets, with the egress proxy it needs (kept alive by the caller
@@ -180,18 +228,18 @@ impl SessionTools {
     pub async fn network_for_command(
         &self,
     ) -> Result<(Network, Option<(proxy::EgressProxy, String)>), String> {
+        let unsandboxed = matches!(self.isolation, Isolation::Unsandboxed);
         match &self.egress {
-            EgressPolicy::Open => Ok((Network::Shared, None)),
+            EgressPolicy::Open if unsandboxed => Ok((Network::Shared, None)),
             p if p.is_closed() => Ok((Network::None, None)),
+            // Unrestricted environments go through the proxy too: it keeps private and
+            // loopback addresses (this server, its database, cloud metadata) out of reach.
             p => {
                 let (guard, name) = proxy::EgressProxy::start(&self.state_dir, p.clone())
                     .map_err(|e| format!("the egress proxy could not start: {e}"))?;
-                Ok((
-                    Network::Proxied {
-                        socket: self.state_dir.join(&name),
-                    },
-                    Some((guard, name)),
-                ))
+                let socket = self.state_dir.join(&name);
+                self.adopt(&socket);
+                Ok((Network::Proxied { socket }, Some((guard, name))))
             }
         }
     }
@@ -230,6 +278,40 @@ impl SessionTools {
             other => ToolOutput::error(format!("There is no built-in tool named `{other}`.")),
         }
     }
+}
+
+/// Closes the data directory and the parents of workspaces to other host users — passable
+/// but not listable when sandboxes have users of their own, who must reach their workspaces
+/// — or says which directory keeps those users out.
+fn prepare_shared_dirs(data_dir: &Path, session_users: bool) -> Result<(), String> {
+    let mode = if session_users { 0o711 } else { 0o700 };
+    for dir in [
+        data_dir.to_path_buf(),
+        data_dir.join("workspaces"),
+        data_dir.join("sandbox-state"),
+    ] {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("cannot set the mode of {}: {e}", dir.display()))?;
+    }
+    if !session_users {
+        return Ok(());
+    }
+    for ancestor in data_dir.ancestors().skip(1) {
+        let mode = std::fs::metadata(ancestor)
+            .map(|m| m.permissions().mode())
+            .unwrap_or(0);
+        if mode & 0o001 == 0 {
+            return Err(format!(
+                "sandboxes run as users of their own and cannot pass through {} (mode {:o}) to reach their \
+                 workspaces; make it passable (`chmod o+x`) or put the data directory elsewhere (--data-dir)",
+                ancestor.display(),
+                mode & 0o777
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Model-facing definitions of the built-in tools enabled in `toolset`.

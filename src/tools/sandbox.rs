@@ -1,11 +1,16 @@
-//! The sandbox built-in tools run in: bubblewrap with read-only system directories, the
-//! session's workspace writable at `/workspace`, a private `/tmp`, new PID/IPC/UTS/user
-//! namespaces, no server environment, and the network the environment allows.
+//! The sandbox built-in tools run in: bubblewrap with read-only system directories (and only
+//! the harmless part of `/etc`), the session's workspace writable at `/workspace`, small
+//! private tmpfs mounts, new PID/IPC/UTS/user/network namespaces (and no nested ones), no
+//! server environment, the session's own host user when the server runs as root, and the
+//! network the environment allows — only ever through the egress proxy.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::OnceLock;
 
 use tokio::process::Command;
+
+pub use super::cgroup::PidsCgroup;
 
 /// How built-in tools are isolated on this host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +26,7 @@ pub enum Isolation {
 /// Network access of one command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Network {
-    /// The host's network.
+    /// The host's network (unsandboxed mode only: a sandbox never shares it).
     Shared,
     /// No network at all.
     None,
@@ -35,6 +40,10 @@ pub struct Limits {
     pub cpu_seconds: u64,
     pub memory_bytes: u64,
     pub max_processes: u64,
+    /// Largest file a command may write.
+    pub file_bytes: u64,
+    /// Size of each private tmpfs (`/tmp`, `/var/tmp`); they live in memory.
+    pub tmpfs_bytes: u64,
 }
 
 impl Default for Limits {
@@ -43,6 +52,8 @@ impl Default for Limits {
             cpu_seconds: 300,
             memory_bytes: 4 << 30,
             max_processes: 256,
+            file_bytes: 4 << 30,
+            tmpfs_bytes: 512 << 20,
         }
     }
 }
@@ -54,28 +65,43 @@ pub const WORKSPACE: &str = "/workspace";
 /// Where the session's private state (shell state, proxy socket) appears inside.
 pub const STATE: &str = "/run/mast";
 
-/// Finds out whether bubblewrap can create its namespaces here.
-pub async fn detect(unsafe_unsandboxed: bool) -> Isolation {
-    let probe = Command::new("bwrap")
+/// Whether this bubblewrap can forbid nested user namespaces (`--disable-userns`, 0.8+).
+static DISABLE_USERNS: OnceLock<bool> = OnceLock::new();
+
+async fn probe(extra: &[&str]) -> std::io::Result<std::process::Output> {
+    Command::new("bwrap")
         .args([
             "--unshare-user",
             "--unshare-pid",
             "--unshare-ipc",
             "--unshare-uts",
-            "--ro-bind",
-            "/",
-            "/",
-            "--proc",
-            "/proc",
-            "true",
+            "--unshare-net",
         ])
+        .args(extra)
+        .args(["--ro-bind", "/", "/", "--proc", "/proc", "true"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .output()
-        .await;
-    let reason = match probe {
-        Ok(out) if out.status.success() => return Isolation::Bubblewrap,
+        .await
+}
+
+/// Finds out whether bubblewrap can create its namespaces here.
+pub async fn detect(unsafe_unsandboxed: bool) -> Isolation {
+    if let Ok(out) = probe(&["--disable-userns"]).await
+        && out.status.success()
+    {
+        let _ = DISABLE_USERNS.set(true);
+        return Isolation::Bubblewrap;
+    }
+    let reason = match probe(&[]).await {
+        Ok(out) if out.status.success() => {
+            tracing::warn!(
+                "this bubblewrap cannot forbid nested user namespaces (--disable-userns needs 0.8 or later)"
+            );
+            let _ = DISABLE_USERNS.set(false);
+            return Isolation::Bubblewrap;
+        }
         Ok(out) => format!(
             "bubblewrap cannot create namespaces here: {}",
             String::from_utf8_lossy(&out.stderr).trim()
@@ -93,24 +119,70 @@ pub async fn detect(unsafe_unsandboxed: bool) -> Isolation {
 
 /// System directories mounted read-only inside the sandbox.
 const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
-/// Files under those that hold secrets of the host; covered by empty files.
-const HIDDEN_FILES: &[&str] = &[
-    "/etc/shadow",
-    "/etc/gshadow",
-    "/etc/shadow-",
-    "/etc/gshadow-",
-    "/etc/sudoers",
+/// The parts of `/etc` programs need (name lookup, TLS roots, linker, locale, interpreter
+/// configuration). Everything else there — keys, service configs, environment files — stays
+/// out of reach.
+const ETC_ALLOWED: &[&str] = &[
+    "alternatives",
+    "bash.bashrc",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "debian_version",
+    "gai.conf",
+    "gitconfig",
+    "host.conf",
+    "hosts",
+    "inputrc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "locale.alias",
+    "localtime",
+    "magic",
+    "magic.mime",
+    "mime.types",
+    "nsswitch.conf",
+    "os-release",
+    "perl",
+    "profile",
+    "protocols",
+    "resolv.conf",
+    "services",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "timezone",
+    "xdg",
 ];
-/// Directories under those that hold secrets of the host; covered by empty tmpfs.
-const HIDDEN_DIRS: &[&str] = &[
-    "/etc/ssh",
-    "/etc/ssl/private",
-    "/etc/sudoers.d",
-    "/etc/postgresql",
-    "/etc/mysql",
-];
+/// `/etc` entries allowed by prefix (versioned interpreter directories such as `python3.11`).
+const ETC_ALLOWED_PREFIXES: &[&str] = &["python3", "java-"];
+
+/// The sandbox's own account files: the host's would name its users.
+const PASSWD: &str = "root:x:0:0:root:/root:/bin/bash\nsandbox:x:1000:1000:sandbox:/workspace:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+const GROUP: &str = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n";
+
+/// Writes the sandbox's account files into `dir` (a directory only the server writes:
+/// never one a sandbox controls, whose entries could be swapped for symlinks).
+pub fn write_account_files(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("passwd"), PASSWD)?;
+    std::fs::write(dir.join("group"), GROUP)
+}
+
+/// The `/etc` paths bound into the sandbox on this host.
+fn etc_entries() -> Vec<String> {
+    let mut out: Vec<String> = ETC_ALLOWED.iter().map(|e| format!("/etc/{e}")).collect();
+    if let Ok(dir) = std::fs::read_dir("/etc") {
+        for entry in dir.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if ETC_ALLOWED_PREFIXES.iter().any(|p| name.starts_with(p)) {
+                out.push(format!("/etc/{name}"));
+            }
+        }
+    }
+    out
+}
 
 /// A command to run in a session's sandbox.
 pub struct SandboxCommand<'a> {
@@ -125,6 +197,10 @@ pub struct SandboxCommand<'a> {
     pub env: Vec<(String, String)>,
     /// The `mast` binary, mounted read-only for the in-sandbox proxy forwarder.
     pub helper: &'a Path,
+    /// The host uid (and gid) bubblewrap runs as; None keeps the server's.
+    pub user: Option<u32>,
+    /// The directory holding the sandbox's `passwd` and `group`.
+    pub accounts: &'a Path,
 }
 
 /// A program, its arguments, and its environment.
@@ -133,20 +209,30 @@ type CommandParts = (String, Vec<std::ffi::OsString>, Vec<(String, String)>);
 /// Where the helper binary appears inside the sandbox.
 pub const HELPER: &str = "/run/mast-helper";
 
-fn limit_prefix(limits: &Limits) -> String {
-    // Per-command limits of bash and everything it starts (kilobytes for -v).
-    format!(
-        "ulimit -t {} 2>/dev/null; ulimit -v {} 2>/dev/null; ",
+fn limit_prefix(limits: &Limits, own_user: bool) -> String {
+    // Per-command limits of bash and everything it starts (kilobytes for -v and -f). The
+    // process count is per user, so it only means something for a sandbox's own user.
+    let mut s = format!(
+        "ulimit -t {} 2>/dev/null; ulimit -v {} 2>/dev/null; ulimit -f {} 2>/dev/null; ",
         limits.cpu_seconds,
-        limits.memory_bytes / 1024
-    )
+        limits.memory_bytes / 1024,
+        limits.file_bytes / 1024
+    );
+    if own_user {
+        s.push_str(&format!("ulimit -u {} 2>/dev/null; ", limits.max_processes));
+    }
+    s
 }
 
 impl SandboxCommand<'_> {
     /// The program, its arguments and its environment: bubblewrap around `bash -c`, or bash
     /// alone when unsandboxed.
     fn parts(&self) -> Result<CommandParts, String> {
-        let script = format!("{}{}", limit_prefix(&self.limits), self.script);
+        let script = format!(
+            "{}{}",
+            limit_prefix(&self.limits, self.user.is_some()),
+            self.script
+        );
         let mut env: Vec<(String, String)> = vec![
             (
                 "PATH".into(),
@@ -194,25 +280,32 @@ impl SandboxCommand<'_> {
                         "sandbox",
                     ],
                 );
-                if !matches!(self.network, Network::Shared) {
-                    push(&mut a, &["--unshare-net"]);
+                // A sandbox never shares the host's network: the proxy is its only way out.
+                push(&mut a, &["--unshare-net"]);
+                if DISABLE_USERNS.get().copied().unwrap_or(false) {
+                    push(&mut a, &["--disable-userns"]);
                 }
                 for dir in SYSTEM_DIRS {
                     push(&mut a, &["--ro-bind-try", dir, dir]);
                 }
-                for f in HIDDEN_FILES.iter().filter(|f| Path::new(f).exists()) {
-                    push(&mut a, &["--ro-bind", "/dev/null", f]);
+                for entry in etc_entries() {
+                    a.extend(["--ro-bind-try".into(), entry.clone().into(), entry.into()]);
                 }
-                for d in HIDDEN_DIRS.iter().filter(|d| Path::new(d).is_dir()) {
-                    push(&mut a, &["--tmpfs", d]);
+                a.extend([
+                    "--ro-bind".into(),
+                    self.accounts.join("passwd").into(),
+                    "/etc/passwd".into(),
+                ]);
+                a.extend([
+                    "--ro-bind".into(),
+                    self.accounts.join("group").into(),
+                    "/etc/group".into(),
+                ]);
+                let tmpfs = self.limits.tmpfs_bytes.to_string();
+                push(&mut a, &["--proc", "/proc", "--dev", "/dev"]);
+                for dir in ["/tmp", "/var/tmp"] {
+                    push(&mut a, &["--size", &tmpfs, "--tmpfs", dir]);
                 }
-                push(
-                    &mut a,
-                    &[
-                        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs",
-                        "/var/tmp",
-                    ],
-                );
                 a.extend(["--bind".into(), self.workspace.into(), WORKSPACE.into()]);
                 a.extend(["--bind".into(), self.state.into(), STATE.into()]);
                 if matches!(self.network, Network::Proxied { .. }) {
@@ -257,52 +350,10 @@ impl SandboxCommand<'_> {
             }
         };
         cmd.env_clear().envs(env).current_dir(self.workspace);
-        Ok(cmd)
-    }
-}
-
-/// A per-command process-count limit through the cgroup v1 `pids` or cgroup v2 controller,
-/// where the host lets this process create cgroups; removed when dropped.
-pub struct PidsCgroup {
-    dir: PathBuf,
-}
-
-impl PidsCgroup {
-    /// Creates `mast/<name>` with `pids.max`, or None where cgroups are not writable.
-    pub fn create(name: &str, max: u64) -> Option<Self> {
-        for root in ["/sys/fs/cgroup/pids", "/sys/fs/cgroup"] {
-            let root = Path::new(root);
-            if !root.join("cgroup.procs").exists()
-                || !root
-                    .join(if root.ends_with("pids") {
-                        "tasks"
-                    } else {
-                        "cgroup.controllers"
-                    })
-                    .exists()
-            {
-                continue;
-            }
-            let dir = root.join("mast").join(name);
-            if std::fs::create_dir_all(&dir).is_ok()
-                && std::fs::write(dir.join("pids.max"), max.to_string()).is_ok()
-            {
-                return Some(PidsCgroup { dir });
-            }
-            let _ = std::fs::remove_dir(&dir);
+        if let (Some(uid), Isolation::Bubblewrap) = (self.user, self.isolation) {
+            // std drops supplementary groups too when root switches users.
+            cmd.uid(uid).gid(uid);
         }
-        None
-    }
-
-    /// The file a process writes its pid to in order to join.
-    pub fn procs_file(&self) -> PathBuf {
-        self.dir.join("cgroup.procs")
-    }
-}
-
-impl Drop for PidsCgroup {
-    fn drop(&mut self) {
-        // Empty once every process of the command is gone.
-        let _ = std::fs::remove_dir(&self.dir);
+        Ok(cmd)
     }
 }

@@ -10,6 +10,7 @@ mod environments;
 mod errors;
 mod openai;
 mod openapi;
+mod sandbox;
 mod sessions;
 mod store;
 mod stream;

@@ -16,27 +16,27 @@ backend_tests!(
     web_tools_follow_domain_lists_and_providers,
 );
 
-fn call(tool: &str, input: Value) -> String {
+pub(crate) fn call(tool: &str, input: Value) -> String {
     format!("call {tool} {input}")
 }
 
 /// A script of one tool call per step, then the last result as the answer.
-fn steps(calls: &[String]) -> String {
+pub(crate) fn steps(calls: &[String]) -> String {
     let mut s = calls.join("\n---\n");
     s.push_str("\n---\nsay {{result}}");
     s
 }
 
-fn toolset(configs: Value, default_policy: &str) -> Value {
+pub(crate) fn toolset(configs: Value, default_policy: &str) -> Value {
     json!([{"type": "agent_toolset_20260401", "default_config": {"permission_policy": {"type": default_policy}}, "configs": configs}])
 }
 
-struct Session {
-    id: String,
-    st: Stream,
+pub(crate) struct Session {
+    pub id: String,
+    pub st: Stream,
 }
 
-async fn session(s: &TestServer, tools: Value, env: Option<Value>) -> Session {
+pub(crate) async fn session(s: &TestServer, tools: Value, env: Option<Value>) -> Session {
     let agent = s
         .client
         .post(
@@ -71,7 +71,7 @@ async fn session(s: &TestServer, tools: Value, env: Option<Value>) -> Session {
 }
 
 /// Results of the turn, in order, as (text, is_error).
-fn results(seen: &[Value]) -> Vec<(String, bool)> {
+pub(crate) fn results(seen: &[Value]) -> Vec<(String, bool)> {
     seen.iter()
         .filter(|e| e["type"] == "agent.tool_result")
         .map(|e| {
@@ -87,7 +87,7 @@ fn results(seen: &[Value]) -> Vec<(String, bool)> {
         .collect()
 }
 
-async fn turn(s: &TestServer, sess: &mut Session, script: &str) -> Value {
+pub(crate) async fn turn(s: &TestServer, sess: &mut Session, script: &str) -> Value {
     s.client.say(&sess.id, script).await;
     sess.st.until_idle(60).await
 }
@@ -577,7 +577,7 @@ async fn confirmations_out_of_order_and_interrupts(b: Backend) {
     let idle = allow.st.until_idle(10).await;
     assert_eq!(idle["stop_reason"]["type"], "end_turn");
     let r = results(&allow.st.seen);
-    assert!(r[0].1 && r[0].0.contains("interrupted"));
+    assert!(r[0].1 && r[0].0.contains("interrupted"), "{r:?}");
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert!(
         !s.data_dir

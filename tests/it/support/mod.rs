@@ -221,6 +221,8 @@ pub fn test_config(data_dir: PathBuf, database_url: Option<String>, opts: &Optio
     c.tools.helper = PathBuf::from(env!("CARGO_BIN_EXE_mast"));
     c.tools.web_search_url = opts.web_search_url.clone();
     c.shutdown_grace = Duration::from_secs(5);
+    // Small in-memory tmpfs mounts, so filling one is cheap to test.
+    c.tools.limits.tmpfs_bytes = 32 << 20;
     if let Some(ttl) = opts.work_ttl_seconds {
         c.work_leases.default_ttl_seconds = ttl;
     }
