@@ -44,6 +44,12 @@ async fn main() -> anyhow::Result<()> {
             config: config_file,
         } => {
             init_logging();
+            // Every stream, proxy connection and sandbox pipe is a descriptor; the default
+            // soft limit (often 1024) would let one busy session starve the listener.
+            match rlimit::increase_nofile_limit(u64::MAX) {
+                Ok(n) => tracing::debug!(limit = n, "open-file limit raised"),
+                Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
+            }
             let mut config = store.config();
             config.listen = listen;
             config.allow_unauthenticated = allow_unauthenticated;
