@@ -30,6 +30,8 @@ CREATE TABLE work_items (
 );
 CREATE INDEX work_items_queue ON work_items (environment_id, state, created_at);
 CREATE INDEX work_items_by_session ON work_items (session_id, state);
+-- At most one live item per session, whatever queues it.
+CREATE UNIQUE INDEX work_items_one_live ON work_items (session_id) WHERE state <> 'stopped';
 CREATE INDEX work_items_leases ON work_items (state, lease_expires_at);
 CREATE INDEX environment_keys_by_environment ON environment_keys (environment_id);
 

@@ -37,6 +37,8 @@ pub enum Principal {
     EnvironmentKey {
         workspace: String,
         environment_id: String,
+        /// Hash of the key (to check later that it still stands).
+        key_hash: String,
     },
     /// A polled work item's sessions token: that item and its one session, while it lives.
     WorkToken {
@@ -46,6 +48,8 @@ pub enum Principal {
         session_id: String,
         /// The item's state when the request arrived.
         state: WorkState,
+        /// Hash of the token (to check later that it still stands).
+        token_hash: String,
     },
 }
 
@@ -111,16 +115,20 @@ pub async fn session_workspace(
                     "this work token is scoped to another session",
                 ));
             }
-            if *state == WorkState::Queued {
-                return Err(ApiError::forbidden(
+            match state {
+                WorkState::Queued => Err(ApiError::forbidden(
                     "this work token's item is back in the queue: its lease was lost",
-                ));
+                )),
+                WorkState::Stopped => {
+                    Err(ApiError::unauthorized("this work token's item has stopped"))
+                }
+                _ => Ok(workspace.clone()),
             }
-            Ok(workspace.clone())
         }
         Principal::EnvironmentKey {
             workspace,
             environment_id,
+            ..
         } => match store.get_session(workspace, session_id).await? {
             Some(s) if &s.environment_id == environment_id => Ok(workspace.clone()),
             _ => Err(ApiError::not_found(format!(
@@ -128,6 +136,21 @@ pub async fn session_workspace(
             ))),
         },
     }
+}
+
+/// Whether a credential still stands (a long-lived stream re-checks its caller's): an
+/// environment key not revoked, a work token whose item is still held.
+pub async fn still_valid(store: &dyn Store, principal: &Principal) -> Result<bool, ApiError> {
+    Ok(match principal {
+        Principal::ApiKey { .. } => true,
+        Principal::EnvironmentKey { key_hash, .. } => {
+            store.environment_for_key(key_hash).await?.is_some()
+        }
+        Principal::WorkToken { token_hash, .. } => store
+            .work_for_token(token_hash)
+            .await?
+            .is_some_and(|w| !matches!(w.state(), WorkState::Queued | WorkState::Stopped)),
+    })
 }
 
 /// Hex SHA-256 of a key: the only form in which keys are stored or cached.
@@ -201,18 +224,22 @@ impl Authenticator {
             // Worker credentials are never mistaken for API keys, even in open mode: a
             // stopped item's token must not turn into workspace access.
             Some(k) if k.starts_with(ENVIRONMENT_KEY_PREFIX) => {
-                match store.environment_for_key(&hash_key(k)).await? {
+                let key_hash = hash_key(k);
+                match store.environment_for_key(&key_hash).await? {
                     Some((workspace, environment_id)) => Principal::EnvironmentKey {
                         workspace,
                         environment_id,
+                        key_hash,
                     },
                     None => return Err(ApiError::unauthorized("invalid environment key")),
                 }
             }
             Some(k) if k.starts_with(WORK_TOKEN_PREFIX) => {
-                match store.work_for_token(&hash_key(k)).await? {
+                let token_hash = hash_key(k);
+                match store.work_for_token(&token_hash).await? {
                     Some(w) => Principal::WorkToken {
                         state: w.state(),
+                        token_hash,
                         workspace: w.workspace_id,
                         environment_id: w.environment_id,
                         work_id: w.id,
@@ -220,7 +247,7 @@ impl Authenticator {
                     },
                     None => {
                         return Err(ApiError::unauthorized(
-                            "invalid work token: unknown, or its work item has stopped",
+                            "invalid work token: unknown, or replaced by a later poll of its item",
                         ));
                     }
                 }

@@ -51,6 +51,16 @@ async fn send(
 ) -> ApiResult<axum::Json<SentEvents>> {
     let ws = session_workspace(app.store.as_ref(), &principal, &id).await?;
     let batch = parse_batch(&body.events, MAX_BATCH)?;
+    if !matches!(principal, Principal::ApiKey { .. })
+        && let Some(e) = batch.iter().find(|e| !e.is_tool_result())
+    {
+        // A worker answers the tool calls it ran; prompting, interrupting or confirming stays
+        // with the user's own credentials.
+        return Err(ApiError::forbidden(format!(
+            "worker credentials may only send `user.tool_result` and `user.custom_tool_result`, not `{}`",
+            e.kind()
+        )));
+    }
     match accept_events(&app, &ws, &id, batch.clone()).await {
         Ok(data) => Ok(axum::Json(SentEvents { data })),
         Err(e) if e.status == StatusCode::BAD_REQUEST => {

@@ -76,7 +76,13 @@ struct Tail {
     last_sent: tokio::time::Instant,
     done: bool,
     shutdown: tokio_util::sync::CancellationToken,
+    /// A worker credential, re-checked every [`RECHECK`]: the stream ends when it dies.
+    worker: Option<Principal>,
+    last_check: tokio::time::Instant,
 }
+
+/// How often a stream opened with a worker credential checks that it still stands.
+const RECHECK: Duration = Duration::from_secs(5);
 
 fn frame(e: &EventRecord, json: &str) -> Event {
     Event::default()
@@ -110,6 +116,18 @@ impl Tail {
     }
 
     async fn next_frame(&mut self) -> Option<Event> {
+        if let Some(p) = &self.worker
+            && self.last_check.elapsed() >= RECHECK
+        {
+            self.last_check = tokio::time::Instant::now();
+            if !super::auth::still_valid(self.store.as_ref(), p)
+                .await
+                .unwrap_or(true)
+            {
+                // The item stopped or moved on, or the key was revoked.
+                return None;
+            }
+        }
         let f = self.produce().await;
         self.last_sent = tokio::time::Instant::now();
         f
@@ -130,7 +148,11 @@ impl Tail {
                 continue;
             }
             // Items this connection skips do not count: the deadline is from the last frame.
-            let deadline = self.last_sent + KEEPALIVE;
+            let mut deadline = self.last_sent + KEEPALIVE;
+            if self.worker.is_some() {
+                // Wake up in time for the next credential check (the ping it may send is harmless).
+                deadline = deadline.min(self.last_check + RECHECK);
+            }
             let item = tokio::select! {
                 _ = self.shutdown.cancelled() => return None,
                 r = tokio::time::timeout_at(deadline, self.sub.recv()) => r,
@@ -253,6 +275,8 @@ async fn stream(
         last_sent: tokio::time::Instant::now(),
         done: false,
         shutdown: app.shutdown.clone(),
+        worker: (!matches!(principal, Principal::ApiKey { .. })).then_some(principal),
+        last_check: tokio::time::Instant::now(),
     };
     if let Some(after) = after {
         let ev = app.store.get_event(&id, &after).await?.ok_or_else(|| {

@@ -21,10 +21,11 @@ use crate::domain::ids::new_secret;
 use crate::domain::metadata;
 use crate::domain::time;
 use crate::domain::work::{
-    Work, WorkHeartbeat, WorkQueueStats, WorkQueueStatsTag, WorkStop, WorkUpdate, secret_for,
+    Work, WorkHeartbeat, WorkQueueStats, WorkQueueStatsTag, WorkState, WorkStop, WorkUpdate,
+    secret_for,
 };
 use crate::engine::work::{self, Refusal};
-use crate::store::{Direction, StoreError, Writer};
+use crate::store::{Direction, StoreError};
 
 /// Longest `block_ms` a poll may ask for.
 const MAX_BLOCK_MS: i64 = 999;
@@ -82,6 +83,7 @@ fn environment_key_for(principal: &Principal, env_id: &str, what: &str) -> ApiRe
         Principal::EnvironmentKey {
             workspace,
             environment_id,
+            ..
         } if environment_id == env_id => Ok(workspace.clone()),
         Principal::EnvironmentKey { .. } => Err(ApiError::forbidden(
             "this environment key belongs to another environment",
@@ -110,6 +112,18 @@ async fn item_caller(
             "heartbeats come from the worker holding the item: use the environment key or the item's token",
         )),
         Principal::EnvironmentKey { .. } => environment_key_for(principal, env_id, "this call"),
+        Principal::WorkToken {
+            work_id: scoped,
+            environment_id,
+            state: WorkState::Queued,
+            ..
+        } if scoped == work_id && environment_id == env_id && api_keys => {
+            // Its lease expired and the item went back to the queue: the old holder must not
+            // stop what the next worker will pick up.
+            Err(ApiError::forbidden(
+                "this work token's lease was lost: the item is back in the queue",
+            ))
+        }
         Principal::WorkToken {
             workspace,
             work_id: scoped,
@@ -266,7 +280,7 @@ async fn ack(
 
 #[utoipa::path(post, path = "/v1/environments/{environment_id}/work/{work_id}/heartbeat", tag = "work",
     params(("environment_id" = String, Path), ("work_id" = String, Path), ("desired_ttl_seconds" = Option<i64>, Query),
-        ("expected_last_heartbeat" = String, Query)),
+        ("expected_last_heartbeat" = Option<String>, Query)),
     responses((status = 200, body = WorkHeartbeat), (status = 404, body = super::openapi::ErrorBody),
         (status = 412, body = super::openapi::ErrorBody, description = "`heartbeat_precondition_failed`: the lease is not the caller's")))]
 async fn heartbeat(
@@ -276,18 +290,12 @@ async fn heartbeat(
     q: QueryParams,
 ) -> ApiResult<axum::Json<WorkHeartbeat>> {
     item_caller(&app, &principal, &env_id, &work_id, false).await?;
-    let expected = q
-        .get("expected_last_heartbeat")
-        .ok_or_else(|| {
-            ApiError::invalid(
-                "`expected_last_heartbeat` is required: `NO_HEARTBEAT` for the first beat, then the last `last_heartbeat`",
-            )
-        })?
-        .to_string();
+    // Without one the beat is unconditional.
+    let expected = q.get("expected_last_heartbeat").map(str::to_string);
     let desired = q.int("desired_ttl_seconds", 1, i64::MAX)?;
     let terms = app.work_leases;
     let (_, hb) = transact(&app, &env_id, &work_id, move |w| {
-        work::heartbeat(w, &expected, desired, time::now(), terms)
+        work::heartbeat(w, expected.as_deref(), desired, time::now(), terms)
     })
     .await?;
     Ok(axum::Json(hb))
@@ -311,17 +319,7 @@ async fn stop(
     .await?;
     if w.stopped_at.is_some() {
         // A worker that let go mid-turn leaves tool calls unanswered: queue the session again.
-        let requeued = app
-            .store
-            .transact(
-                &w.session_id,
-                &Writer::Client,
-                Box::new(work::requeue_if_awaiting),
-            )
-            .await?;
-        if requeued.is_some() {
-            app.hub.work.queued(&env_id);
-        }
+        app.engine.requeue_if_awaiting(&w.session_id).await;
     }
     Ok(axum::Json(work::view(&w, None)?))
 }

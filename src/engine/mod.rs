@@ -157,8 +157,34 @@ impl Engine {
             }
             // Self-hosted items whose worker stopped heartbeating go back to the queue.
             match self.inner.store.requeue_expired_work(time::now()).await {
-                Ok(envs) => envs.iter().for_each(|env| self.inner.hub.work.queued(env)),
+                Ok(expired) => {
+                    for env in &expired.requeued_in {
+                        self.inner.hub.work.queued(env);
+                    }
+                    // A worker that never confirmed its stop may have left a call unanswered.
+                    for sid in &expired.stopped_sessions {
+                        self.requeue_if_awaiting(sid).await;
+                    }
+                }
                 Err(e) => tracing::warn!(error = %e, "reaper could not requeue work"),
+            }
+        }
+    }
+
+    /// Queues a fresh work item for a self-hosted session whose item stopped while it still
+    /// waits on a worker's tool result.
+    pub async fn requeue_if_awaiting(&self, session_id: &str) {
+        let txn = Box::new(work::requeue_if_awaiting);
+        match self
+            .inner
+            .store
+            .transact(session_id, &crate::store::Writer::Client, txn)
+            .await
+        {
+            Ok(Some((rec, _))) => self.inner.hub.work.queued(&rec.environment_id),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(session_id, error = %e, "could not requeue a self-hosted session")
             }
         }
     }

@@ -77,11 +77,12 @@ pub fn lease_state(w: &WorkRecord) -> Value {
     })
 }
 
-/// A heartbeat: extends the lease of a held item whose last beat the worker names exactly;
+/// A heartbeat: extends the lease of a held item whose last beat the worker names exactly
+/// (or names none);
 /// reports a requested stop without extending anything.
 pub fn heartbeat(
     w: &mut WorkRecord,
-    expected_last: &str,
+    expected_last: Option<&str>,
     desired_ttl: Option<i64>,
     now: Micros,
     terms: LeaseTerms,
@@ -97,9 +98,11 @@ pub fn heartbeat(
         });
     }
     let current = time::format_opt(w.latest_heartbeat_at);
-    let matches = match &current {
-        None => expected_last == NO_HEARTBEAT,
-        Some(last) => expected_last == last,
+    // Without a precondition the beat is unconditional.
+    let matches = match (expected_last, &current) {
+        (None, _) => true,
+        (Some(expected), None) => expected == NO_HEARTBEAT,
+        (Some(expected), Some(last)) => expected == last,
     };
     if state == WorkState::Queued || !matches {
         let message = if state == WorkState::Queued {
@@ -141,7 +144,7 @@ pub fn heartbeat(
 }
 
 /// A stop request: a held item winds down through `stopping` unless `force`; anything
-/// else stops at once. Its token stops working when it is stopped.
+/// else stops at once. Once stopped, its token only reaches the item's heartbeat and stop.
 pub fn stop(w: &mut WorkRecord, force: bool, now: Micros) -> Result<(), Refusal> {
     match w.state() {
         WorkState::Stopped => Err(Refusal::Conflict(format!(
@@ -159,7 +162,6 @@ pub fn stop(w: &mut WorkRecord, force: bool, now: Micros) -> Result<(), Refusal>
             w.state = WorkState::Stopped.as_str().into();
             w.stop_requested_at.get_or_insert(now);
             w.stopped_at = Some(now);
-            w.token_hash = None;
             w.lease_expires_at = None;
             w.updated_at = now;
             Ok(())
@@ -245,20 +247,27 @@ mod tests {
         let terms = LeaseTerms::default();
         let mut w = polled();
         ack(&mut w, T, terms).unwrap();
-        let first = heartbeat(&mut w, NO_HEARTBEAT, Some(10), T + SECOND, terms).unwrap();
+        let first = heartbeat(&mut w, Some(NO_HEARTBEAT), Some(10), T + SECOND, terms).unwrap();
         assert!(first.lease_extended);
         assert_eq!(first.state, WorkState::Active);
         assert_eq!(first.ttl_seconds, 10);
         assert_eq!(w.lease_expires_at, Some(T + 11 * SECOND));
         // The same precondition twice: the second worker loses.
-        let stale = heartbeat(&mut w, NO_HEARTBEAT, None, T + 2 * SECOND, terms).unwrap_err();
+        let stale = heartbeat(&mut w, Some(NO_HEARTBEAT), None, T + 2 * SECOND, terms).unwrap_err();
         let Refusal::Precondition { current, .. } = stale else {
             panic!("expected a precondition failure")
         };
         assert_eq!(current["state"], "active");
         assert_eq!(current["last_heartbeat"], first.last_heartbeat);
         assert_eq!(current["lease_extended"], false);
-        let second = heartbeat(&mut w, &first.last_heartbeat, None, T + 3 * SECOND, terms).unwrap();
+        let second = heartbeat(
+            &mut w,
+            Some(&first.last_heartbeat),
+            None,
+            T + 3 * SECOND,
+            terms,
+        )
+        .unwrap();
         assert_eq!(second.ttl_seconds, 10, "the lease keeps its length");
         assert_eq!(w.started_at, Some(T + SECOND));
     }
@@ -268,7 +277,7 @@ mod tests {
         let terms = LeaseTerms::default();
         let mut w = polled();
         ack(&mut w, T, terms).unwrap();
-        let hb = heartbeat(&mut w, NO_HEARTBEAT, Some(100_000), T, terms).unwrap();
+        let hb = heartbeat(&mut w, Some(NO_HEARTBEAT), Some(100_000), T, terms).unwrap();
         assert_eq!(hb.ttl_seconds, 300);
     }
 
@@ -277,13 +286,13 @@ mod tests {
         let terms = LeaseTerms::default();
         let mut w = polled();
         ack(&mut w, T, terms).unwrap();
-        let hb = heartbeat(&mut w, NO_HEARTBEAT, None, T, terms).unwrap();
+        let hb = heartbeat(&mut w, Some(NO_HEARTBEAT), None, T, terms).unwrap();
         // What the reaper does when the lease runs out.
         w.state = "queued".into();
         w.latest_heartbeat_at = None;
-        let err = heartbeat(&mut w, &hb.last_heartbeat, None, T + SECOND, terms).unwrap_err();
+        let err = heartbeat(&mut w, Some(&hb.last_heartbeat), None, T + SECOND, terms).unwrap_err();
         assert!(matches!(err, Refusal::Precondition { .. }));
-        let err = heartbeat(&mut w, NO_HEARTBEAT, None, T + SECOND, terms).unwrap_err();
+        let err = heartbeat(&mut w, Some(NO_HEARTBEAT), None, T + SECOND, terms).unwrap_err();
         assert!(
             matches!(err, Refusal::Precondition { .. }),
             "not leased at all"
@@ -296,7 +305,7 @@ mod tests {
         let mut w = polled();
         w.token_hash = Some("h".into());
         ack(&mut w, T, terms).unwrap();
-        heartbeat(&mut w, NO_HEARTBEAT, None, T, terms).unwrap();
+        heartbeat(&mut w, Some(NO_HEARTBEAT), None, T, terms).unwrap();
         stop(&mut w, false, T + 1).unwrap();
         assert_eq!(w.state(), WorkState::Stopping);
         assert!(
@@ -304,13 +313,12 @@ mod tests {
             "the worker still needs its token to wind down"
         );
         // Heartbeats now report the stop without checking or extending anything.
-        let hb = heartbeat(&mut w, "whatever", None, T + 2, terms).unwrap();
+        let hb = heartbeat(&mut w, Some("whatever"), None, T + 2, terms).unwrap();
         assert!(!hb.lease_extended);
         assert_eq!(hb.state, WorkState::Stopping);
         stop(&mut w, true, T + 3).unwrap();
         assert_eq!(w.state(), WorkState::Stopped);
         assert_eq!(w.stop_requested_at, Some(T + 1));
-        assert_eq!(w.token_hash, None);
         assert!(matches!(
             stop(&mut w, true, T + 4),
             Err(Refusal::Conflict(_))

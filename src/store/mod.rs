@@ -287,6 +287,15 @@ pub struct WorkStats {
     pub workers_polling: i64,
 }
 
+/// What the reaper's pass over the work queue changed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExpiredWork {
+    /// Environments whose queues gained items.
+    pub requeued_in: Vec<String>,
+    /// Sessions whose winding-down item stopped when its lease ran out.
+    pub stopped_sessions: Vec<String>,
+}
+
 /// A decision on a locked work item; an error aborts the transaction.
 pub type WorkTxn = Box<dyn FnOnce(&mut WorkRecord) -> Result<(), StoreError> + Send>;
 
@@ -541,9 +550,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<WorkRecord>>;
     /// Queue counts of an environment.
     async fn work_stats(&self, environment_id: &str, now: Micros) -> StoreResult<WorkStats>;
-    /// Re-queues items whose worker's lease expired (stopping ones become stopped); returns
-    /// the environments whose queues changed.
-    async fn requeue_expired_work(&self, now: Micros) -> StoreResult<Vec<String>>;
+    /// Re-queues items whose worker's lease expired and stops expired `stopping` ones; also
+    /// forgets workers that have not polled for an hour.
+    async fn requeue_expired_work(&self, now: Micros) -> StoreResult<ExpiredWork>;
     /// Ends a session's live items: queued ones stop; held ones move to `stopping` so their
     /// worker winds down (`graceful`, the session was archived) or stop at once (deleted).
     async fn stop_session_work(

@@ -9,9 +9,9 @@ use sqlx::{Row, Transaction};
 
 use super::query::{Arg, Sql, bound};
 use super::{
-    AgentFilter, Deleted, Direction, EventFilter, EventRecord, NewEvent, Scan, SessionFilter,
-    SessionRecord, SessionTxn, Store, StoreError, StoreResult, ThreadRecord, WorkRecord, WorkStats,
-    WorkTxn, Writer,
+    AgentFilter, Deleted, Direction, EventFilter, EventRecord, ExpiredWork, NewEvent, Scan,
+    SessionFilter, SessionRecord, SessionTxn, Store, StoreError, StoreResult, ThreadRecord,
+    WorkRecord, WorkStats, WorkTxn, Writer,
 };
 use crate::domain::agent::Agent;
 use crate::domain::environment::Environment;
@@ -495,11 +495,17 @@ impl Store for SqlStore {
     }
 
     async fn delete_environment(&self, workspace_id: &str, id: &str) -> StoreResult<bool> {
+        let mut tx = self.write.begin().await?;
         let r = sqlx::query("DELETE FROM environments WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
-            .execute(&self.write)
+            .execute(&mut *tx)
             .await?;
+        if r.rows_affected() > 0 {
+            // Its workers lose their keys and their items with it.
+            super::sql_work::forget_environment(&mut tx, id, time::now()).await?;
+        }
+        tx.commit().await?;
         Ok(r.rows_affected() > 0)
     }
 
@@ -968,7 +974,7 @@ impl Store for SqlStore {
         self.work_stats_sql(environment_id, now).await
     }
 
-    async fn requeue_expired_work(&self, now: Micros) -> StoreResult<Vec<String>> {
+    async fn requeue_expired_work(&self, now: Micros) -> StoreResult<ExpiredWork> {
         self.requeue_expired_work_sql(now).await
     }
 

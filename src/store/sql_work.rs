@@ -6,7 +6,7 @@ use sqlx::any::AnyRow;
 
 use super::query::{Sql, bound};
 use super::sql::{Dialect, SqlStore};
-use super::{Scan, StoreResult, WorkRecord, WorkStats, WorkTxn};
+use super::{ExpiredWork, Scan, StoreResult, WorkRecord, WorkStats, WorkTxn};
 use crate::domain::time::Micros;
 
 pub(super) const WORK_COLS: &str = "id, workspace_id, environment_id, session_id, state, metadata, created_at, updated_at, \
@@ -34,6 +34,30 @@ fn work_from_row(row: &AnyRow) -> StoreResult<WorkRecord> {
         stopped_at: row.try_get("stopped_at")?,
         token_hash: row.try_get("token_hash")?,
     })
+}
+
+/// Drops a deleted environment's keys and worker records and stops its items (inside the
+/// deleting transaction).
+pub(super) async fn forget_environment(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    env: &str,
+    now: Micros,
+) -> StoreResult<()> {
+    for sql in [
+        "DELETE FROM environment_keys WHERE environment_id = $1",
+        "DELETE FROM worker_polls WHERE environment_id = $1",
+    ] {
+        sqlx::query(sql).bind(env).execute(&mut **tx).await?;
+    }
+    sqlx::query(
+        "UPDATE work_items SET state = 'stopped', stopped_at = $1, stop_requested_at = COALESCE(stop_requested_at, $1), \
+         lease_expires_at = NULL, updated_at = $1 WHERE environment_id = $2 AND state <> 'stopped'",
+    )
+    .bind(now)
+    .bind(env)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// Inserts `w` unless its session already has a live item (inside a caller's transaction).
@@ -110,8 +134,10 @@ impl SqlStore {
         &self,
         hash: &str,
     ) -> StoreResult<Option<(String, String)>> {
+        // Joined so a key outliving its environment (however that happened) authenticates nothing.
         let row = sqlx::query(
-            "SELECT workspace_id, environment_id FROM environment_keys WHERE key_hash = $1",
+            "SELECT k.workspace_id, k.environment_id FROM environment_keys k \
+             JOIN environments e ON e.id = k.environment_id AND e.workspace_id = k.workspace_id WHERE k.key_hash = $1",
         )
         .bind(hash)
         .fetch_optional(self.read_pool())
@@ -123,8 +149,10 @@ impl SqlStore {
     }
 
     pub(super) async fn work_for_token_sql(&self, hash: &str) -> StoreResult<Option<WorkRecord>> {
+        // Stopped items stay findable: their holder may still heartbeat (and hear `stopped`)
+        // or stop them (409), though nothing else.
         let row = sqlx::query(&format!(
-            "SELECT {WORK_COLS} FROM work_items WHERE token_hash = $1 AND state <> 'stopped'"
+            "SELECT {WORK_COLS} FROM work_items WHERE token_hash = $1"
         ))
         .bind(hash)
         .fetch_optional(self.read_pool())
@@ -269,9 +297,9 @@ impl SqlStore {
         })
     }
 
-    pub(super) async fn requeue_expired_work_sql(&self, now: Micros) -> StoreResult<Vec<String>> {
+    pub(super) async fn requeue_expired_work_sql(&self, now: Micros) -> StoreResult<ExpiredWork> {
         let mut tx = self.write_pool().begin().await?;
-        let rows = sqlx::query(
+        let requeued = sqlx::query(
             "UPDATE work_items SET state = 'queued', polled_at = NULL, polled_by = NULL, acknowledged_at = NULL, \
              started_at = NULL, latest_heartbeat_at = NULL, lease_expires_at = NULL, updated_at = $1 \
              WHERE state IN ('starting', 'active') AND lease_expires_at < $1 RETURNING environment_id",
@@ -279,21 +307,31 @@ impl SqlStore {
         .bind(now)
         .fetch_all(&mut *tx)
         .await?;
-        sqlx::query(
-            "UPDATE work_items SET state = 'stopped', stopped_at = $1, token_hash = NULL, lease_expires_at = NULL, updated_at = $1 \
-             WHERE state = 'stopping' AND lease_expires_at < $1",
+        let stopped = sqlx::query(
+            "UPDATE work_items SET state = 'stopped', stopped_at = $1, lease_expires_at = NULL, updated_at = $1 \
+             WHERE state = 'stopping' AND lease_expires_at < $1 RETURNING session_id",
         )
         .bind(now)
-        .execute(&mut *tx)
+        .fetch_all(&mut *tx)
         .await?;
+        sqlx::query("DELETE FROM worker_polls WHERE polled_at < $1")
+            .bind(now - 3_600_000_000)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
-        let mut envs: Vec<String> = rows
-            .iter()
-            .map(|r| r.try_get("environment_id"))
-            .collect::<Result<_, _>>()?;
-        envs.sort();
-        envs.dedup();
-        Ok(envs)
+        let mut out = ExpiredWork {
+            requeued_in: requeued
+                .iter()
+                .map(|r| r.try_get("environment_id"))
+                .collect::<Result<_, _>>()?,
+            stopped_sessions: stopped
+                .iter()
+                .map(|r| r.try_get("session_id"))
+                .collect::<Result<_, _>>()?,
+        };
+        out.requeued_in.sort();
+        out.requeued_in.dedup();
+        Ok(out)
     }
 
     pub(super) async fn stop_session_work_sql(
@@ -317,7 +355,7 @@ impl SqlStore {
         }
         sqlx::query(
             "UPDATE work_items SET state = 'stopped', stopped_at = $1, stop_requested_at = COALESCE(stop_requested_at, $1), \
-             token_hash = NULL, lease_expires_at = NULL, updated_at = $1 WHERE session_id = $2 AND state <> 'stopped' \
+             lease_expires_at = NULL, updated_at = $1 WHERE session_id = $2 AND state <> 'stopped' \
              AND ($3 = 0 OR state = 'queued')",
         )
         .bind(now)

@@ -19,6 +19,8 @@ backend_tests!(
     sandbox_tools_run_on_the_worker,
     new_input_requeues_a_dormant_session,
     concurrent_polls_claim_each_item_once,
+    worker_credentials_end_where_they_should,
+    a_reaped_wind_down_requeues_a_waiting_session,
 );
 
 /// A self-hosted environment, its worker key, and an agent with the toolset.
@@ -676,4 +678,188 @@ async fn concurrent_polls_claim_each_item_once(b: Backend) {
     claimed.sort();
     sessions.sort();
     assert_eq!(claimed, sessions, "every session claimed exactly once");
+}
+
+/// Polls, acks and returns (item, its holder's client).
+async fn claim(s: &TestServer, st: &Setup) -> (Value, Client) {
+    let worker = s.client.with_key(&st.key);
+    let item = poll(&worker, &st.env).await;
+    assert!(!item.is_null(), "an item to claim");
+    worker
+        .post(
+            &format!(
+                "/v1/environments/{}/work/{}/ack",
+                st.env,
+                item["id"].as_str().unwrap()
+            ),
+            json!({}),
+        )
+        .await
+        .ok();
+    let holder = s.client.with_key(&token_of(&item));
+    (item, holder)
+}
+
+async fn worker_credentials_end_where_they_should(b: Backend) {
+    let s = TestServer::start_with(
+        b,
+        Options {
+            work_ttl_seconds: Some(1),
+            ..Default::default()
+        },
+    )
+    .await;
+    let st = setup(&s, "always_allow").await;
+    let env = &st.env;
+    let sid = session(&s, &st).await;
+    let (item, holder) = claim(&s, &st).await;
+    let work = item["id"].as_str().unwrap();
+
+    // Workers answer tool calls; they do not prompt, interrupt or confirm.
+    for ev in [
+        json!({"type": "user.message", "content": [{"type": "text", "text": "hi"}]}),
+        json!({"type": "user.interrupt"}),
+        json!({"type": "user.tool_confirmation", "tool_use_id": "sevt_x", "result": "allow"}),
+    ] {
+        for who in [&holder, &s.client.with_key(&st.key)] {
+            let m = who
+                .post(
+                    &format!("/v1/sessions/{sid}/events"),
+                    json!({"events": [ev.clone()]}),
+                )
+                .await
+                .err(403);
+            assert!(m.contains("only send"), "{m}");
+        }
+    }
+    // Unconditional beats are allowed.
+    let r = reqwest::Client::new()
+        .post(format!(
+            "{}/v1/environments/{env}/work/{work}/heartbeat",
+            s.url
+        ))
+        .header("x-api-key", token_of(&item))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    // A stream opened with the token ends once the item stops; the holder can still hear
+    // `stopped` on a heartbeat and gets 409 for a second stop.
+    let mut stream = Stream::open(
+        &s.url,
+        &format!("/v1/sessions/{sid}/events/stream"),
+        Some(&token_of(&item)),
+        &[],
+    )
+    .await;
+    s.client
+        .post(
+            &format!("/v1/environments/{env}/work/{work}/stop"),
+            json!({"force": true}),
+        )
+        .await
+        .ok();
+    let ended = tokio::time::timeout(Duration::from_secs(15), async {
+        while stream.next_frame(60).await.is_some() {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream closed after the item stopped");
+    let r = heartbeat(&holder, env, work, "whatever").await;
+    assert_eq!(r.status(), 200);
+    let hb: Value = r.json().await.unwrap();
+    assert_eq!(
+        (hb["state"].clone(), hb["lease_extended"].clone()),
+        (json!("stopped"), json!(false))
+    );
+    holder
+        .post(
+            &format!("/v1/environments/{env}/work/{work}/stop"),
+            json!({"force": true}),
+        )
+        .await
+        .err(409);
+    holder.get(&format!("/v1/sessions/{sid}")).await.err(401);
+
+    // A lease that ran out: the old holder may not stop what goes back to the queue.
+    s.client.say(&sid, "hello").await;
+    let (item, holder) = claim(&s, &st).await;
+    let work = item["id"].as_str().unwrap().to_string();
+    eventually(10, "the lease to run out", || {
+        let c = s.client.clone();
+        let url = format!("/v1/environments/{env}/work/{work}");
+        async move { (c.get(&url).await.ok()["state"] == "queued").then_some(()) }
+    })
+    .await;
+    holder
+        .post(
+            &format!("/v1/environments/{env}/work/{work}/stop"),
+            json!({"force": true}),
+        )
+        .await
+        .err(403);
+
+    // Deleting the environment takes its keys and items with it.
+    s.client
+        .delete(&format!("/v1/environments/{env}"))
+        .await
+        .ok();
+    s.client
+        .with_key(&st.key)
+        .get(&format!("/v1/sessions/{sid}"))
+        .await
+        .err(401);
+    s.client
+        .with_key(&st.key)
+        .get(&format!("/v1/environments/{env}/work/poll"))
+        .await
+        .err(401);
+}
+
+async fn a_reaped_wind_down_requeues_a_waiting_session(b: Backend) {
+    let s = TestServer::start_with(
+        b,
+        Options {
+            work_ttl_seconds: Some(1),
+            ..Default::default()
+        },
+    )
+    .await;
+    let st = setup(&s, "always_allow").await;
+    let env = &st.env;
+    let sid = session(&s, &st).await;
+    let (item, holder) = claim(&s, &st).await;
+    let work = item["id"].as_str().unwrap().to_string();
+    let r = heartbeat(&holder, env, &work, "NO_HEARTBEAT").await;
+    assert_eq!(r.status(), 200);
+    s.client
+        .say(&sid, "call bash {\"command\": \"true\"}\n---\nsay done")
+        .await;
+    eventually(30, "the call to wait on the worker", || {
+        let c = s.client.clone();
+        let sid = sid.clone();
+        async move {
+            let s = c.get(&format!("/v1/sessions/{sid}")).await.ok();
+            (s["status"] == "idle").then_some(())
+        }
+    })
+    .await;
+    // A graceful stop the (dead) worker never confirms.
+    s.client
+        .post(
+            &format!("/v1/environments/{env}/work/{work}/stop"),
+            json!({}),
+        )
+        .await
+        .ok();
+    let next = eventually(10, "a fresh item for the waiting session", || {
+        let worker = s.client.with_key(&st.key);
+        async move {
+            let v = poll(&worker, env).await;
+            (!v.is_null()).then_some(v)
+        }
+    })
+    .await;
+    assert_eq!(next["data"]["id"], sid.as_str());
+    assert_ne!(next["id"], work.as_str());
 }
