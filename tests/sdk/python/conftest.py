@@ -4,8 +4,10 @@ server that the Anthropic-routed agents talk to."""
 
 import json
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -95,7 +97,9 @@ def server(request, tmp_path_factory, messages_api):
     env.pop("DATABASE_URL", None)
     if request.param == "postgres":
         env["DATABASE_URL"] = fresh_postgres()
-    data_dir = tmp_path_factory.mktemp("mast")
+    # Not under pytest's own temp root (mode 0700): sandbox users must be able to pass
+    # through the data directory's parents to reach their workspaces.
+    data_dir = tempfile.mkdtemp(prefix="mast-py-")
     proc = subprocess.Popen([MAST_BIN, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data_dir)], env=env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 30
@@ -112,6 +116,7 @@ def server(request, tmp_path_factory, messages_api):
     yield base
     proc.terminate()
     proc.wait(timeout=15)
+    shutil.rmtree(data_dir, ignore_errors=True)
 
 
 @pytest.fixture
