@@ -106,6 +106,7 @@ async fn list(
     let filter = EventFilter {
         types,
         thread_id: Some(primary),
+        crossposts: true,
         processed_gt: q.time("created_at[gt]")?,
         processed_gte: q.time("created_at[gte]")?,
         processed_lt: q.time("created_at[lt]")?,

@@ -652,9 +652,12 @@ pub async fn accept_events(
     })
     .await;
     let (rec, appended) = result?;
-    let acc = *flags.lock().expect("flags");
-    if acc.interrupt {
-        app.engine.interrupt(id);
+    let acc = flags.lock().expect("flags").clone();
+    if acc.interrupt_all {
+        app.engine.interrupt(id, None);
+    }
+    if let Some(t) = &acc.interrupt_thread {
+        app.engine.interrupt(id, Some(t));
     }
     if acc.wake {
         app.engine.wake(id);

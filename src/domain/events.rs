@@ -31,6 +31,13 @@ pub mod kind {
     pub const SESSION_DELETED: &str = "session.deleted";
     pub const SPAN_START: &str = "span.model_request_start";
     pub const SPAN_END: &str = "span.model_request_end";
+    pub const THREAD_CREATED: &str = "session.thread_created";
+    pub const THREAD_STATUS_RUNNING: &str = "session.thread_status_running";
+    pub const THREAD_STATUS_IDLE: &str = "session.thread_status_idle";
+    pub const THREAD_STATUS_RESCHEDULED: &str = "session.thread_status_rescheduled";
+    pub const THREAD_STATUS_TERMINATED: &str = "session.thread_status_terminated";
+    pub const THREAD_MESSAGE_SENT: &str = "agent.thread_message_sent";
+    pub const THREAD_MESSAGE_RECEIVED: &str = "agent.thread_message_received";
 }
 
 /// Every persisted event type clients may filter on (`types[]`); `session.deleted` is never
@@ -350,6 +357,21 @@ impl StopReason {
 /// `session.status_idle` body.
 pub fn idle(stop: &StopReason, stop_details: Option<Value>) -> Value {
     json!({ "stop_reason": stop.to_json(), "stop_details": stop_details })
+}
+
+/// Body of a child thread's `session.thread_status_*` event (cross-posted: it names the
+/// thread). `stop` only for `session.thread_status_idle`.
+pub fn thread_status(
+    thread: &str,
+    agent_name: &str,
+    stop: Option<(&StopReason, Option<Value>)>,
+) -> Value {
+    let mut b = json!({ "session_thread_id": thread, "agent_name": agent_name });
+    if let Some((reason, details)) = stop {
+        b["stop_reason"] = reason.to_json();
+        b["stop_details"] = details.unwrap_or(Value::Null);
+    }
+    b
 }
 
 /// `span.model_request_end` body.

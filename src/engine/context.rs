@@ -25,6 +25,7 @@ pub const LOOP_KINDS: &[&str] = &[
     kind::AGENT_TOOL_RESULT,
     kind::USER_CUSTOM_TOOL_RESULT,
     kind::USER_TOOL_RESULT,
+    kind::THREAD_MESSAGE_RECEIVED,
 ];
 
 /// How a thread's context ends, which decides the loop's next step.
@@ -115,6 +116,15 @@ fn input_blocks(ev: &EventRecord) -> Vec<Value> {
     content
 }
 
+/// The parent's delegation call a delegate's reply answers.
+fn delegation_call(ev: &EventRecord) -> Option<String> {
+    ev.internal
+        .as_ref()?
+        .get("call")?
+        .as_str()
+        .map(str::to_string)
+}
+
 /// Where an event sits in the conversation: its sequence number, except for queued input,
 /// which counts from the point the loop consumed it (`internal.after_seq`).
 fn position(e: &EventRecord) -> (i64, i64) {
@@ -163,7 +173,22 @@ pub fn build(events: &[EventRecord]) -> Context {
             .is_some();
         match ev.kind.as_str() {
             kind::USER_MESSAGE | kind::SYSTEM_MESSAGE if discarded => {}
-            kind::USER_MESSAGE | kind::SYSTEM_MESSAGE if ev.processed_at.is_some() => {
+            // A delegate's reply answers the parent's delegation call.
+            kind::THREAD_MESSAGE_RECEIVED if delegation_call(ev).is_some() => {
+                let call = delegation_call(ev).unwrap_or_default();
+                let mut b = result_block(ev, "from_session_thread_id")
+                    .map(|(_, b)| b)
+                    .unwrap_or_else(|| json!({"type": "tool_result", "content": []}));
+                b["tool_use_id"] = json!(call);
+                if ev.internal.as_ref().and_then(|i| i.get("is_error")) == Some(&json!(true)) {
+                    b["is_error"] = json!(true);
+                }
+                results.insert(call, b);
+            }
+            // A task from the parent is a delegate thread's input.
+            kind::USER_MESSAGE | kind::SYSTEM_MESSAGE | kind::THREAD_MESSAGE_RECEIVED
+                if ev.processed_at.is_some() =>
+            {
                 let blocks = input_blocks(ev);
                 if open.is_empty() {
                     push(&mut messages, Role::User, blocks);

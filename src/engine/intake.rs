@@ -4,10 +4,13 @@
 
 use serde_json::Value;
 
+use std::collections::BTreeSet;
+
 use super::state::{
-    EngineState, LeaseGrant, PendingKind, grant_lease, set_status, status_of, work_item_for,
+    self, EngineState, LeaseGrant, PendingKind, ThreadStatus, grant_lease, set_status, status_of,
+    work_item_for,
 };
-use super::turn::{closed_tool_call, resume_if_queued};
+use super::turn_end::{closed_tool_call, resume_if_queued, stop_delegate};
 use crate::domain::environment::EnvironmentConfig;
 use crate::domain::events::{self, ClientEvent, StopReason, kind};
 use crate::domain::ids::new_id;
@@ -30,12 +33,14 @@ pub fn server_event(kind: &str, body: Value, thread: &str, at: Micros) -> NewEve
 }
 
 /// What an accepted batch did, beyond its appended events.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Accepted {
     /// The runner has work: the session is now (or still) active.
     pub wake: bool,
-    /// An interrupt for a working runner was recorded.
-    pub interrupt: bool,
+    /// An interrupt of every thread was recorded for a working runner.
+    pub interrupt_all: bool,
+    /// An interrupt of one working delegate thread was recorded.
+    pub interrupt_thread: Option<String>,
     /// A self-hosted session took new input: its environment's workers may have an item.
     pub work: bool,
 }
@@ -75,11 +80,15 @@ pub fn accept(
     let body: SessionBody = serde_json::from_str(&rec.body)?;
     let primary = body.primary_thread_id.as_str();
     let status = status_of(rec);
-    let mut st = EngineState::of(rec)?;
+    let before = EngineState::of(rec)?;
+    let mut st = before.clone();
     let can_start = status == SessionStatus::Idle && st.pending.is_empty();
-    let mut out = TxnOutput::default();
+    let mut events: Vec<NewEvent> = Vec::new();
     let mut acc = Accepted::default();
     let (mut answered, mut starts_turn, mut closed_pending) = (false, false, false);
+    // Threads whose blocking events this batch answered, and delegates it stopped.
+    let mut answered_threads: BTreeSet<String> = BTreeSet::new();
+    let mut stopped: Vec<String> = Vec::new();
 
     for (i, ev) in batch.iter().enumerate() {
         let mut routed = None;
@@ -111,6 +120,7 @@ pub fn accept(
                 })?;
                 answered = true;
                 answers = Some((id.clone(), "result"));
+                answered_threads.insert(p.thread_id.clone());
                 routed = (p.thread_id != primary).then_some(p.thread_id);
             }
             ClientEvent::ToolResult {
@@ -121,6 +131,7 @@ pub fn accept(
                 })?;
                 answered = true;
                 answers = Some((id.clone(), "result"));
+                answered_threads.insert(p.thread_id.clone());
                 routed = (p.thread_id != primary).then_some(p.thread_id);
             }
             ClientEvent::ToolConfirmation {
@@ -131,25 +142,41 @@ pub fn accept(
                 })?;
                 answered = true;
                 answers = Some((id.clone(), "confirmation"));
+                answered_threads.insert(p.thread_id.clone());
                 routed = (p.thread_id != primary).then_some(p.thread_id);
             }
-            ClientEvent::Interrupt { thread_id } => {
-                if let Some(t) = thread_id
-                    && t != primary
-                {
+            ClientEvent::Interrupt { thread_id } => match thread_id.as_deref() {
+                Some(t) if t != primary && !st.threads.contains_key(t) => {
                     return Err(StoreError::Invalid(Invalid::new(format!(
                         "`events[{i}].session_thread_id` `{t}` is not a thread of this session"
                     ))));
                 }
-                if status.is_active() {
-                    st.interrupt = true;
-                    acc.interrupt = true;
-                } else if !st.pending.is_empty() {
-                    closed_pending = true;
+                Some(t) if t != primary => {
+                    let run = &st.threads[t];
+                    if run.status.is_active() {
+                        st.set_interrupt(t, true);
+                        acc.interrupt_thread = Some(t.to_string());
+                    } else if !run.replies_to.is_empty() || st.pending_of(t).next().is_some() {
+                        stopped.push(t.to_string());
+                    }
                 }
-            }
+                // The primary thread, or every thread: delegates go with their parent.
+                _ => {
+                    if status.is_active() {
+                        st.interrupt = true;
+                        for run in st.threads.values_mut().filter(|r| r.status.is_active()) {
+                            run.interrupt = true;
+                        }
+                        acc.interrupt_all = true;
+                    } else if !st.pending.is_empty()
+                        || st.threads.values().any(|r| !r.replies_to.is_empty())
+                    {
+                        closed_pending = true;
+                    }
+                }
+            },
         }
-        out.events.push(NewEvent {
+        events.push(NewEvent {
             id: new_id("sevt"),
             thread_id: Some(routed.clone().unwrap_or_else(|| primary.to_string())),
             kind: ev.kind().to_string(),
@@ -160,13 +187,58 @@ pub fn accept(
         });
     }
 
+    for t in &stopped {
+        events.extend(stop_delegate(
+            &mut st,
+            t,
+            primary,
+            "The user interrupted this delegate before it finished.",
+            false,
+            now,
+        ));
+        answered = true;
+    }
+    // A delegate whose blocking events are all answered goes back to work.
+    let mut woke = false;
+    for t in answered_threads.iter().filter(|t| *t != primary) {
+        if st.pending_of(t).next().is_none()
+            && let Some(run) = st.threads.get_mut(t)
+            && run.status == ThreadStatus::Idle
+        {
+            run.set_status(ThreadStatus::Running, now);
+            events.push(server_event(
+                kind::THREAD_STATUS_RUNNING,
+                events::thread_status(t, &run.agent_name, None),
+                t,
+                now,
+            ));
+            woke = true;
+        }
+    }
+
     if closed_pending {
         // Interrupting a session blocked on requires_action closes each pending call with an
         // error result and ends the turn without sampling the model (API.md §5.3).
-        for p in std::mem::take(&mut st.pending) {
-            out.events.push(closed_tool_call(&p.id, &p.thread_id, now));
+        let blocked: Vec<String> = st
+            .threads
+            .iter()
+            .filter(|(id, r)| !r.replies_to.is_empty() || st.pending_of(id).next().is_some())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for t in blocked {
+            events.extend(stop_delegate(
+                &mut st,
+                &t,
+                primary,
+                "The user interrupted the session before this delegate finished.",
+                false,
+                now,
+            ));
         }
-        out.events.push(server_event(
+        for p in std::mem::take(&mut st.pending) {
+            events.push(closed_tool_call(&p.id, &p.thread_id, now));
+        }
+        events.push(server_event(
             kind::STATUS_IDLE,
             events::idle(&StopReason::EndTurn, None),
             primary,
@@ -176,18 +248,11 @@ pub fn accept(
         // Input queued behind the blocked turn now gets its own.
         let resumed = resume_if_queued(rec, &st, primary, lease, now);
         acc.wake = !resumed.is_empty();
-        out.events.extend(resumed);
-    } else if status == SessionStatus::Idle && answered && !st.pending.is_empty() {
-        let remaining = StopReason::RequiresAction(st.pending_ids());
-        out.events.push(server_event(
-            kind::STATUS_IDLE,
-            events::idle(&remaining, None),
-            primary,
-            now,
-        ));
-    } else if status == SessionStatus::Idle && ((answered && st.pending.is_empty()) || starts_turn)
+        events.extend(resumed);
+    } else if status == SessionStatus::Idle
+        && (woke || (answered && st.pending.is_empty()) || starts_turn)
     {
-        out.events.push(server_event(
+        events.push(server_event(
             kind::STATUS_RUNNING,
             serde_json::json!({}),
             primary,
@@ -195,6 +260,14 @@ pub fn accept(
         ));
         set_status(rec, SessionStatus::Running, now);
         acc.wake = true;
+    } else if status == SessionStatus::Idle && answered && !st.pending.is_empty() {
+        let remaining = StopReason::RequiresAction(st.pending_ids());
+        events.push(server_event(
+            kind::STATUS_IDLE,
+            events::idle(&remaining, None),
+            primary,
+            now,
+        ));
     } else if status.is_active() {
         acc.wake = true;
     }
@@ -207,11 +280,11 @@ pub fn accept(
             ClientEvent::UserMessage { .. } | ClientEvent::SystemMessage { .. }
         )
     });
+    let mut out = state::output(rec, &before, st, events, vec![])?;
     if matches!(body.environment, EnvironmentConfig::SelfHosted) && new_input {
         // A dormant self-hosted session needs a worker again (a no-op while one holds it).
         out.ensure_work = Some(work_item_for(rec, now));
         acc.work = true;
     }
-    st.store(rec)?;
     Ok((out, acc))
 }

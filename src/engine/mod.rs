@@ -5,10 +5,15 @@
 //! died (expired lease), and at start-up every session left active is resumed from its log.
 
 pub mod context;
+pub mod delegation;
 pub mod intake;
+mod model_step;
 pub mod permissions;
 pub mod state;
+mod supervisor;
+mod tool_step;
 mod turn;
+mod turn_end;
 pub mod work;
 
 use std::collections::HashMap;
@@ -70,10 +75,30 @@ impl Default for EngineConfig {
 pub(crate) struct RunnerHandle {
     /// New input arrived after the runner last looked.
     dirty: AtomicBool,
-    /// Counts interrupts signalled to this runner; a wait compares it with the count it saw
-    /// before reading the session, so a stale signal never cuts the next model request.
-    interrupts: AtomicU64,
+    /// Counts interrupts of every thread signalled to this runner; a wait compares its
+    /// thread's count with the one it saw before reading the session, so a stale signal never
+    /// cuts the next model request.
+    all_interrupts: AtomicU64,
+    /// Counts interrupts aimed at one thread.
+    thread_interrupts: Mutex<HashMap<String, u64>>,
     interrupted: Notify,
+    /// New input or answers arrived: a primary thread waiting on delegates looks again
+    /// (a delegate may have become runnable).
+    nudge: Notify,
+}
+
+impl RunnerHandle {
+    /// Interrupts that concern `thread` so far.
+    pub(crate) fn interrupt_count(&self, thread: &str) -> u64 {
+        let own = self
+            .thread_interrupts
+            .lock()
+            .expect("interrupts lock")
+            .get(thread)
+            .copied()
+            .unwrap_or(0);
+        self.all_interrupts.load(Ordering::SeqCst) + own
+    }
 }
 
 pub(crate) struct Inner {
@@ -197,6 +222,7 @@ impl Engine {
         let mut runners = self.inner.runners.lock().expect("runners lock");
         if let Some(h) = runners.get(session_id) {
             h.dirty.store(true, Ordering::SeqCst);
+            h.nudge.notify_one();
             return;
         }
         let handle = Arc::new(RunnerHandle::default());
@@ -209,12 +235,24 @@ impl Engine {
     }
 
     /// Cuts short whatever the session's local runner is waiting on (a model stream, a
-    /// retry delay) so it handles the interrupt recorded in the log.
-    pub fn interrupt(&self, session_id: &str) {
+    /// retry delay, a tool) in `thread` — every thread when None — so it handles the
+    /// interrupt recorded in the log.
+    pub fn interrupt(&self, session_id: &str, thread: Option<&str>) {
         let runners = self.inner.runners.lock().expect("runners lock");
         if let Some(h) = runners.get(session_id) {
             h.dirty.store(true, Ordering::SeqCst);
-            h.interrupts.fetch_add(1, Ordering::SeqCst);
+            match thread {
+                None => {
+                    h.all_interrupts.fetch_add(1, Ordering::SeqCst);
+                }
+                Some(t) => {
+                    *h.thread_interrupts
+                        .lock()
+                        .expect("interrupts lock")
+                        .entry(t.to_string())
+                        .or_default() += 1;
+                }
+            }
             h.interrupted.notify_waiters();
         }
     }
@@ -260,7 +298,7 @@ async fn run(inner: Arc<Inner>, sid: String, handle: Arc<RunnerHandle>) {
         handle.dirty.store(false, Ordering::SeqCst);
         match take_lease(&inner, &sid).await {
             Ok(Some(rec)) => {
-                let released = match turn::drive(&inner, &handle, rec).await {
+                let released = match supervisor::drive(&inner, &handle, rec).await {
                     Ok(turn::Ended::Released) => true,
                     Ok(turn::Ended::NoWork) => false,
                     Err(e) => {

@@ -1,11 +1,15 @@
 //! The engine state a session row caches from its log, read and written under the row lock:
 //! which blocking events await answers, and whether an interrupt is pending.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::domain::session::SessionStatus;
 use crate::domain::time::Micros;
-use crate::store::{SessionRecord, StoreError, WorkRecord};
+use crate::store::{
+    NewEvent, SessionRecord, StoreError, ThreadChange, ThreadRecord, TxnOutput, WorkRecord,
+};
 
 /// What a blocking event waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,7 +32,7 @@ pub struct Pending {
 }
 
 /// Cached engine state of a session.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EngineState {
     #[serde(default)]
     pub pending: Vec<Pending>,
@@ -45,6 +49,110 @@ pub struct EngineState {
     /// Set by a decision that discards queued input (turn failed); not stored.
     #[serde(skip)]
     pub discard_queued: bool,
+    /// Delegate and advisor threads of a multiagent session, by id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub threads: BTreeMap<String, ThreadRun>,
+    /// Threads a decision created, for their rows; not stored.
+    #[serde(skip)]
+    pub created_threads: Vec<ThreadRecord>,
+}
+
+/// Where a child thread is (the primary thread's status is the session's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadStatus {
+    Idle,
+    Running,
+    Rescheduling,
+    Terminated,
+}
+
+impl ThreadStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadStatus::Idle => "idle",
+            ThreadStatus::Running => "running",
+            ThreadStatus::Rescheduling => "rescheduling",
+            ThreadStatus::Terminated => "terminated",
+        }
+    }
+
+    /// Running or retrying.
+    pub fn is_active(self) -> bool {
+        matches!(self, ThreadStatus::Running | ThreadStatus::Rescheduling)
+    }
+}
+
+/// The runtime state of a child thread, kept on the session row so every decision about it
+/// happens under the session's lock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadRun {
+    pub status: ThreadStatus,
+    pub agent_name: String,
+    /// A consult-only advisor thread: one turn, then it terminates.
+    #[serde(default)]
+    pub advisor: bool,
+    /// An interrupt reached this thread while it worked.
+    #[serde(default)]
+    pub interrupt: bool,
+    /// A built-in call this thread started and has not recorded a result for.
+    #[serde(default)]
+    pub running_tool: Option<String>,
+    /// The parent's delegation calls this thread's next reply answers.
+    #[serde(default)]
+    pub replies_to: Vec<String>,
+    #[serde(default)]
+    pub usage: crate::domain::session::SessionUsage,
+    /// Time spent running, and since when it runs now.
+    #[serde(default)]
+    pub active_micros: i64,
+    #[serde(default)]
+    pub running_since: Option<Micros>,
+    /// The first status change (stats are null before it).
+    #[serde(default)]
+    pub started_at: Option<Micros>,
+    /// When a client archived it.
+    #[serde(default)]
+    pub archived_at: Option<Micros>,
+}
+
+impl ThreadRun {
+    /// A new thread, running its first task.
+    pub fn new(agent_name: &str, advisor: bool, now: Micros) -> Self {
+        ThreadRun {
+            status: ThreadStatus::Running,
+            agent_name: agent_name.to_string(),
+            advisor,
+            interrupt: false,
+            running_tool: None,
+            replies_to: vec![],
+            usage: Default::default(),
+            active_micros: 0,
+            running_since: Some(now),
+            started_at: Some(now),
+            archived_at: None,
+        }
+    }
+
+    /// Moves the thread to `status`, keeping its active time.
+    pub fn set_status(&mut self, status: ThreadStatus, now: Micros) {
+        if self.status.is_active() && !status.is_active() {
+            if let Some(since) = self.running_since.take() {
+                self.active_micros += (now - since).max(0);
+            }
+        } else if !self.status.is_active() && status.is_active() {
+            self.running_since = Some(now);
+        }
+        self.started_at.get_or_insert(now);
+        self.status = status;
+    }
+
+    /// Active seconds so far, including the current run.
+    pub fn active_seconds(&self, now: Micros) -> f64 {
+        let running = self.running_since.map_or(0, |s| (now - s).max(0));
+        (self.active_micros + running) as f64 / 1_000_000.0
+    }
 }
 
 impl EngineState {
@@ -137,10 +245,113 @@ pub fn work_item_for(rec: &SessionRecord, now: Micros) -> WorkRecord {
 }
 
 impl EngineState {
+    /// Whether an interrupt waits for `thread` (the primary's flag is the row's own).
+    pub fn interrupt_of(&self, thread: &str) -> bool {
+        match self.threads.get(thread) {
+            Some(t) => t.interrupt,
+            None => self.interrupt,
+        }
+    }
+
+    /// Sets or clears `thread`'s interrupt flag.
+    pub fn set_interrupt(&mut self, thread: &str, on: bool) {
+        match self.threads.get_mut(thread) {
+            Some(t) => t.interrupt = on,
+            None => self.interrupt = on,
+        }
+    }
+
+    /// The built-in call `thread` started and has not recorded a result for.
+    pub fn running_tool_of(&self, thread: &str) -> Option<String> {
+        match self.threads.get(thread) {
+            Some(t) => t.running_tool.clone(),
+            None => self.running_tool.clone(),
+        }
+    }
+
+    /// Marks (or clears) `thread`'s running built-in call.
+    pub fn set_running_tool(&mut self, thread: &str, id: Option<String>) {
+        match self.threads.get_mut(thread) {
+            Some(t) => t.running_tool = id,
+            None => self.running_tool = id,
+        }
+    }
+
+    /// Ids of `thread`'s blocking events still awaiting an answer.
+    pub fn pending_ids_of(&self, thread: &str) -> Vec<String> {
+        self.pending_of(thread).map(|p| p.id.clone()).collect()
+    }
+
+    /// Delegate threads that count against the limit: not archived or terminated, and not
+    /// advisors.
+    pub fn open_delegates(&self) -> usize {
+        self.threads
+            .values()
+            .filter(|t| !t.advisor && t.status != ThreadStatus::Terminated)
+            .count()
+    }
+
+    /// Pending entries of one thread.
+    pub fn pending_of(&self, thread: &str) -> impl Iterator<Item = &Pending> {
+        self.pending.iter().filter(move |p| p.thread_id == thread)
+    }
+
+    /// Whether any child thread is running or retrying.
+    pub fn children_active(&self) -> bool {
+        self.threads.values().any(|t| t.status.is_active())
+    }
+
+    /// The child thread whose reply answers delegation call `call_id`.
+    pub fn delegate_of(&self, call_id: &str) -> Option<(&String, &ThreadRun)> {
+        self.threads
+            .iter()
+            .find(|(_, t)| t.replies_to.iter().any(|c| c == call_id))
+    }
+
     /// Whether a self-hosted worker owes a tool result.
     pub fn awaits_worker(&self) -> bool {
         self.pending
             .iter()
             .any(|p| p.kind == PendingKind::ClientTool)
     }
+}
+
+/// A decision's row changes: stores `st` on the row and turns the child threads it created or
+/// moved into thread-row writes.
+pub fn output(
+    rec: &mut SessionRecord,
+    before: &EngineState,
+    mut st: EngineState,
+    events: Vec<NewEvent>,
+    mark_processed: Vec<String>,
+) -> Result<TxnOutput, StoreError> {
+    let now = crate::domain::time::now();
+    let flush_queued = std::mem::take(&mut st.discard_queued);
+    let new_threads = std::mem::take(&mut st.created_threads);
+    let thread_changes = st
+        .threads
+        .iter()
+        .filter(|(id, _)| !new_threads.iter().any(|t| &t.id == *id))
+        .filter(|(id, t)| {
+            before
+                .threads
+                .get(*id)
+                .is_none_or(|b| b.status != t.status || b.archived_at != t.archived_at)
+        })
+        .map(|(id, t)| ThreadChange {
+            id: id.clone(),
+            status: t.status.as_str().to_string(),
+            updated_at: now,
+            archived_at: t.archived_at,
+        })
+        .collect();
+    st.store(rec)?;
+    Ok(TxnOutput {
+        events,
+        mark_processed,
+        ensure_work: None,
+        new_threads,
+        thread_changes,
+        flush_queued,
+    })
 }

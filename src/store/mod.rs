@@ -113,6 +113,8 @@ pub struct SessionFilter {
 pub struct EventFilter {
     pub types: Vec<String>,
     pub thread_id: Option<String>,
+    /// With `thread_id`: also child threads' events cross-posted to the session's view.
+    pub crossposts: bool,
     pub processed_gt: Option<Micros>,
     pub processed_gte: Option<Micros>,
     pub processed_lt: Option<Micros>,
@@ -287,6 +289,15 @@ pub struct WorkStats {
     pub workers_polling: i64,
 }
 
+/// A thread row's new status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadChange {
+    pub id: String,
+    pub status: String,
+    pub updated_at: Micros,
+    pub archived_at: Option<Micros>,
+}
+
 /// What the reaper's pass over the work queue changed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExpiredWork {
@@ -309,6 +320,10 @@ pub struct TxnOutput {
     /// A work item to queue for the session unless a live one exists (self-hosted sessions
     /// that receive input).
     pub ensure_work: Option<WorkRecord>,
+    /// Threads to create.
+    pub new_threads: Vec<ThreadRecord>,
+    /// Threads whose status (or archival) changed.
+    pub thread_changes: Vec<ThreadChange>,
     /// Discards every queued event of the session: marked processed with `internal`
     /// `{"discarded": true}`, so it never reaches the model (a turn whose retries ran out).
     pub flush_queued: bool,

@@ -119,6 +119,28 @@ fn thread_from_row(row: &AnyRow) -> StoreResult<ThreadRecord> {
     })
 }
 
+/// Inserts a thread (inside a session transaction).
+async fn insert_thread(tx: &mut Transaction<'_, sqlx::Any>, t: &ThreadRecord) -> StoreResult<()> {
+    bound(
+        "INSERT INTO threads (id, session_id, parent_thread_id, spawning_event_id, status, body, created_at, updated_at, archived_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        vec![
+            (&t.id).into(),
+            (&t.session_id).into(),
+            t.parent_thread_id.clone().into(),
+            t.spawning_event_id.clone().into(),
+            (&t.status).into(),
+            (&t.body).into(),
+            t.created_at.into(),
+            t.updated_at.into(),
+            t.archived_at.into(),
+        ],
+    )
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 fn event_from_row(row: &AnyRow) -> StoreResult<EventRecord> {
     let body: String = row.try_get("body")?;
     let internal: Option<String> = row.try_get("internal")?;
@@ -172,7 +194,7 @@ impl SqlStore {
             return Ok(vec![]);
         }
         let mut sql = Sql::new(
-            "INSERT INTO events (session_id, seq, id, thread_id, type, body, internal, answers, answer_kind, processed_at, created_at) VALUES ",
+            "INSERT INTO events (session_id, seq, id, thread_id, type, body, internal, answers, answer_kind, processed_at, created_at, crosspost) VALUES ",
         );
         let mut out = Vec::with_capacity(events.len());
         for (i, e) in events.iter().enumerate() {
@@ -202,6 +224,9 @@ impl SqlStore {
                 .bind(e.processed_at)
                 .push(", ")
                 .bind(now)
+                .push(", ")
+                // A child thread's event naming its thread shows on the session's stream too.
+                .bind(i64::from(e.body.get("session_thread_id").is_some()))
                 .push(")");
             out.push(EventRecord {
                 session_id: session_id.to_string(),
@@ -771,6 +796,19 @@ impl Store for SqlStore {
         if let Some(w) = &out.ensure_work {
             super::sql_work::ensure_work(&mut *tx, w).await?;
         }
+        for t in &out.new_threads {
+            insert_thread(&mut tx, t).await?;
+        }
+        for c in &out.thread_changes {
+            sqlx::query("UPDATE threads SET status = $1, updated_at = $2, archived_at = $3 WHERE id = $4 AND session_id = $5")
+                .bind(&c.status)
+                .bind(c.updated_at)
+                .bind(c.archived_at)
+                .bind(&c.id)
+                .bind(session_id)
+                .execute(&mut *tx)
+                .await?;
+        }
         if out.flush_queued {
             sqlx::query(
                 "UPDATE events SET processed_at = $1, internal = $2 WHERE session_id = $3 AND processed_at IS NULL",
@@ -809,7 +847,13 @@ impl Store for SqlStore {
             sql.push(" AND type IN ").bind_list(&f.types);
         }
         if let Some(t) = &f.thread_id {
-            sql.push(" AND thread_id = ").bind(t);
+            if f.crossposts {
+                sql.push(" AND (thread_id = ")
+                    .bind(t)
+                    .push(" OR crosspost = 1)");
+            } else {
+                sql.push(" AND thread_id = ").bind(t);
+            }
         }
         for (op, v) in [
             (" > ", f.processed_gt),

@@ -1,0 +1,493 @@
+//! One model request of a thread's loop: the request (its agent's model, system prompt and
+//! tools), retries, preview frames, and the response turned into events — where tool policy
+//! is decided, in code, before anything runs.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::delegation::{self, LIST_AGENTS, SEND_TO_AGENT};
+use super::intake::server_event;
+use super::permissions;
+use super::state::{Pending, PendingKind, ThreadStatus, set_status};
+use super::tool_step::SANDBOX_TOOLS;
+use super::turn::{Loop, RunError, Waited};
+use crate::domain::content;
+use crate::domain::events::{self, StopReason, kind};
+use crate::domain::ids::new_id;
+use crate::domain::model_config::Speed;
+use crate::domain::session::{ModelUsage, SessionStatus, SessionUsage};
+use crate::domain::time;
+use crate::domain::tools::Tool;
+use crate::models::{Delta, Message, ModelError, ModelRequest, ModelResponse, ToolDef};
+
+impl Loop<'_> {
+    fn custom_tools(&self) -> Vec<ToolDef> {
+        self.agent
+            .tools
+            .iter()
+            .filter_map(|t| match t {
+                Tool::Custom(c) => Some(ToolDef {
+                    name: c.name.clone(),
+                    description: c.description.clone(),
+                    input_schema: Value::Object(c.input_schema.0.clone()),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Custom tools, the enabled built-in tools and (coordinators) the delegation tools.
+    pub(super) fn offered_tools(&self) -> Vec<ToolDef> {
+        let mut tools = self.custom_tools();
+        tools.extend(crate::tools::definitions(&self.agent.tools));
+        if let Some(r) = &self.roster {
+            tools.extend(r.tools());
+        }
+        tools
+    }
+
+    fn request(&self, messages: Vec<Message>) -> ModelRequest {
+        let model = &self.agent.model;
+        ModelRequest {
+            model: model.id.clone(),
+            system: self.agent.system.clone(),
+            messages,
+            tools: self.offered_tools(),
+            max_tokens: self.inner.config.max_tokens,
+            effort: model.effort.map(|e| e.level),
+            fast: model.speed == Some(Speed::Fast),
+            inference_geo: model.inference_geo.clone(),
+        }
+    }
+
+    /// One model request with retries, turned into events.
+    pub(super) async fn call_model(
+        &mut self,
+        messages: Vec<Message>,
+        mut consumed: Vec<String>,
+    ) -> Result<(), RunError> {
+        if self.requests >= self.inner.config.max_requests_per_turn {
+            self.consume(std::mem::take(&mut consumed)).await?;
+            let msg = format!(
+                "the turn made {} model requests, the most allowed; send a new message to continue",
+                self.requests
+            );
+            return self.fail_turn("tool_use_limit_reached_error", &msg).await;
+        }
+        self.requests += 1;
+        let mut request = self.request(messages);
+        let client = match self.inner.models.route(&request.model) {
+            Ok(route) => {
+                request.model = route.upstream_model;
+                route.client
+            }
+            Err(msg) => {
+                self.consume(consumed).await?;
+                return self.fail_turn("model_request_failed_error", &msg).await;
+            }
+        };
+        let mut attempt = 0u32;
+        loop {
+            let start = server_event(kind::SPAN_START, json!({}), &self.thread, time::now());
+            let start_id = start.id.clone();
+            let consumed = std::mem::take(&mut consumed);
+            let n = consumed.len() as u32;
+            self.commit(
+                move |_, st| {
+                    st.queued = st.queued.saturating_sub(n);
+                    Ok(vec![start])
+                },
+                consumed,
+            )
+            .await?;
+
+            let message_id = new_id("sevt");
+            let thinking_id = new_id("sevt");
+            let outcome = {
+                let hub = self.inner.hub.clone();
+                let (sid, thread) = (self.sid.clone(), self.thread.clone());
+                let (mid, tid) = (message_id.clone(), thinking_id.clone());
+                let started_text = AtomicBool::new(false);
+                let sink =
+                    move |d: Delta| preview(&hub, &sid, &thread, &mid, &tid, &started_text, d);
+                let client = client.clone();
+                let request = &request;
+                self.interruptible(async move { client.complete(request, &sink).await })
+                    .await?
+            };
+            match outcome {
+                Waited::Interrupted => {
+                    let end = server_event(
+                        kind::SPAN_END,
+                        events::span_end(&start_id, &ModelUsage::default(), false),
+                        &self.thread,
+                        time::now(),
+                    );
+                    self.commit(move |_, _| Ok(vec![end]), vec![]).await?;
+                    return Ok(());
+                }
+                Waited::Done(Ok(resp)) => {
+                    return self
+                        .record_response(resp, &start_id, message_id, thinking_id)
+                        .await;
+                }
+                Waited::Done(Err(err)) => {
+                    attempt += 1;
+                    let retry = err.retryable && attempt <= self.inner.config.max_retries;
+                    self.record_failure(&err, &start_id, retry).await?;
+                    if !retry {
+                        return Ok(());
+                    }
+                    let delay = backoff(&self.inner.config, attempt, &err);
+                    match self.interruptible(tokio::time::sleep(delay)).await? {
+                        Waited::Interrupted => return Ok(()),
+                        Waited::Done(()) => self.set_running().await?,
+                    }
+                }
+            }
+        }
+    }
+
+    async fn record_failure(
+        &mut self,
+        err: &ModelError,
+        start_id: &str,
+        retrying: bool,
+    ) -> Result<(), RunError> {
+        let (thread, child) = (self.thread.clone(), self.child_name());
+        let ender = self.ender();
+        let start_id = start_id.to_string();
+        let kind_name = err.kind.session_error_type();
+        let message = err.message.clone();
+        tracing::warn!(session_id = %self.sid, thread_id = %thread, error = %message, retrying, "model request failed");
+        self.commit(
+            move |rec, st| {
+                let now = time::now();
+                let mut out = vec![server_event(
+                    kind::SPAN_END,
+                    events::span_end(&start_id, &ModelUsage::default(), true),
+                    &thread,
+                    now,
+                )];
+                if !retrying {
+                    out.extend(ender.exhausted(rec, st, kind_name, &message, now));
+                    return Ok(out);
+                }
+                out.push(server_event(
+                    kind::SESSION_ERROR,
+                    events::session_error(kind_name, &message, "retrying"),
+                    &thread,
+                    now,
+                ));
+                match child {
+                    None => {
+                        out.push(server_event(
+                            kind::STATUS_RESCHEDULED,
+                            json!({}),
+                            &thread,
+                            now,
+                        ));
+                        set_status(rec, SessionStatus::Rescheduling, now);
+                    }
+                    Some(name) => {
+                        out.push(server_event(
+                            kind::THREAD_STATUS_RESCHEDULED,
+                            events::thread_status(&thread, &name, None),
+                            &thread,
+                            now,
+                        ));
+                        if let Some(t) = st.threads.get_mut(&thread) {
+                            t.set_status(ThreadStatus::Rescheduling, now);
+                        }
+                    }
+                }
+                Ok(out)
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Turns a model response into events: thinking, message, tool uses, the span's end (which
+    /// privately keeps the exact content for rebuilding context), results for calls answered
+    /// at once (unknown or refused tools, the roster), and delegations.
+    async fn record_response(
+        &mut self,
+        resp: ModelResponse,
+        start_id: &str,
+        message_id: String,
+        thinking_id: String,
+    ) -> Result<(), RunError> {
+        let now = time::now();
+        let thread = self.thread.clone();
+        // A delegate's blocking calls also show on the session's stream, naming their thread.
+        let crosspost = self.child_name().map(|_| thread.clone());
+        let custom: Vec<String> = self.custom_tools().into_iter().map(|t| t.name).collect();
+        let mut out = Vec::new();
+        let mut pending = Vec::new();
+        let mut refused_calls = Vec::new();
+        let mut sends = Vec::new();
+        let mut listings = Vec::new();
+        let mut runs_here = false;
+        let mut content = Vec::with_capacity(resp.content.len());
+        if resp.content.iter().any(|b| {
+            matches!(
+                b.get("type").and_then(Value::as_str),
+                Some("thinking" | "redacted_thinking")
+            )
+        }) {
+            let mut e = server_event(kind::AGENT_THINKING, json!({}), &thread, now);
+            e.id = thinking_id;
+            out.push(e);
+        }
+        let texts: Vec<Value> = resp
+            .content
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .map(|b| content::text(b.get("text").and_then(Value::as_str).unwrap_or("")))
+            .collect();
+        let said = texts
+            .iter()
+            .filter_map(|t| t.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if !texts.is_empty() {
+            let mut e = server_event(
+                kind::AGENT_MESSAGE,
+                json!({ "content": texts }),
+                &thread,
+                now,
+            );
+            e.id = message_id;
+            out.push(e);
+        }
+        let cut_short = resp.stop_reason == "max_tokens";
+        for block in resp.content {
+            if block.get("type").and_then(Value::as_str) != Some("tool_use") {
+                content.push(block);
+                continue;
+            }
+            if cut_short {
+                // Its input may be incomplete; the continuation will call it again.
+                continue;
+            }
+            let name = block
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let input = block.get("input").cloned().unwrap_or_else(|| json!({}));
+            let id = new_id("sevt");
+            let mut b = block.clone();
+            b["id"] = json!(id);
+            content.push(b);
+            if custom.contains(&name) {
+                let mut body = json!({ "name": name, "input": input });
+                if let Some(t) = &crosspost {
+                    body["session_thread_id"] = json!(t);
+                }
+                let mut e = server_event(kind::AGENT_CUSTOM_TOOL_USE, body, &thread, now);
+                e.id = id.clone();
+                out.push(e);
+                pending.push(Pending {
+                    id,
+                    kind: PendingKind::Custom,
+                    thread_id: thread.clone(),
+                });
+            } else if self.roster.is_some() && name == LIST_AGENTS {
+                listings.push((id, input));
+            } else if let Some(roster) = self.roster.as_ref().filter(|_| name == SEND_TO_AGENT) {
+                let models = self.inner.models.clone();
+                let routable = move |m: &str| models.check_routable(m);
+                match delegation::parse_send(&id, &input, roster, &self.agent, &routable) {
+                    Ok(s) => sends.push(s),
+                    Err(msg) => {
+                        out.extend(delegation::refuse(&id, &name, &input, &msg, &thread, now))
+                    }
+                }
+                runs_here = true;
+            } else if permissions::is_builtin(&self.agent.tools, &name) {
+                // Policy is decided here, in code, before anything runs.
+                let decision = permissions::decide(&self.agent.tools, &name, &input, &self.egress);
+                let mut body = json!({ "name": name, "input": input, "evaluated_permission": decision.label() });
+                if let Some(ev) = decision.evaluation() {
+                    body["evaluation"] = ev.clone();
+                }
+                let for_worker = self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
+                let blocking = matches!(decision, permissions::Decision::Ask { .. })
+                    || (for_worker && matches!(decision, permissions::Decision::Allow { .. }));
+                if let (Some(t), true) = (&crosspost, blocking) {
+                    body["session_thread_id"] = json!(t);
+                }
+                let mut e = server_event(kind::AGENT_TOOL_USE, body, &thread, now);
+                e.id = id.clone();
+                out.push(e);
+                match decision {
+                    permissions::Decision::Deny { reason, .. } => refused_calls.push((
+                        id,
+                        format!("Permission denied: {reason}. The call did not run; choose another approach or ask the user."),
+                    )),
+                    permissions::Decision::Ask { .. } => pending.push(Pending {
+                        id,
+                        kind: PendingKind::Confirmation,
+                        thread_id: thread.clone(),
+                    }),
+                    permissions::Decision::Allow { .. } if for_worker => pending.push(Pending {
+                        id,
+                        kind: PendingKind::ClientTool,
+                        thread_id: thread.clone(),
+                    }),
+                    permissions::Decision::Allow { .. } => runs_here = true,
+                }
+            } else {
+                let mut e = server_event(
+                    kind::AGENT_TOOL_USE,
+                    json!({ "name": name, "input": input, "evaluated_permission": "deny" }),
+                    &thread,
+                    now,
+                );
+                e.id = id.clone();
+                out.push(e);
+                let available: Vec<String> =
+                    self.offered_tools().into_iter().map(|t| t.name).collect();
+                let available = if available.is_empty() {
+                    "none".to_string()
+                } else {
+                    available.join(", ")
+                };
+                refused_calls.push((
+                    id,
+                    format!("There is no tool named `{name}`. Available tools: {available}."),
+                ));
+            }
+        }
+        let mut end = server_event(
+            kind::SPAN_END,
+            events::span_end(start_id, &resp.usage, false),
+            &thread,
+            now,
+        );
+        end.internal = Some(
+            json!({ "content": content, "stop_reason": resp.stop_reason, "stop_details": resp.stop_details }),
+        );
+        out.push(end);
+        let answered_now = !refused_calls.is_empty() || !listings.is_empty();
+        for (id, msg) in refused_calls {
+            let mut e = server_event(
+                kind::AGENT_TOOL_RESULT,
+                events::tool_result(&id, vec![content::text(msg)], true),
+                &thread,
+                now,
+            );
+            e.answers = Some((id, "result"));
+            out.push(e);
+        }
+        let usage = resp.usage;
+        // When the response ends the turn by itself, the idle goes in the same transaction.
+        // Calls answered right away or run here keep the turn going.
+        let ends_turn = if !answered_now && !runs_here {
+            match resp.stop_reason.as_str() {
+                _ if !pending.is_empty() => Some((StopReason::RequiresAction(vec![]), None)),
+                "end_turn" | "stop_sequence" => Some((StopReason::EndTurn, None)),
+                "refusal" => Some((StopReason::Refusal, resp.stop_details.clone())),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let mut ender = self.ender();
+        if ender.child.is_some() {
+            ender.reply = Some(said);
+        }
+        let roster = self.roster.clone();
+        let (sid, primary) = (self.sid.clone(), self.primary.clone());
+        self.commit(
+            move |rec, st| {
+                let mut total: SessionUsage = serde_json::from_str(&rec.usage).unwrap_or_default();
+                total.add(&usage);
+                rec.usage = serde_json::to_string(&total)?;
+                if let Some(t) = st.threads.get_mut(&thread) {
+                    t.usage.add(&usage);
+                }
+                st.pending.extend(pending);
+                let mut out = out;
+                if let Some(roster) = &roster {
+                    for (id, input) in listings {
+                        out.extend(delegation::answered(
+                            &id,
+                            LIST_AGENTS,
+                            &input,
+                            &roster.listing(st),
+                            false,
+                            &thread,
+                            time::now(),
+                        ));
+                    }
+                }
+                out.extend(delegation::apply(st, sends, &sid, &primary, time::now()));
+                if let Some((reason, details)) = ends_turn {
+                    out.extend(ender.try_end(rec, st, reason, details)?);
+                }
+                Ok(out)
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+pub(super) fn backoff(config: &super::EngineConfig, attempt: u32, err: &ModelError) -> Duration {
+    let exp = config
+        .retry_base
+        .saturating_mul(1u32 << (attempt - 1).min(16));
+    let d = exp.min(config.retry_cap);
+    match err.retry_after {
+        Some(after) if after > d => after.min(config.retry_cap.max(after)),
+        _ => d,
+    }
+}
+
+/// Publishes preview frames for subscribers that asked for them (API.md §4.5).
+fn preview(
+    hub: &Arc<crate::hub::Hub>,
+    sid: &str,
+    thread: &str,
+    message_id: &str,
+    thinking_id: &str,
+    started_text: &AtomicBool,
+    d: Delta,
+) {
+    if !hub.wants_previews(sid) {
+        return;
+    }
+    match d {
+        Delta::ThinkingStarted => hub.preview(
+            sid,
+            thread,
+            kind::AGENT_THINKING,
+            json!({"type": "event_start", "event": {"type": kind::AGENT_THINKING, "id": thinking_id}}),
+        ),
+        Delta::Text { index, text } => {
+            if !started_text.swap(true, Ordering::SeqCst) {
+                hub.preview(
+                    sid,
+                    thread,
+                    kind::AGENT_MESSAGE,
+                    json!({"type": "event_start", "event": {"type": kind::AGENT_MESSAGE, "id": message_id}}),
+                );
+            }
+            hub.preview(
+                sid,
+                thread,
+                kind::AGENT_MESSAGE,
+                json!({"type": "event_delta", "event_id": message_id,
+                       "delta": {"type": "content_delta", "index": index, "content": {"type": "text", "text": text}}}),
+            );
+        }
+    }
+}

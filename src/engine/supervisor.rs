@@ -1,0 +1,114 @@
+//! One session's runner: the primary thread's loop, and beside it a loop for every delegate
+//! thread at work — all in the runner's task, under the session's one lease, so cancelling
+//! the runner cancels every thread and no thread outlives its owner.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::{Notify, mpsc};
+
+use super::delegation::thread_agent;
+use super::turn::{Crew, Ended, Loop, Role, RunError};
+use super::{Inner, RunnerHandle};
+use crate::domain::session::SessionBody;
+use crate::store::{SessionRecord, StoreError};
+
+type ChildRun<'a> = Pin<Box<dyn Future<Output = (String, Result<Ended, RunError>)> + Send + 'a>>;
+
+/// Drives the session until it has no work (idle or terminated), the lease is lost, or the
+/// process shuts down.
+pub(super) async fn drive(
+    inner: &Inner,
+    handle: &RunnerHandle,
+    rec: SessionRecord,
+) -> Result<Ended, RunError> {
+    let (spawn, mut to_spawn) = mpsc::unbounded_channel();
+    let crew = Crew {
+        spawn,
+        changed: Notify::new(),
+    };
+    let body: SessionBody = serde_json::from_str(&rec.body).map_err(StoreError::from)?;
+    let sid = rec.id.clone();
+    let mut primary = Loop::new(
+        inner,
+        handle,
+        &crew,
+        &rec,
+        body.primary_thread_id.clone(),
+        body.agent.clone(),
+        Role::Primary,
+    )?;
+    let main = primary.run(Some(rec));
+    tokio::pin!(main);
+    let mut children: FuturesUnordered<ChildRun<'_>> = FuturesUnordered::new();
+    let mut running: HashSet<String> = HashSet::new();
+    loop {
+        tokio::select! {
+            ended = &mut main => return ended,
+            Some(tid) = to_spawn.recv() => {
+                if running.insert(tid.clone()) {
+                    children.push(Box::pin(run_child(inner, handle, &crew, &sid, tid)));
+                }
+            }
+            Some((tid, ended)) = children.next(), if !children.is_empty() => {
+                running.remove(&tid);
+                crew.changed.notify_one();
+                match ended {
+                    Ok(_) => {}
+                    // The whole runner is done for: the next owner resumes every thread.
+                    Err(e @ (RunError::LeaseLost | RunError::Shutdown | RunError::Gone)) => return Err(e),
+                    Err(e) => tracing::warn!(session_id = %sid, thread_id = %tid, error = %e, "delegate thread loop stopped"),
+                }
+            }
+        }
+    }
+}
+
+/// A delegate thread's loop, until the thread has no work.
+async fn run_child<'a>(
+    inner: &'a Inner,
+    handle: &'a RunnerHandle,
+    crew: &'a Crew,
+    sid: &'a str,
+    tid: String,
+) -> (String, Result<Ended, RunError>) {
+    let result = async {
+        let rec = inner
+            .store
+            .get_session_by_id(sid)
+            .await
+            .map_err(super::turn::store_err)?
+            .ok_or(RunError::Gone)?;
+        let thread = inner
+            .store
+            .get_thread(&rec.id, &tid)
+            .await
+            .map_err(super::turn::store_err)?
+            .ok_or(RunError::Gone)?;
+        let agent = thread_agent(&thread.body)
+            .ok_or_else(|| StoreError::Internal(anyhow::anyhow!("thread {tid} has no agent")))?;
+        let name = serde_json::from_str::<serde_json::Value>(&thread.body)
+            .ok()
+            .and_then(|b| {
+                b.get("agent_name")
+                    .and_then(|n| n.as_str())
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| agent.name.clone());
+        let mut lp = Loop::new(
+            inner,
+            handle,
+            crew,
+            &rec,
+            tid.clone(),
+            agent,
+            Role::Child { name },
+        )?;
+        lp.run(Some(rec)).await
+    }
+    .await;
+    (tid, result)
+}

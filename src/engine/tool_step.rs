@@ -1,0 +1,276 @@
+//! Tool calls without results: which to act on next (run it here, close a denied one, hand
+//! it to a self-hosted worker, wait for delegates or the user), and running built-in tools
+//! with a crash marker so a call is never run twice.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::intake::server_event;
+use super::state::{EngineState, Pending, PendingKind};
+use super::turn::{Loop, RunError, Waited};
+use crate::domain::content;
+use crate::domain::events::{self, kind};
+use crate::domain::session::SessionUsage;
+use crate::domain::time;
+use crate::tools::SessionTools;
+
+/// Tools a self-hosted environment's workers run (web tools stay on the server).
+pub(super) const SANDBOX_TOOLS: &[&str] = &["bash", "read", "write", "edit", "glob", "grep"];
+
+/// A built-in tool call the loop may act on.
+pub(super) struct ToolCall {
+    id: String,
+    name: String,
+    input: Value,
+}
+
+/// What to do next about tool calls without results.
+pub(super) enum ToolStep {
+    Run(ToolCall),
+    /// The user denied it: close it with their message.
+    Denied {
+        id: String,
+        message: Option<String>,
+    },
+    /// Confirmed in a self-hosted environment: now it waits for the worker's result.
+    HandToWorker(String),
+    /// Delegates are working on some of the calls: wait for their replies.
+    AwaitDelegates,
+    /// A delegation whose thread stopped without replying (and nothing else blocks).
+    Orphaned(String),
+    /// Only the user (or a worker) can answer what is left.
+    Wait,
+}
+
+impl Loop<'_> {
+    /// Which tool call without a result to act on next, given the row's pending set.
+    pub(super) fn next_tool_step(&self, missing: &[String], st: &EngineState) -> ToolStep {
+        let mut awaiting_delegates = false;
+        for id in missing {
+            if let Some((tid, run)) = st.delegate_of(id) {
+                // A delegation: its thread answers it (blocked delegates wait for the user).
+                if run.status.is_active() {
+                    awaiting_delegates = true;
+                } else if st.pending_of(tid).next().is_none() {
+                    return ToolStep::Orphaned(id.clone());
+                }
+                continue;
+            }
+            let Some(use_event) = self
+                .events
+                .iter()
+                .find(|e| e.kind == kind::AGENT_TOOL_USE && &e.id == id)
+            else {
+                continue; // a custom tool: the client answers it
+            };
+            let name = use_event
+                .body
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let input = use_event
+                .body
+                .get("input")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            let call = ToolCall {
+                id: id.clone(),
+                name: name.clone(),
+                input,
+            };
+            let for_worker = self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
+            match use_event
+                .body
+                .get("evaluated_permission")
+                .and_then(Value::as_str)
+            {
+                Some("allow") if !for_worker => return ToolStep::Run(call),
+                Some("ask") => {
+                    let answer = self.events.iter().find(|e| {
+                        e.kind == kind::USER_TOOL_CONFIRMATION
+                            && e.body.get("tool_use_id").and_then(Value::as_str) == Some(id)
+                    });
+                    match answer.map(|a| {
+                        (
+                            a.body.get("result").and_then(Value::as_str) == Some("allow"),
+                            a,
+                        )
+                    }) {
+                        Some((true, _))
+                            if for_worker && !st.pending.iter().any(|p| &p.id == id) =>
+                        {
+                            return ToolStep::HandToWorker(id.clone());
+                        }
+                        Some((true, _)) if for_worker => {}
+                        Some((true, _)) => return ToolStep::Run(call),
+                        Some((false, a)) => {
+                            let message = a
+                                .body
+                                .get("deny_message")
+                                .and_then(Value::as_str)
+                                .map(str::to_string);
+                            return ToolStep::Denied {
+                                id: id.clone(),
+                                message,
+                            };
+                        }
+                        None => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        if awaiting_delegates {
+            return ToolStep::AwaitDelegates;
+        }
+        ToolStep::Wait
+    }
+
+    /// The session's built-in tools (workspace created on first use).
+    fn session_tools(&mut self) -> Result<Arc<SessionTools>, String> {
+        if let Some(t) = &self.tools {
+            return Ok(t.clone());
+        }
+        let t = self
+            .inner
+            .toolbox
+            .for_session(&self.sid, &self.body.environment, &self.agent.tools)
+            .map_err(|e| format!("the session's workspace could not be prepared: {e}"))?;
+        let t = Arc::new(t);
+        self.tools = Some(t.clone());
+        Ok(t)
+    }
+
+    /// Runs an authorised built-in call and records its result. A marker in the row says it
+    /// is running, so a crash in between closes it instead of running it twice.
+    pub(super) async fn run_tool(&mut self, call: ToolCall) -> Result<(), RunError> {
+        let id = call.id.clone();
+        let thread = self.thread.clone();
+        self.commit(
+            move |_, st| {
+                st.set_running_tool(&thread, Some(id));
+                Ok(vec![])
+            },
+            vec![],
+        )
+        .await?;
+        let output = match self.session_tools() {
+            Ok(tools) => {
+                let (name, input) = (call.name.clone(), call.input.clone());
+                match self
+                    .interruptible(async move { tools.run(&name, &input).await })
+                    .await?
+                {
+                    Waited::Done(out) => out,
+                    // interrupt() closes the running call.
+                    Waited::Interrupted => return Ok(()),
+                }
+            }
+            Err(e) => crate::tools::ToolOutput::error(e),
+        };
+        let primary = self.thread.clone();
+        self.commit(
+            move |rec, st| {
+                st.set_running_tool(&primary, None);
+                if matches!(call.name.as_str(), "web_search" | "web_fetch") {
+                    let mut usage: SessionUsage =
+                        serde_json::from_str(&rec.usage).unwrap_or_default();
+                    if call.name == "web_search" {
+                        usage.server_tool_use.web_search_requests += 1;
+                    } else {
+                        usage.server_tool_use.web_fetch_requests += 1;
+                    }
+                    rec.usage = serde_json::to_string(&usage)?;
+                }
+                let mut e = server_event(
+                    kind::AGENT_TOOL_RESULT,
+                    events::tool_result(&call.id, output.content, output.is_error),
+                    &primary,
+                    time::now(),
+                );
+                e.answers = Some((call.id, "result"));
+                Ok(vec![e])
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Closes a call the user denied, passing their message to the model.
+    pub(super) async fn close_denied(
+        &mut self,
+        id: String,
+        message: Option<String>,
+    ) -> Result<(), RunError> {
+        let primary = self.thread.clone();
+        let text = match message {
+            Some(m) => format!("The user denied this tool call: {m}"),
+            None => "The user denied this tool call; it did not run.".to_string(),
+        };
+        self.commit(
+            move |_, _| {
+                let mut e = server_event(
+                    kind::AGENT_TOOL_RESULT,
+                    events::tool_result(&id, vec![content::text(text)], true),
+                    &primary,
+                    time::now(),
+                );
+                e.answers = Some((id, "result"));
+                Ok(vec![e])
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// A confirmed sandbox call in a self-hosted environment now waits for the worker.
+    pub(super) async fn hand_to_worker(&mut self, id: String) -> Result<(), RunError> {
+        let primary = self.thread.clone();
+        self.commit(
+            move |_, st| {
+                if !st.pending.iter().any(|p| p.id == id) {
+                    st.pending.push(Pending {
+                        id,
+                        kind: PendingKind::ClientTool,
+                        thread_id: primary,
+                    });
+                }
+                Ok(vec![])
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Closes a call that was running when its runner stopped.
+    pub(super) async fn close_interrupted_tool(&mut self, id: String) -> Result<(), RunError> {
+        let primary = self.thread.clone();
+        let answered = self.events.iter().any(|e| {
+            matches!(
+                e.kind.as_str(),
+                kind::AGENT_TOOL_RESULT | kind::USER_TOOL_RESULT
+            ) && e.body.get("tool_use_id").and_then(Value::as_str) == Some(id.as_str())
+        });
+        self.commit(
+            move |_, st| {
+                st.set_running_tool(&primary, None);
+                if answered {
+                    return Ok(vec![]);
+                }
+                let text = "The server stopped while this tool call was running, so whether it took effect is unknown. \
+                            Check the workspace before running it again.";
+                let mut e = server_event(kind::AGENT_TOOL_RESULT, events::tool_result(&id, vec![content::text(text)], true), &primary, time::now());
+                e.answers = Some((id, "result"));
+                Ok(vec![e])
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+}
