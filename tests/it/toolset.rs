@@ -12,6 +12,7 @@ backend_tests!(
     sandbox_escapes_fail,
     limited_networking_allows_only_listed_hosts,
     permission_policies_are_enforced_in_code,
+    auto_bash_runs_only_what_it_can_prove_safe,
     confirmations_out_of_order_and_interrupts,
     web_tools_follow_domain_lists_and_providers,
 );
@@ -506,6 +507,76 @@ async fn permission_policies_are_enforced_in_code(b: Backend) {
         .post(&format!("/v1/sessions/{}/events", sess.id), json!({"events": [{"type": "user.tool_confirmation", "tool_use_id": uses[0]["id"], "result": "allow"}]}))
         .await
         .err(400);
+}
+
+async fn auto_bash_runs_only_what_it_can_prove_safe(b: Backend) {
+    let s = TestServer::start(b).await;
+    let configs = json!([{"name": "bash", "permission_policy": {"type": "auto"}}]);
+    let mut sess = session(&s, toolset(configs, "always_allow"), None).await;
+    let ws = s.data_dir.join("workspaces").join(&sess.id);
+    let tool_uses = |seen: &[Value]| -> Vec<Value> {
+        seen.iter()
+            .filter(|e| e["type"] == "agent.tool_use")
+            .cloned()
+            .collect()
+    };
+    // Literal workspace commands run; a redirection out of the workspace is refused however
+    // it is spelled.
+    let script = steps(&[
+        call(
+            "bash",
+            json!({"command": "echo ok>note.txt && cat note.txt"}),
+        ),
+        call("bash", json!({"command": "echo hi 1>/etc/mast-x"})),
+        call("bash", json!({"command": "echo hi>/etc/mast-x"})),
+    ]);
+    let idle = turn(&s, &mut sess, &script).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    let uses = tool_uses(&sess.st.seen);
+    assert_eq!(
+        uses[0]["evaluation"],
+        json!({"type": "auto", "evaluated_permission": {"type": "allow"}})
+    );
+    for denied in &uses[1..] {
+        assert_eq!(
+            denied["evaluation"],
+            json!({"type": "auto", "evaluated_permission": {"type": "deny", "reason_code": "high_risk"}})
+        );
+    }
+    let r = results(&sess.st.seen);
+    assert!(!r[0].1 && r[0].0.contains("ok"), "{r:?}");
+    assert!(r[1].1 && r[2].1, "{r:?}");
+    // Commands that could run anything wait for the user, and nothing runs meanwhile.
+    for command in [
+        "echo $(touch pwned)",
+        "echo \"`touch pwned`\"",
+        "awk 'BEGIN{system(\"touch pwned\")}'",
+        "sed -n '1e touch pwned' note.txt",
+        "export PATH=/workspace/.b:$PATH",
+    ] {
+        sess.st.seen.clear();
+        s.client
+            .say(
+                &sess.id,
+                &steps(&[call("bash", json!({ "command": command }))]),
+            )
+            .await;
+        let idle = sess.st.until_idle(30).await;
+        assert_eq!(idle["stop_reason"]["type"], "requires_action", "{command}");
+        let uses = tool_uses(&sess.st.seen);
+        assert_eq!(
+            uses[0]["evaluation"],
+            json!({"type": "auto", "evaluated_permission": {"type": "ask", "reason_code": "indeterminate"}}),
+            "{command}"
+        );
+        assert!(!ws.join("pwned").exists(), "{command} ran before an answer");
+        s.client
+            .send_events(&sess.id, json!([{"type": "user.tool_confirmation", "tool_use_id": uses[0]["id"], "result": "deny"}]))
+            .await;
+        let idle = sess.st.until_idle(30).await;
+        assert_eq!(idle["stop_reason"]["type"], "end_turn", "{command}");
+    }
+    assert!(!ws.join("pwned").exists());
 }
 
 async fn confirmations_out_of_order_and_interrupts(b: Backend) {
