@@ -14,6 +14,7 @@ pub mod pagination;
 pub mod request_id;
 pub mod sessions;
 pub mod stream;
+pub mod threads;
 pub mod work;
 
 use std::ops::Deref;
@@ -92,6 +93,7 @@ pub fn router(state: AppState) -> Router {
         .merge(sessions::router())
         .merge(events::router())
         .merge(stream::router())
+        .merge(threads::router())
         .merge(models::router())
         .merge(work::router())
         .merge(environment_keys::router())

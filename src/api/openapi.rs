@@ -36,6 +36,13 @@ pub struct AgentPage {
     pub next_page: Option<String>,
 }
 
+/// A page of session threads.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ThreadPage {
+    pub data: Vec<crate::domain::thread::SessionThread>,
+    pub next_page: Option<String>,
+}
+
 /// A page of work items.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct WorkPage {
@@ -88,9 +95,11 @@ pub struct EventPage {
         super::environment_keys::create, super::environment_keys::list, super::environment_keys::revoke,
         super::work::poll, super::work::ack, super::work::heartbeat, super::work::stop, super::work::list,
         super::work::retrieve, super::work::update, super::work::stats,
+        super::threads::list, super::threads::retrieve, super::threads::archive, super::threads::events,
+        super::threads::stream, super::threads::transcript,
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
-        EnvironmentKeyPage)),
+        EnvironmentKeyPage, ThreadPage)),
     modifiers(&Security),
     security(("api_key" = []), ("bearer" = [])),
 )]

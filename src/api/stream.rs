@@ -65,6 +65,8 @@ struct Tail {
     store: Arc<dyn Store>,
     sid: String,
     thread: String,
+    /// The session's view: its primary thread plus what delegates cross-post to it.
+    crossposts: bool,
     sub: Subscription,
     last_seq: i64,
     /// Events after `last_seq` are in the log but not yet sent (replay, lag or a gap): they
@@ -93,8 +95,11 @@ fn frame(e: &EventRecord, json: &str) -> Event {
 
 impl Tail {
     fn visible(&self, e: &EventRecord) -> bool {
-        e.thread_id.as_deref().is_none_or(|t| t == self.thread)
-            || e.body.get("session_thread_id").is_some()
+        match e.thread_id.as_deref() {
+            None => self.crossposts,
+            Some(t) if t == self.thread => true,
+            Some(_) => self.crossposts && e.body.get("session_thread_id").is_some(),
+        }
     }
 
     /// Queues the next page of stored events after `last_seq`.
@@ -241,17 +246,33 @@ async fn stream(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let ws = session_workspace(app.store.as_ref(), &principal, &id).await?;
-    let previews = parse_deltas(&q)?;
+    let worker = (!matches!(principal, Principal::ApiKey { .. })).then_some(principal);
+    open(&app, &ws, &id, None, &q, &headers, worker).await
+}
+
+/// Opens an SSE stream of a session's view (`thread` None) or of one thread's own log.
+pub async fn open(
+    app: &AppState,
+    ws: &str,
+    id: &str,
+    thread: Option<String>,
+    q: &QueryParams,
+    headers: &HeaderMap,
+    worker: Option<Principal>,
+) -> ApiResult<Response> {
+    let previews = parse_deltas(q)?;
     // Subscribe before reading the session, so nothing committed from here on can be missed.
-    let sub = app.hub.subscribe(&id, previews.0 || previews.1);
+    let sub = app.hub.subscribe(id, previews.0 || previews.1);
     let rec = app
         .store
-        .get_session(&ws, &id)
+        .get_session(ws, id)
         .await?
-        .ok_or_else(|| not_found(&id))?;
-    let thread = serde_json::from_str::<SessionBody>(&rec.body)
+        .ok_or_else(|| not_found(id))?;
+    let primary = serde_json::from_str::<SessionBody>(&rec.body)
         .map_err(ApiError::internal)?
         .primary_thread_id;
+    let crossposts = thread.is_none();
+    let thread = thread.unwrap_or(primary);
     let after = q
         .get("after")
         .map(str::to_string)
@@ -264,8 +285,9 @@ async fn stream(
         .filter(|s| !s.is_empty());
     let mut tail = Tail {
         store: app.store.clone(),
-        sid: id.clone(),
+        sid: id.to_string(),
         thread,
+        crossposts,
         sub,
         last_seq: rec.last_seq,
         catching_up: false,
@@ -275,11 +297,11 @@ async fn stream(
         last_sent: tokio::time::Instant::now(),
         done: false,
         shutdown: app.shutdown.clone(),
-        worker: (!matches!(principal, Principal::ApiKey { .. })).then_some(principal),
+        worker,
         last_check: tokio::time::Instant::now(),
     };
     if let Some(after) = after {
-        let ev = app.store.get_event(&id, &after).await?.ok_or_else(|| {
+        let ev = app.store.get_event(id, &after).await?.ok_or_else(|| {
             ApiError::invalid(format!(
                 "`after` / Last-Event-ID: no event `{after}` in this session"
             ))

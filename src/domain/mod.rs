@@ -12,6 +12,7 @@ pub mod multiagent;
 pub mod patch;
 pub mod session;
 pub mod tag;
+pub mod thread;
 pub mod time;
 pub mod tools;
 pub mod work;

@@ -288,3 +288,59 @@ pub fn accept(
     }
     Ok((out, acc))
 }
+
+/// Archives a delegate thread that is not running: its open calls are closed, the parent's
+/// calls waiting on it get an error result, and it ends with
+/// `session.thread_status_terminated`. A session whose only obstacle was that thread goes
+/// back to work. Returns the decision and whether the runner has work.
+pub fn archive_thread(
+    rec: &mut SessionRecord,
+    thread: &str,
+    lease: Option<&LeaseGrant>,
+    now: Micros,
+) -> Result<(TxnOutput, bool), StoreError> {
+    let body: SessionBody = serde_json::from_str(&rec.body)?;
+    let primary = body.primary_thread_id.as_str();
+    if thread == primary {
+        return Err(StoreError::Invalid(Invalid::new(
+            "the primary thread is archived with its session: archive the session instead",
+        )));
+    }
+    let before = EngineState::of(rec)?;
+    let mut st = before.clone();
+    let Some(run) = st.threads.get(thread) else {
+        return Err(StoreError::NotFound);
+    };
+    if run.archived_at.is_some() {
+        return Ok((TxnOutput::default(), false));
+    }
+    if run.status.is_active() {
+        return Err(StoreError::Conflict(format!(
+            "thread `{thread}` is running; interrupt it before archiving"
+        )));
+    }
+    let mut events = stop_delegate(
+        &mut st,
+        thread,
+        primary,
+        "The user archived this delegate's thread before it finished.",
+        true,
+        now,
+    );
+    let mut wake = false;
+    let answered = events
+        .iter()
+        .any(|e| e.kind == kind::THREAD_MESSAGE_RECEIVED);
+    if status_of(rec) == SessionStatus::Idle && answered && st.pending.is_empty() {
+        events.push(server_event(
+            kind::STATUS_RUNNING,
+            serde_json::json!({}),
+            primary,
+            now,
+        ));
+        set_status(rec, SessionStatus::Running, now);
+        grant_lease(rec, lease, now);
+        wake = true;
+    }
+    Ok((state::output(rec, &before, st, events, vec![])?, wake))
+}

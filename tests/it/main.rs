@@ -8,6 +8,7 @@ mod crash;
 mod engine;
 mod environments;
 mod errors;
+mod multiagent;
 mod openai;
 mod openapi;
 mod sandbox;

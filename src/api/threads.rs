@@ -1,0 +1,337 @@
+//! `/v1/sessions/{session_id}/threads`: a session's threads (the primary one and its
+//! delegates), each thread's own log and stream, and the whole tree as a transcript.
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::auth::Workspace;
+use super::error::{ApiError, ApiResult};
+use super::extract::QueryParams;
+use super::pagination::{Page, PageRequest};
+use super::sessions::{not_found, transact_session};
+use crate::domain::session::{SessionBody, SessionUsage};
+use crate::domain::thread::{SessionThread, SessionThreadTag, ThreadStats};
+use crate::domain::time;
+use crate::engine::intake;
+use crate::engine::state::{EngineState, status_of};
+use crate::store::{Direction, EventFilter, SessionRecord, StoreError, ThreadRecord};
+
+/// Routes of this resource.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/sessions/{session_id}/threads", get(list))
+        .route(
+            "/v1/sessions/{session_id}/threads/{thread_id}",
+            get(retrieve),
+        )
+        .route(
+            "/v1/sessions/{session_id}/threads/{thread_id}/archive",
+            post(archive),
+        )
+        .route(
+            "/v1/sessions/{session_id}/threads/{thread_id}/events",
+            get(events),
+        )
+        .route(
+            "/v1/sessions/{session_id}/threads/{thread_id}/stream",
+            get(stream),
+        )
+        .route("/v1/sessions/{session_id}/transcript", get(transcript))
+}
+
+const STATUSES: &[&str] = &["running", "idle", "rescheduling", "terminated"];
+
+fn thread_not_found(id: &str) -> ApiError {
+    ApiError::not_found(format!("thread `{id}` not found in this session"))
+}
+
+fn seconds(micros: i64) -> f64 {
+    micros as f64 / 1_000_000.0
+}
+
+/// The wire thread: its row, with the status, usage and stats the session row keeps.
+pub fn view(rec: &SessionRecord, st: &EngineState, t: &ThreadRecord) -> ApiResult<SessionThread> {
+    let body: Value = serde_json::from_str(&t.body).map_err(ApiError::internal)?;
+    let mut agent = body.get("agent").cloned().unwrap_or(Value::Null);
+    if let Some(o) = agent.as_object_mut() {
+        o.remove("multiagent");
+    }
+    let now = time::now();
+    let (status, stats, usage) = match (&t.parent_thread_id, st.threads.get(&t.id)) {
+        (Some(_), Some(run)) => {
+            let usage = (run.status != crate::engine::state::ThreadStatus::Running
+                || run.usage != SessionUsage::default())
+            .then(|| {
+                let mut u = serde_json::to_value(&run.usage).unwrap_or(Value::Null);
+                u["active_seconds"] = json!(run.active_seconds(now));
+                u
+            });
+            let stats = run.started_at.map(|_| ThreadStats {
+                active_seconds: run.active_seconds(now),
+                duration_seconds: seconds(now - t.created_at),
+                startup_seconds: 0.0,
+            });
+            (run.status.as_str().to_string(), stats, usage)
+        }
+        _ => {
+            let active = rec.active_micros + rec.running_since.map_or(0, |s| (now - s).max(0));
+            let mut usage: Value = serde_json::from_str(&rec.usage).map_err(ApiError::internal)?;
+            usage["active_seconds"] = json!(seconds(active));
+            (
+                status_of(rec).as_str().to_string(),
+                Some(ThreadStats {
+                    active_seconds: seconds(active),
+                    duration_seconds: seconds(rec.terminated_at.unwrap_or(now) - rec.created_at),
+                    startup_seconds: 0.0,
+                }),
+                Some(usage),
+            )
+        }
+    };
+    let archived = st
+        .threads
+        .get(&t.id)
+        .and_then(|r| r.archived_at)
+        .or(t.archived_at)
+        .or(rec.archived_at.filter(|_| t.parent_thread_id.is_none()));
+    Ok(SessionThread {
+        tag: SessionThreadTag::Tag,
+        id: t.id.clone(),
+        session_id: t.session_id.clone(),
+        parent_thread_id: t.parent_thread_id.clone(),
+        status,
+        agent,
+        workflow_run_id: None,
+        stats,
+        usage,
+        created_at: time::format(t.created_at),
+        updated_at: time::format(match t.parent_thread_id {
+            None => rec.updated_at,
+            Some(_) => t.updated_at,
+        }),
+        archived_at: time::format_opt(archived),
+    })
+}
+
+async fn session(app: &AppState, ws: &str, id: &str) -> ApiResult<(SessionRecord, EngineState)> {
+    let rec = app
+        .store
+        .get_session(ws, id)
+        .await?
+        .ok_or_else(|| not_found(id))?;
+    let st = EngineState::of(&rec).map_err(ApiError::from)?;
+    Ok((rec, st))
+}
+
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/threads", tag = "threads",
+    params(("session_id" = String, Path), ("limit" = Option<i64>, Query), ("page" = Option<String>, Query),
+        ("statuses[]" = Option<Vec<String>>, Query)),
+    responses((status = 200, body = super::openapi::ThreadPage), (status = 400, body = super::openapi::ErrorBody),
+        (status = 404, body = super::openapi::ErrorBody)))]
+async fn list(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+    q: QueryParams,
+) -> ApiResult<axum::Json<Page<SessionThread>>> {
+    let page = PageRequest::<String>::parse(&q, Direction::Ascending, 1000, 1000, false)?;
+    let statuses = q.all("statuses");
+    if let Some(bad) = statuses.iter().find(|s| !STATUSES.contains(&s.as_str())) {
+        return Err(ApiError::invalid(format!(
+            "`statuses[]` value `{bad}` is not one of running, idle, rescheduling, terminated"
+        )));
+    }
+    let (rec, st) = session(&app, &ws, &id).await?;
+    let rows = app.store.list_threads(&id, &page.scan()).await?;
+    let page = page.finish(rows, |t| t.id.clone());
+    let mut data = Vec::with_capacity(page.data.len());
+    for t in &page.data {
+        let v = view(&rec, &st, t)?;
+        if statuses.is_empty() || statuses.contains(&v.status) {
+            data.push(v);
+        }
+    }
+    Ok(axum::Json(Page {
+        data,
+        next_page: page.next_page,
+        prev_page: None,
+    }))
+}
+
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/threads/{thread_id}", tag = "threads",
+    params(("session_id" = String, Path), ("thread_id" = String, Path)),
+    responses((status = 200, body = SessionThread), (status = 404, body = super::openapi::ErrorBody)))]
+async fn retrieve(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path((id, tid)): Path<(String, String)>,
+) -> ApiResult<axum::Json<SessionThread>> {
+    let (rec, st) = session(&app, &ws, &id).await?;
+    let t = app
+        .store
+        .get_thread(&id, &tid)
+        .await?
+        .ok_or_else(|| thread_not_found(&tid))?;
+    Ok(axum::Json(view(&rec, &st, &t)?))
+}
+
+#[utoipa::path(post, path = "/v1/sessions/{session_id}/threads/{thread_id}/archive", tag = "threads",
+    params(("session_id" = String, Path), ("thread_id" = String, Path)),
+    responses((status = 200, body = SessionThread), (status = 400, body = super::openapi::ErrorBody),
+        (status = 404, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
+async fn archive(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path((id, tid)): Path<(String, String)>,
+) -> ApiResult<axum::Json<SessionThread>> {
+    let t = app
+        .store
+        .get_thread(&id, &tid)
+        .await?
+        .ok_or_else(|| thread_not_found(&tid))?;
+    let lease = app.engine.lease_grant();
+    let woke = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = woke.clone();
+    let target = tid.clone();
+    let (rec, _) = transact_session(&app, &ws, &id, move |rec| {
+        if rec.archived_at.is_some() {
+            return Err(StoreError::Conflict(format!(
+                "session `{}` is archived",
+                rec.id
+            )));
+        }
+        let (out, wake) = intake::archive_thread(rec, &target, lease.as_ref(), time::now())?;
+        flag.store(wake, std::sync::atomic::Ordering::SeqCst);
+        Ok(out)
+    })
+    .await
+    .map_err(|e| match e.status.as_u16() {
+        404 => thread_not_found(&tid),
+        _ => e,
+    })?;
+    if woke.load(std::sync::atomic::Ordering::SeqCst) {
+        app.engine.wake(&id);
+    }
+    let st = EngineState::of(&rec).map_err(ApiError::from)?;
+    let t = app.store.get_thread(&id, &tid).await?.unwrap_or(t);
+    Ok(axum::Json(view(&rec, &st, &t)?))
+}
+
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/threads/{thread_id}/events", tag = "threads",
+    params(("session_id" = String, Path), ("thread_id" = String, Path), ("limit" = Option<i64>, Query),
+        ("page" = Option<String>, Query)),
+    responses((status = 200, body = super::openapi::EventPage), (status = 404, body = super::openapi::ErrorBody)))]
+async fn events(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path((id, tid)): Path<(String, String)>,
+    q: QueryParams,
+) -> ApiResult<axum::Json<Page<Value>>> {
+    let page = PageRequest::<i64>::parse(&q, Direction::Ascending, 1000, 1000, true)?;
+    session(&app, &ws, &id).await?;
+    app.store
+        .get_thread(&id, &tid)
+        .await?
+        .ok_or_else(|| thread_not_found(&tid))?;
+    let filter = EventFilter {
+        thread_id: Some(tid),
+        ..Default::default()
+    };
+    let rows = app.store.list_events(&id, &filter, &page.scan()).await?;
+    let page = page.finish(rows, |e| e.seq);
+    Ok(axum::Json(page.map(|e| e.wire())))
+}
+
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/threads/{thread_id}/stream", tag = "threads",
+    params(("session_id" = String, Path), ("thread_id" = String, Path), ("event_deltas[]" = Option<Vec<String>>, Query)),
+    responses((status = 200, description = "Server-Sent Events", content_type = "text/event-stream"),
+        (status = 404, body = super::openapi::ErrorBody)))]
+async fn stream(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path((id, tid)): Path<(String, String)>,
+    q: QueryParams,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    app.store
+        .get_thread(&id, &tid)
+        .await?
+        .ok_or_else(|| thread_not_found(&tid))?;
+    super::stream::open(&app, &ws, &id, Some(tid), &q, &headers, None).await
+}
+
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/transcript", tag = "threads",
+    params(("session_id" = String, Path)),
+    responses((status = 200, description = "Every thread's events as JSON lines, with `thread_id`, `parent_thread_id` and `spawning_event_id`", content_type = "application/x-ndjson"),
+        (status = 404, body = super::openapi::ErrorBody)))]
+async fn transcript(
+    State(app): State<AppState>,
+    Workspace(ws): Workspace,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    let rec = app
+        .store
+        .get_session(&ws, &id)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
+    let primary = serde_json::from_str::<SessionBody>(&rec.body)
+        .map_err(ApiError::internal)?
+        .primary_thread_id;
+    let threads = app
+        .store
+        .list_threads(
+            &id,
+            &crate::store::Scan {
+                after: None,
+                direction: Direction::Ascending,
+                // A session has at most a primary thread, 25 open delegates and the ended ones.
+                limit: 100_000,
+            },
+        )
+        .await?;
+    let lineage: std::collections::HashMap<String, (Option<String>, Option<String>)> = threads
+        .into_iter()
+        .map(|t| (t.id, (t.parent_thread_id, t.spawning_event_id)))
+        .collect();
+    let store = app.store.clone();
+    // Streamed a page at a time: a long session's transcript never sits in memory whole.
+    let lines = futures_util::stream::unfold(Some(0i64), move |after| {
+        let (store, id, primary, lineage) =
+            (store.clone(), id.clone(), primary.clone(), lineage.clone());
+        async move {
+            let after = after?;
+            let batch = match store.events_after(&id, after, &[], 500).await {
+                Ok(b) => b,
+                Err(e) => return Some((Err(std::io::Error::other(e.to_string())), None)),
+            };
+            if batch.is_empty() {
+                return None;
+            }
+            let next = (batch.len() == 500).then(|| batch.last().map_or(after, |e| e.seq));
+            let mut chunk = String::new();
+            for e in &batch {
+                let thread = e.thread_id.clone().unwrap_or_else(|| primary.clone());
+                let (parent, spawned_by) = lineage.get(&thread).cloned().unwrap_or((None, None));
+                let mut line = e.wire();
+                line["thread_id"] = json!(thread);
+                line["parent_thread_id"] = json!(parent);
+                line["spawning_event_id"] = json!(spawned_by);
+                chunk.push_str(&line.to_string());
+                chunk.push('\n');
+            }
+            Some((Ok::<_, std::io::Error>(chunk), next))
+        }
+    });
+    let mut resp = Body::from_stream(lines).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
+    Ok(resp)
+}
