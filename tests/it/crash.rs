@@ -232,3 +232,100 @@ mod tool_calls {
         child.wait().ok();
     }
 }
+
+mod delegates {
+    //! A coordinator session survives SIGKILL while two delegates work.
+
+    use serde_json::{Value, json};
+
+    use super::{check_log, free_port, spawn, wait_up};
+    use crate::backend_tests;
+    use crate::support::{Backend, Client, eventually, fresh_postgres_database};
+
+    backend_tests!(sigkill_while_two_delegates_run);
+
+    async fn sigkill_while_two_delegates_run(b: Backend) {
+        let dir = tempfile::TempDir::new().unwrap();
+        let db = match b {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(fresh_postgres_database().await),
+        };
+        let port = free_port();
+        let mut child = spawn(dir.path(), db.as_deref(), port);
+        let c = Client::new(&format!("http://127.0.0.1:{port}"));
+        wait_up(&c).await;
+        let mut ids = Vec::new();
+        for name in ["north", "south"] {
+            let a = c
+                .post("/v1/agents", json!({"name": name, "model": "mast-scripted"}))
+                .await
+                .ok();
+            ids.push(a["id"].clone());
+        }
+        let coord = c
+            .post("/v1/agents", json!({"name": "coord", "model": "mast-scripted",
+                "multiagent": {"type": "coordinator", "agents": ids}}))
+            .await
+            .ok();
+        let sid = c.session(&coord).await["id"].as_str().unwrap().to_string();
+        let send = |agent: &str, text: &str| {
+            format!("call send_to_agent {}", json!({"agent": agent, "message": text}))
+        };
+        c.say(
+            &sid,
+            &format!(
+                "{}\n{}\n---\nsay both: {{{{result}}}}",
+                send("north", "sleep 3000\nsay north done"),
+                send("south", "sleep 3000\nsay south done")
+            ),
+        )
+        .await;
+        eventually(20, "both delegates to start their requests", || async {
+            let resp = reqwest::get(format!("{}/v1/sessions/{sid}/transcript", c.base)).await.ok()?;
+            let text = resp.text().await.ok()?;
+            let starts = text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|l| l["type"] == "span.model_request_start" && l["parent_thread_id"].is_string())
+                .count();
+            (starts == 2).then_some(())
+        })
+        .await;
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+
+        let port = free_port();
+        let mut child = spawn(dir.path(), db.as_deref(), port);
+        let c = Client::new(&format!("http://127.0.0.1:{port}"));
+        wait_up(&c).await;
+        let log = eventually(40, "the coordinator to finish after the restart", || async {
+            let log = c.all_events(&sid).await;
+            log.iter()
+                .any(|e| e["type"] == "session.status_idle")
+                .then_some(log)
+        })
+        .await;
+        check_log(&log);
+        let text = log
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "agent.message")
+            .unwrap()["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(text.contains("north done") && text.contains("south done"), "{text}");
+        // Every thread's log: no duplicated event, every request span closed.
+        let threads = c.get(&format!("/v1/sessions/{sid}/threads")).await.ok();
+        for t in threads["data"].as_array().unwrap().iter().skip(1) {
+            let own = c
+                .get(&format!("/v1/sessions/{sid}/threads/{}/events", t["id"].as_str().unwrap()))
+                .await
+                .ok();
+            check_log(own["data"].as_array().unwrap());
+            assert_eq!(t["status"], "idle");
+        }
+        child.kill().ok();
+        child.wait().ok();
+    }
+}
