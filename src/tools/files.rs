@@ -1,81 +1,428 @@
-//! `read`, `write` and `edit`, confined to the session's workspace: paths are resolved
-//! against `/workspace` and refused when they (or a symlink on the way) lead outside it.
+//! `read`, `write` and `edit`, confined to the session's workspace.
+//!
+//! The workspace is written by sandboxed commands, so it may hold symbolic links to anywhere on
+//! the host, FIFOs and huge files. Paths are therefore never handed to the kernel whole: they
+//! are walked one component at a time from an open handle on the workspace directory, each step
+//! with `O_NOFOLLOW`. A link is followed only by reading it and continuing the walk inside the
+//! workspace, the way the sandbox sees it (relative targets, or absolute ones under
+//! `/workspace`); one that leads anywhere else is refused. Only regular files are opened, never
+//! blocking, and never read past a size cap.
 
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
 
 use base64::Engine as _;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ToolOutput;
 use super::sandbox::WORKSPACE;
 
-/// Lines `read` returns when no range is given, and the longest line it shows whole.
+/// Lines `read` returns when no range is given.
 pub const DEFAULT_LINES: usize = 2000;
+/// The longest line `read` shows whole.
 pub const MAX_LINE_CHARS: usize = 2000;
 /// Images up to this size are returned as image blocks.
 const MAX_IMAGE_BYTES: u64 = 5 << 20;
-/// Largest file `read` or `edit` loads.
-const MAX_FILE_BYTES: u64 = 50 << 20;
+/// Largest file `read` or `edit` loads, and the largest file `edit` may produce: both hold
+/// the whole text in server memory.
+pub const MAX_FILE_BYTES: u64 = 50 << 20;
+/// Symbolic links one path may go through, as on Linux (beyond it, `ELOOP`).
+const MAX_LINKS: usize = 40;
 
-/// Maps a model-facing path (`/workspace/a/b`, or `a/b` relative to it) onto the host and
-/// checks it stays inside the workspace once symlinks are followed.
-pub fn resolve(workspace: &Path, file_path: &str) -> Result<PathBuf, String> {
+/// Why a path cannot be used, before any tool-specific wording.
+#[derive(Debug)]
+pub(crate) enum FileError {
+    /// The entry, or a directory on the way to it, does not exist.
+    Missing,
+    /// The entry is a directory.
+    Directory,
+    /// The entry is a FIFO, socket or device: opening or reading it could block forever.
+    Special(&'static str),
+    /// Anything else, already worded for the model.
+    Refused(String),
+    /// A system call failed; the text follows the path in the message.
+    Io(String),
+}
+
+impl FileError {
+    /// The model-facing explanation for `file_path`, for the cases a tool does not word itself.
+    pub(crate) fn message(&self, file_path: &str) -> String {
+        match self {
+            FileError::Missing => format!("`{file_path}` does not exist."),
+            FileError::Directory => format!("`{file_path}` is a directory."),
+            FileError::Special(kind) => format!(
+                "`{file_path}` is a {kind}, not a regular file; file tools only open regular files (use bash for others)."
+            ),
+            FileError::Refused(m) => m.clone(),
+            FileError::Io(m) => format!("`{file_path}` {m}"),
+        }
+    }
+}
+
+/// An open handle on the session's workspace directory: the root every path is walked from.
+pub(crate) struct Workspace {
+    root: OwnedFd,
+    host: PathBuf,
+}
+
+/// Where a path inside the workspace leads, with every symbolic link on the way resolved.
+pub(crate) struct Located {
+    /// The directory holding the entry, reached through real directories only.
+    dir: OwnedFd,
+    /// The entry's name in `dir`; `None` when the path names `dir` itself.
+    name: Option<OsString>,
+    /// The entry's path from the workspace root, free of links and `..`.
+    pub(crate) rel: PathBuf,
+}
+
+/// One step of a walk: into a named entry, or up to the parent.
+enum Step {
+    Name(OsString),
+    Up,
+}
+
+impl Workspace {
+    /// Opens the workspace at `host` (the session's directory on this machine).
+    pub(crate) fn open(host: &Path) -> Result<Self, FileError> {
+        let root = rustix::fs::open(
+            host,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| FileError::Refused(format!("the workspace is unavailable: {e}")))?;
+        Ok(Workspace {
+            root,
+            host: host.to_path_buf(),
+        })
+    }
+
+    /// The host path of an entry found by [`Workspace::locate`], for [`super::SessionTools::adopt`].
+    pub(crate) fn host_path(&self, rel: &Path) -> PathBuf {
+        self.host.join(rel)
+    }
+
+    /// The workspace root's own handle.
+    pub(crate) fn root(&self) -> BorrowedFd<'_> {
+        self.root.as_fd()
+    }
+
+    /// Follows a model-facing path (`/workspace/a/b`, or `a/b` relative to it). With `create`,
+    /// missing directories on the way are made and their host paths pushed onto it; without,
+    /// a missing directory is [`FileError::Missing`]. The final entry need not exist.
+    pub(crate) fn locate(
+        &self,
+        file_path: &str,
+        create: Option<&mut Vec<PathBuf>>,
+    ) -> Result<Located, FileError> {
+        let pending = lexical_steps(file_path)?;
+        Walk {
+            ws: self,
+            file_path,
+            pending,
+            dirs: Vec::new(),
+            rel: PathBuf::new(),
+            links: 0,
+            create,
+        }
+        .run()
+    }
+}
+
+/// The components of a model-facing path, with `.` and `..` resolved lexically as before
+/// (a `..` that climbs above the workspace is refused here).
+fn lexical_steps(file_path: &str) -> Result<VecDeque<Step>, FileError> {
     let p = Path::new(file_path.trim());
     let rel = if p.is_absolute() {
         p.strip_prefix(WORKSPACE).map_err(|_| {
-            format!("`{file_path}` is outside {WORKSPACE}: file tools work inside the workspace (use bash to look elsewhere)")
+            FileError::Refused(format!("`{file_path}` is outside {WORKSPACE}: file tools work inside the workspace (use bash to look elsewhere)"))
         })?
     } else {
         p
     };
-    let mut clean = PathBuf::new();
+    let mut parts: Vec<OsString> = Vec::new();
     for c in rel.components() {
         match c {
-            Component::Normal(part) => clean.push(part),
+            Component::Normal(part) => parts.push(part.to_os_string()),
             Component::CurDir => {}
             Component::ParentDir => {
-                if !clean.pop() {
-                    return Err(format!("`{file_path}` leads outside {WORKSPACE}"));
+                if parts.pop().is_none() {
+                    return Err(FileError::Refused(format!(
+                        "`{file_path}` leads outside {WORKSPACE}"
+                    )));
                 }
             }
-            _ => return Err(format!("`{file_path}` is not a valid path")),
-        }
-    }
-    let root = workspace
-        .canonicalize()
-        .map_err(|e| format!("the workspace is unavailable: {e}"))?;
-    let full = root.join(&clean);
-    // The deepest existing ancestor, with symlinks resolved, must still be in the workspace.
-    let mut probe = full.clone();
-    loop {
-        if let Ok(real) = probe.canonicalize() {
-            if !real.starts_with(&root) {
-                return Err(format!(
-                    "`{file_path}` leads outside {WORKSPACE} through a symbolic link"
-                ));
+            _ => {
+                return Err(FileError::Refused(format!(
+                    "`{file_path}` is not a valid path"
+                )));
             }
-            break;
-        }
-        if !probe.pop() {
-            break;
         }
     }
-    Ok(full)
+    Ok(parts.into_iter().map(Step::Name).collect())
 }
 
-/// The model-facing form of a host path inside the workspace.
-pub fn display(workspace: &Path, path: &Path) -> String {
-    let root = workspace
-        .canonicalize()
-        .unwrap_or_else(|_| workspace.to_path_buf());
-    match path
-        .strip_prefix(&root)
-        .or_else(|_| path.strip_prefix(workspace))
-    {
-        Ok(rel) if rel.as_os_str().is_empty() => WORKSPACE.to_string(),
-        Ok(rel) => format!("{WORKSPACE}/{}", rel.display()),
-        Err(_) => path.display().to_string(),
+/// The state of one [`Workspace::locate`]: the directories entered so far (each opened from
+/// the previous one without following links) and the steps still to take.
+struct Walk<'a> {
+    ws: &'a Workspace,
+    file_path: &'a str,
+    pending: VecDeque<Step>,
+    dirs: Vec<OwnedFd>,
+    rel: PathBuf,
+    links: usize,
+    create: Option<&'a mut Vec<PathBuf>>,
+}
+
+impl Walk<'_> {
+    fn run(mut self) -> Result<Located, FileError> {
+        while let Some(step) = self.pending.pop_front() {
+            let name = match step {
+                Step::Up => {
+                    self.up()?;
+                    continue;
+                }
+                Step::Name(name) => name,
+            };
+            let last = self.pending.is_empty();
+            match rustix::fs::statat(self.current(), &name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) if is_kind(&st, FileType::Symlink) => self.follow_link(&name)?,
+                Ok(_) | Err(Errno::NOENT) if last => return self.finish(Some(name)),
+                Ok(st) if is_kind(&st, FileType::Directory) => self.enter(&name)?,
+                Ok(_) => {
+                    return Err(FileError::Refused(format!(
+                        "`{}` goes through {}, which is not a directory.",
+                        self.file_path,
+                        shown(&self.rel.join(&name))
+                    )));
+                }
+                Err(Errno::NOENT) if self.create.is_some() => self.make_dir(&name)?,
+                Err(Errno::NOENT) => return Err(FileError::Missing),
+                Err(e) => return Err(self.failed(e)),
+            }
+        }
+        self.finish(None)
+    }
+
+    fn current(&self) -> BorrowedFd<'_> {
+        self.dirs.last().unwrap_or(&self.ws.root).as_fd()
+    }
+
+    fn failed(&self, e: impl std::fmt::Display) -> FileError {
+        FileError::Refused(format!("`{}` could not be followed: {e}", self.file_path))
+    }
+
+    fn outside(&self) -> FileError {
+        FileError::Refused(format!(
+            "`{}` leads outside {WORKSPACE} through a symbolic link; file tools only follow links that stay inside it.",
+            self.file_path
+        ))
+    }
+
+    fn up(&mut self) -> Result<(), FileError> {
+        // Lexical `..` in the given path is already gone, so this one came from a link target.
+        if self.dirs.pop().is_none() {
+            return Err(self.outside());
+        }
+        self.rel.pop();
+        Ok(())
+    }
+
+    /// Opens a subdirectory of the current one; `O_NOFOLLOW` makes a link swapped in since the
+    /// `statat` fail instead of being followed.
+    fn enter(&mut self, name: &OsStr) -> Result<(), FileError> {
+        let dir = open_dir_at(self.current(), name).map_err(|e| self.failed(e))?;
+        self.dirs.push(dir);
+        self.rel.push(name);
+        Ok(())
+    }
+
+    fn make_dir(&mut self, name: &OsStr) -> Result<(), FileError> {
+        match rustix::fs::mkdirat(self.current(), name, Mode::from_bits_truncate(0o777)) {
+            Ok(()) => {
+                let host = self.ws.host_path(&self.rel.join(name));
+                if let Some(created) = self.create.as_deref_mut() {
+                    created.push(host);
+                }
+            }
+            Err(Errno::EXIST) => {}
+            Err(e) => {
+                return Err(FileError::Refused(format!(
+                    "could not create the directory for `{}`: {e}",
+                    self.file_path
+                )));
+            }
+        }
+        self.enter(name)
+    }
+
+    /// Continues the walk at a link's target, as the sandbox would resolve it.
+    fn follow_link(&mut self, name: &OsStr) -> Result<(), FileError> {
+        self.links += 1;
+        if self.links > MAX_LINKS {
+            return Err(FileError::Refused(format!(
+                "`{}` goes through too many symbolic links.",
+                self.file_path
+            )));
+        }
+        let target =
+            rustix::fs::readlinkat(self.current(), name, Vec::new()).map_err(|e| self.failed(e))?;
+        let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
+        let target = if target.is_absolute() {
+            // Inside the sandbox the workspace is mounted at /workspace, so such links are
+            // ordinary; any other absolute target is outside.
+            let inside = target
+                .strip_prefix(WORKSPACE)
+                .map_err(|_| self.outside())?
+                .to_path_buf();
+            self.dirs.clear();
+            self.rel.clear();
+            inside
+        } else {
+            target
+        };
+        for c in target.components().rev() {
+            match c {
+                Component::Normal(part) => self.pending.push_front(Step::Name(part.into())),
+                Component::ParentDir => self.pending.push_front(Step::Up),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, name: Option<OsString>) -> Result<Located, FileError> {
+        let dir = match self.dirs.pop() {
+            Some(d) => d,
+            None => self.ws.root.try_clone().map_err(|e| self.failed(e))?,
+        };
+        // Without a name, the path ended on a directory reached by `..` or a link: `dir`.
+        let rel = match &name {
+            Some(name) => self.rel.join(name),
+            None => self.rel,
+        };
+        Ok(Located { dir, name, rel })
+    }
+}
+
+fn is_kind(st: &rustix::fs::Stat, kind: FileType) -> bool {
+    FileType::from_raw_mode(st.st_mode) == kind
+}
+
+/// Opens directory `name` in `dir`, refusing a symbolic link.
+pub(crate) fn open_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> std::io::Result<OwnedFd> {
+    Ok(rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// The words for a file type that is not a regular file.
+fn kind_name(kind: FileType) -> &'static str {
+    match kind {
+        FileType::Fifo => "named pipe (FIFO)",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::Symlink => "symbolic link",
+        _ => "special file",
+    }
+}
+
+/// Checks a file type before it is opened (and again after, against a swap in between).
+fn regular(kind: FileType) -> Result<(), FileError> {
+    match kind {
+        FileType::RegularFile => Ok(()),
+        FileType::Directory => Err(FileError::Directory),
+        other => Err(FileError::Special(kind_name(other))),
+    }
+}
+
+impl Located {
+    /// The workspace root, or the directory this path names, opened without following links.
+    pub(crate) fn open_dir(&self) -> Result<OwnedFd, FileError> {
+        match &self.name {
+            None => self.dir.try_clone(),
+            Some(name) => open_dir_at(self.dir.as_fd(), name),
+        }
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => FileError::Missing,
+            _ => FileError::Io(format!("could not be opened as a directory: {e}")),
+        })
+    }
+
+    /// Opens the existing regular file this path names, with its size.
+    pub(crate) fn open_regular(&self, access: OFlags) -> Result<(File, u64), FileError> {
+        let Some(name) = &self.name else {
+            return Err(FileError::Directory);
+        };
+        open_regular_at(self.dir.as_fd(), name, access)
+    }
+
+    /// Creates the file this path names; it must not exist yet.
+    fn create_file(&self) -> Result<File, FileError> {
+        let Some(name) = &self.name else {
+            return Err(FileError::Directory);
+        };
+        let fd = rustix::fs::openat(
+            self.dir.as_fd(),
+            name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_bits_truncate(0o666),
+        )
+        .map_err(|e| FileError::Io(format!("could not be created: {e}")))?;
+        Ok(File::from(fd))
+    }
+}
+
+/// Opens regular file `name` in `dir` without following a link, and without blocking: a FIFO
+/// or device is refused before it is opened, and `O_NONBLOCK` covers one swapped in between.
+pub(crate) fn open_regular_at(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    access: OFlags,
+) -> Result<(File, u64), FileError> {
+    let io = |e: Errno| FileError::Io(format!("could not be opened: {e}"));
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => regular(FileType::from_raw_mode(st.st_mode))?,
+        Err(Errno::NOENT) => return Err(FileError::Missing),
+        Err(e) => return Err(io(e)),
+    }
+    let flags = access | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Err(FileError::Missing),
+        Err(Errno::LOOP) => return Err(FileError::Special(kind_name(FileType::Symlink))),
+        Err(e) => return Err(io(e)),
+    };
+    let st = rustix::fs::fstat(&fd).map_err(io)?;
+    regular(FileType::from_raw_mode(st.st_mode))?;
+    Ok((File::from(fd), u64::try_from(st.st_size).unwrap_or(0)))
+}
+
+/// Reads a file from its current position, up to `limit` bytes; `None` if there is more (the
+/// size seen before opening does not bind a file that is still growing).
+pub(crate) fn read_capped(file: &File, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
+/// The model-facing form of a path relative to the workspace root.
+pub(crate) fn shown(rel: &Path) -> String {
+    if rel.as_os_str().is_empty() {
+        WORKSPACE.to_string()
+    } else {
+        format!("{WORKSPACE}/{}", rel.display())
     }
 }
 
@@ -86,6 +433,26 @@ fn parse<T: serde::de::DeserializeOwned>(
 ) -> Result<T, ToolOutput> {
     serde_json::from_value(input.clone())
         .map_err(|e| ToolOutput::error(format!("Invalid {tool} input ({e}). Send {form}.")))
+}
+
+/// Runs a tool's file work off the async workers (opens and reads block), returning its output
+/// and the host paths of everything it created.
+async fn blocking<F>(tool: &str, work: F) -> (ToolOutput, Vec<PathBuf>)
+where
+    F: FnOnce(&mut Vec<PathBuf>) -> ToolOutput + Send + 'static,
+{
+    let result = tokio::task::spawn_blocking(move || {
+        let mut created = Vec::new();
+        let out = work(&mut created);
+        (out, created)
+    })
+    .await;
+    result.unwrap_or_else(|_| {
+        (
+            ToolOutput::error(format!("{tool} failed unexpectedly")),
+            vec![],
+        )
+    })
 }
 
 #[derive(Deserialize)]
@@ -116,23 +483,27 @@ pub async fn read(workspace: &Path, input: &Value) -> ToolOutput {
         Ok(i) => i,
         Err(e) => return e,
     };
-    let path = match resolve(workspace, &input.file_path) {
-        Ok(p) => p,
-        Err(e) => return ToolOutput::error(e),
+    let host = workspace.to_path_buf();
+    blocking("read", move |_| read_file(&host, &input)).await.0
+}
+
+fn read_file(host: &Path, input: &ReadInput) -> ToolOutput {
+    let p = &input.file_path;
+    let opened = Workspace::open(host)
+        .and_then(|ws| ws.locate(p, None))
+        .and_then(|loc| Ok((loc.open_regular(OFlags::RDONLY)?, loc.rel)));
+    let ((mut file, len), rel) = match opened {
+        Ok(o) => o,
+        Err(FileError::Directory) => {
+            return ToolOutput::error(format!(
+                "`{p}` is a directory; use glob or bash `ls` to list it."
+            ));
+        }
+        Err(e) => return ToolOutput::error(e.message(p)),
     };
-    let meta = match tokio::fs::metadata(&path).await {
-        Ok(m) => m,
-        Err(_) => return ToolOutput::error(format!("`{}` does not exist.", input.file_path)),
-    };
-    if meta.is_dir() {
-        return ToolOutput::error(format!(
-            "`{}` is a directory; use glob or bash `ls` to list it.",
-            input.file_path
-        ));
-    }
-    if let Some(media) = image_type(&path)
-        && meta.len() <= MAX_IMAGE_BYTES
-        && let Ok(bytes) = tokio::fs::read(&path).await
+    if let Some(media) = image_type(&rel)
+        && len <= MAX_IMAGE_BYTES
+        && let Ok(Some(bytes)) = read_capped(&file, MAX_IMAGE_BYTES)
     {
         let data = base64::engine::general_purpose::STANDARD.encode(bytes);
         return ToolOutput {
@@ -142,35 +513,40 @@ pub async fn read(workspace: &Path, input: &Value) -> ToolOutput {
             is_error: false,
         };
     }
-    if meta.len() > MAX_FILE_BYTES {
-        return ToolOutput::error(format!(
-            "`{}` is {} bytes, too large to read; use bash (head, sed -n, grep) to look at parts.",
-            input.file_path,
-            meta.len()
-        ));
+    let too_large = || {
+        ToolOutput::error(format!(
+            "`{p}` is {len} bytes, too large to read; use bash (head, sed -n, grep) to look at parts."
+        ))
+    };
+    if len > MAX_FILE_BYTES {
+        return too_large();
     }
-    let bytes = match tokio::fs::read(&path).await {
-        Ok(b) => b,
-        Err(e) => {
-            return ToolOutput::error(format!("`{}` could not be read: {e}", input.file_path));
-        }
+    let bytes = match file
+        .rewind()
+        .and_then(|()| read_capped(&file, MAX_FILE_BYTES))
+    {
+        Ok(Some(b)) => b,
+        Ok(None) => return too_large(),
+        Err(e) => return ToolOutput::error(format!("`{p}` could not be read: {e}")),
     };
     let Ok(text) = String::from_utf8(bytes) else {
         return ToolOutput::error(format!(
-            "`{}` looks binary ({} bytes); read shows text files only. Use bash (`file`, `xxd | head`) to inspect it.",
-            input.file_path,
-            meta.len()
+            "`{p}` looks binary ({len} bytes); read shows text files only. Use bash (`file`, `xxd | head`) to inspect it."
         ));
     };
     if text.contains('\0') {
         return ToolOutput::error(format!(
-            "`{}` looks binary; use bash (`xxd | head`) to inspect it.",
-            input.file_path
+            "`{p}` looks binary; use bash (`xxd | head`) to inspect it."
         ));
     }
+    numbered(p, &text, input.view_range.as_deref())
+}
+
+/// The lines of `text` in `view_range`, numbered, long lines cut.
+fn numbered(file_path: &str, text: &str, view_range: Option<&[i64]>) -> ToolOutput {
     let lines: Vec<&str> = text.lines().collect();
     let total = lines.len();
-    let (start, end) = match input.view_range.as_deref() {
+    let (start, end) = match view_range {
         None => (1, total.min(DEFAULT_LINES)),
         Some([s, e]) if *s >= 1 => {
             let end = if *e <= 0 {
@@ -187,7 +563,7 @@ pub async fn read(workspace: &Path, input: &Value) -> ToolOutput {
         }
     };
     if total == 0 {
-        return ToolOutput::text(format!("`{}` is empty.", input.file_path));
+        return ToolOutput::text(format!("`{file_path}` is empty."));
     }
     if start > total {
         return ToolOutput::error(format!(
@@ -218,8 +594,9 @@ struct WriteInput {
     content: String,
 }
 
-/// `write`: creates or overwrites a file (and its parent directories).
-pub async fn write(workspace: &Path, input: &Value) -> ToolOutput {
+/// `write`: creates or overwrites a file (and its parent directories). `adopt` is called with
+/// the host path of every file and directory it creates.
+pub async fn write(workspace: &Path, input: &Value, adopt: impl Fn(&Path)) -> ToolOutput {
     let input: WriteInput = match parse(
         input,
         "write",
@@ -228,28 +605,42 @@ pub async fn write(workspace: &Path, input: &Value) -> ToolOutput {
         Ok(i) => i,
         Err(e) => return e,
     };
-    let path = match resolve(workspace, &input.file_path) {
-        Ok(p) => p,
-        Err(e) => return ToolOutput::error(e),
+    let host = workspace.to_path_buf();
+    let (out, created) = blocking("write", move |created| write_file(&host, &input, created)).await;
+    created.iter().for_each(|p| adopt(p));
+    out
+}
+
+fn write_file(host: &Path, input: &WriteInput, created: &mut Vec<PathBuf>) -> ToolOutput {
+    let p = &input.file_path;
+    let ws = match Workspace::open(host) {
+        Ok(ws) => ws,
+        Err(e) => return ToolOutput::error(e.message(p)),
     };
-    if path.is_dir() {
-        return ToolOutput::error(format!("`{}` is a directory.", input.file_path));
-    }
-    if let Some(parent) = path.parent()
-        && let Err(e) = tokio::fs::create_dir_all(parent).await
-    {
-        return ToolOutput::error(format!(
-            "could not create the directory for `{}`: {e}",
-            input.file_path
-        ));
-    }
-    match tokio::fs::write(&path, input.content.as_bytes()).await {
+    let loc = match ws.locate(p, Some(created)) {
+        Ok(l) => l,
+        Err(e) => return ToolOutput::error(e.message(p)),
+    };
+    // Overwrite in place (keeping the file's owner and mode), or create it exclusively so a
+    // link or FIFO appearing in between is an error rather than followed.
+    let file = match loc.open_regular(OFlags::WRONLY) {
+        Ok((file, _)) => file.set_len(0).map(|()| file).map_err(|e| e.to_string()),
+        Err(FileError::Missing) => loc.create_file().map_err(|e| e.message(p)).inspect(|_| {
+            created.push(ws.host_path(&loc.rel));
+        }),
+        Err(e) => Err(e.message(p)),
+    };
+    let written = file.and_then(|mut f| {
+        f.write_all(input.content.as_bytes())
+            .map_err(|e| format!("`{p}` could not be written: {e}"))
+    });
+    match written {
         Ok(()) => ToolOutput::text(format!(
             "Wrote {} bytes to {}.",
             input.content.len(),
-            display(workspace, &path)
+            shown(&loc.rel)
         )),
-        Err(e) => ToolOutput::error(format!("`{}` could not be written: {e}", input.file_path)),
+        Err(e) => ToolOutput::error(e),
     }
 }
 
@@ -262,7 +653,8 @@ struct EditInput {
     replace_all: Option<bool>,
 }
 
-/// `edit`: replaces `old_string`, which must occur exactly once unless `replace_all`.
+/// `edit`: replaces `old_string`, which must occur exactly once unless `replace_all`. Files
+/// over [`MAX_FILE_BYTES`], before or after the edit, are refused.
 pub async fn edit(workspace: &Path, input: &Value) -> ToolOutput {
     let form = r#"{"file_path": "/workspace/...", "old_string": "...", "new_string": "...", "replace_all": false}"#;
     let input: EditInput = match parse(input, "edit", form) {
@@ -275,78 +667,297 @@ pub async fn edit(workspace: &Path, input: &Value) -> ToolOutput {
     if input.old_string == input.new_string {
         return ToolOutput::error("`old_string` and `new_string` are the same; nothing to change.");
     }
-    let path = match resolve(workspace, &input.file_path) {
-        Ok(p) => p,
-        Err(e) => return ToolOutput::error(e),
-    };
-    let text = match tokio::fs::read_to_string(&path).await {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return ToolOutput::error(format!(
-                "`{}` does not exist; create it with write.",
-                input.file_path
-            ));
+    let host = workspace.to_path_buf();
+    blocking("edit", move |_| edit_file(&host, &input)).await.0
+}
+
+fn edit_file(host: &Path, input: &EditInput) -> ToolOutput {
+    let p = &input.file_path;
+    let opened = Workspace::open(host)
+        .and_then(|ws| ws.locate(p, None))
+        .and_then(|loc| Ok((loc.open_regular(OFlags::RDWR)?, loc.rel)));
+    let ((mut file, len), rel) = match opened {
+        Ok(o) => o,
+        Err(FileError::Missing) => {
+            return ToolOutput::error(format!("`{p}` does not exist; create it with write."));
         }
-        Err(e) => {
-            return ToolOutput::error(format!(
-                "`{}` could not be read as text: {e}",
-                input.file_path
-            ));
-        }
+        Err(e) => return ToolOutput::error(e.message(p)),
     };
+    let too_large = |len: u64| {
+        ToolOutput::error(format!(
+            "`{p}` is {len} bytes; edit works on files up to {MAX_FILE_BYTES} bytes. Use bash (sed -i, or a script) for larger ones."
+        ))
+    };
+    if len > MAX_FILE_BYTES {
+        return too_large(len);
+    }
+    let text = match read_capped(&file, MAX_FILE_BYTES) {
+        Ok(Some(bytes)) => match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(_) => {
+                return ToolOutput::error(format!(
+                    "`{p}` could not be read as text: stream did not contain valid UTF-8"
+                ));
+            }
+        },
+        Ok(None) => return too_large(MAX_FILE_BYTES + 1),
+        Err(e) => return ToolOutput::error(format!("`{p}` could not be read as text: {e}")),
+    };
+    let (updated, count) = match replaced(input, &text) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let saved = file
+        .rewind()
+        .and_then(|()| file.write_all(updated.as_bytes()))
+        .and_then(|()| file.set_len(updated.len() as u64));
+    match saved {
+        Ok(()) => ToolOutput::text(format!(
+            "Replaced {} occurrence{} in {}.",
+            count,
+            if count == 1 { "" } else { "s" },
+            shown(&rel)
+        )),
+        Err(e) => ToolOutput::error(format!("`{p}` could not be written: {e}")),
+    }
+}
+
+/// `text` with the edit applied, and how many occurrences it replaced; refused when
+/// `old_string` is missing or ambiguous, or the result would exceed [`MAX_FILE_BYTES`] (many
+/// replacements can multiply the size).
+fn replaced(input: &EditInput, text: &str) -> Result<(String, usize), ToolOutput> {
+    let p = &input.file_path;
     let count = text.matches(&input.old_string).count();
     let replace_all = input.replace_all.unwrap_or(false);
     if count == 0 {
-        return ToolOutput::error(format!(
-            "`old_string` was not found in {}; read the file and copy the text exactly, including whitespace.",
-            input.file_path
-        ));
+        return Err(ToolOutput::error(format!(
+            "`old_string` was not found in {p}; read the file and copy the text exactly, including whitespace."
+        )));
     }
     if count > 1 && !replace_all {
-        return ToolOutput::error(format!(
-            "`old_string` occurs {count} times in {}; include more surrounding text to make it unique, or set \"replace_all\": true.",
-            input.file_path
-        ));
+        return Err(ToolOutput::error(format!(
+            "`old_string` occurs {count} times in {p}; include more surrounding text to make it unique, or set \"replace_all\": true."
+        )));
+    }
+    let n = if replace_all { count } else { 1 };
+    let size = (text.len() - n * input.old_string.len()) as u64
+        + (n as u64).saturating_mul(input.new_string.len() as u64);
+    if size > MAX_FILE_BYTES {
+        return Err(ToolOutput::error(format!(
+            "the edit would make `{p}` {size} bytes, over edit's limit of {MAX_FILE_BYTES} bytes; use bash for this change."
+        )));
     }
     let updated = if replace_all {
         text.replace(&input.old_string, &input.new_string)
     } else {
         text.replacen(&input.old_string, &input.new_string, 1)
     };
-    match tokio::fs::write(&path, updated).await {
-        Ok(()) => ToolOutput::text(format!(
-            "Replaced {} occurrence{} in {}.",
-            count,
-            if count == 1 { "" } else { "s" },
-            display(workspace, &path)
-        )),
-        Err(e) => ToolOutput::error(format!("`{}` could not be written: {e}", input.file_path)),
-    }
+    Ok((updated, count))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::symlink;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
     use super::*;
+
+    /// A workspace and a directory outside it, standing for the rest of the host.
+    fn dirs() -> (tempfile::TempDir, tempfile::TempDir) {
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap())
+    }
+
+    fn rel(ws: &Path, file_path: &str) -> Result<PathBuf, String> {
+        Workspace::open(ws)
+            .and_then(|w| w.locate(file_path, None))
+            .map(|l| l.rel)
+            .map_err(|e| e.message(file_path))
+    }
+
+    fn text(out: &ToolOutput) -> &str {
+        out.content[0]["text"].as_str().unwrap()
+    }
+
+    /// Runs a tool call, failing the test instead of hanging if it blocks.
+    async fn bounded(call: impl std::future::Future<Output = ToolOutput>) -> ToolOutput {
+        tokio::time::timeout(Duration::from_secs(10), call)
+            .await
+            .expect("the tool call blocked")
+    }
+
+    async fn write_to(ws: &Path, file_path: &str, content: &str) -> (ToolOutput, Vec<PathBuf>) {
+        let adopted = Mutex::new(Vec::new());
+        let input = json!({"file_path": file_path, "content": content});
+        let out = bounded(write(ws, &input, |p| {
+            adopted.lock().unwrap().push(p.to_path_buf())
+        }))
+        .await;
+        (out, adopted.into_inner().unwrap())
+    }
+
+    async fn edit_in(ws: &Path, file_path: &str, old: &str, new: &str) -> ToolOutput {
+        let input = json!({"file_path": file_path, "old_string": old, "new_string": new, "replace_all": true});
+        bounded(edit(ws, &input)).await
+    }
+
+    async fn read_at(ws: &Path, file_path: &str) -> ToolOutput {
+        bounded(read(ws, &json!({"file_path": file_path}))).await
+    }
 
     #[test]
     fn resolution_stays_inside() {
-        let dir = std::env::temp_dir().join(format!("mast-resolve-{}", std::process::id()));
+        let (ws, _) = dirs();
+        let dir = ws.path();
         std::fs::create_dir_all(dir.join("sub")).unwrap();
-        let root = dir.canonicalize().unwrap();
         assert_eq!(
-            resolve(&dir, "/workspace/sub/a.txt").unwrap(),
-            root.join("sub/a.txt")
+            rel(dir, "/workspace/sub/a.txt").unwrap(),
+            Path::new("sub/a.txt")
         );
-        assert_eq!(resolve(&dir, "sub/../b.txt").unwrap(), root.join("b.txt"));
-        assert!(resolve(&dir, "/etc/passwd").is_err());
-        assert!(resolve(&dir, "../x").is_err());
-        assert!(resolve(&dir, "/workspace/../etc").is_err());
-        #[cfg(unix)]
-        {
-            let _ = std::os::unix::fs::symlink("/etc", dir.join("link"));
-            assert!(resolve(&dir, "link/passwd").is_err());
-            assert!(resolve(&dir, "link/new-file").is_err());
+        assert_eq!(rel(dir, "sub/../b.txt").unwrap(), Path::new("b.txt"));
+        assert_eq!(rel(dir, "/workspace").unwrap(), Path::new(""));
+        assert!(rel(dir, "/etc/passwd").unwrap_err().contains("outside"));
+        assert!(rel(dir, "../x").unwrap_err().contains("outside"));
+        assert!(
+            rel(dir, "/workspace/../etc")
+                .unwrap_err()
+                .contains("outside")
+        );
+        symlink("/etc", dir.join("link")).unwrap();
+        assert!(
+            rel(dir, "link/passwd")
+                .unwrap_err()
+                .contains("symbolic link")
+        );
+        assert!(
+            rel(dir, "link/new-file")
+                .unwrap_err()
+                .contains("symbolic link")
+        );
+        symlink("sub/../../..", dir.join("up")).unwrap();
+        assert!(rel(dir, "up/x").unwrap_err().contains("symbolic link"));
+        symlink("loop", dir.join("loop")).unwrap();
+        assert!(rel(dir, "loop").unwrap_err().contains("too many"));
+    }
+
+    #[test]
+    fn links_inside_are_resolved_as_the_sandbox_sees_them() {
+        let (ws, _) = dirs();
+        let dir = ws.path();
+        std::fs::create_dir_all(dir.join("a/b")).unwrap();
+        symlink("a/b", dir.join("rel")).unwrap();
+        symlink("/workspace/a", dir.join("abs")).unwrap();
+        symlink("../..", dir.join("a/b/top")).unwrap();
+        assert_eq!(rel(dir, "rel/f").unwrap(), Path::new("a/b/f"));
+        assert_eq!(rel(dir, "abs/b/f").unwrap(), Path::new("a/b/f"));
+        assert_eq!(rel(dir, "rel/top/f").unwrap(), Path::new("f"));
+        assert_eq!(rel(dir, "rel/top").unwrap(), Path::new(""));
+    }
+
+    #[tokio::test]
+    async fn write_never_follows_a_dangling_link_out() {
+        let (ws, out) = dirs();
+        let escaped = out.path().join("ESCAPED");
+        symlink(&escaped, ws.path().join("evil")).unwrap();
+        let (res, adopted) = write_to(ws.path(), "/workspace/evil", "x").await;
+        assert!(res.is_error && text(&res).contains("outside"), "{res:?}");
+        assert!(!escaped.exists() && adopted.is_empty());
+    }
+
+    #[tokio::test]
+    async fn write_never_creates_through_a_linked_directory() {
+        let (ws, out) = dirs();
+        symlink(out.path(), ws.path().join("d")).unwrap();
+        symlink(out.path().join("missing"), ws.path().join("gone")).unwrap();
+        for path in ["d/new.txt", "d/sub/new.txt", "gone/sub/new.txt"] {
+            let (res, adopted) = write_to(ws.path(), path, "x").await;
+            assert!(res.is_error && text(&res).contains("outside"), "{res:?}");
+            assert!(adopted.is_empty());
         }
-        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0);
+    }
+
+    #[tokio::test]
+    async fn read_and_edit_refuse_links_to_outside_files() {
+        let (ws, out) = dirs();
+        let secret = out.path().join("secret.txt");
+        std::fs::write(&secret, "host secret").unwrap();
+        symlink(&secret, ws.path().join("s")).unwrap();
+        let res = read_at(ws.path(), "s").await;
+        assert!(
+            res.is_error && !text(&res).contains("host secret"),
+            "{res:?}"
+        );
+        let res = edit_in(ws.path(), "s", "host", "pwned").await;
+        assert!(res.is_error && text(&res).contains("outside"), "{res:?}");
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "host secret");
+    }
+
+    #[tokio::test]
+    async fn writes_through_links_inside_land_inside_and_are_adopted() {
+        let (ws, _) = dirs();
+        let dir = ws.path();
+        symlink("made/here.txt", dir.join("ahead")).unwrap();
+        let (res, adopted) = write_to(dir, "ahead", "hi").await;
+        assert!(!res.is_error && text(&res).contains("/workspace/made/here.txt"));
+        assert_eq!(adopted, [dir.join("made"), dir.join("made/here.txt")]);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("made/here.txt")).unwrap(),
+            "hi"
+        );
+        let res = edit_in(dir, "ahead", "hi", "ho").await;
+        assert!(!res.is_error, "{res:?}");
+        assert_eq!(text(&read_at(dir, "ahead").await), "     1\tho\n");
+    }
+
+    #[tokio::test]
+    async fn write_adopts_what_it_creates_and_only_that() {
+        let (ws, _) = dirs();
+        let dir = ws.path();
+        let (res, adopted) = write_to(dir, "/workspace/a/b/c.txt", "one").await;
+        assert!(!res.is_error, "{res:?}");
+        assert_eq!(
+            adopted,
+            [dir.join("a"), dir.join("a/b"), dir.join("a/b/c.txt")]
+        );
+        let (res, adopted) = write_to(dir, "a/b/c.txt", "two").await;
+        assert!(!res.is_error && adopted.is_empty());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("a/b/c.txt")).unwrap(),
+            "two"
+        );
+        let (res, _) = write_to(dir, "a", "x").await;
+        assert!(res.is_error && text(&res).contains("is a directory"));
+    }
+
+    #[tokio::test]
+    async fn fifos_are_refused_without_blocking() {
+        let (ws, _) = dirs();
+        let root = rustix::fs::open(ws.path(), OFlags::DIRECTORY, Mode::empty()).unwrap();
+        let mode = Mode::from_bits_truncate(0o666);
+        rustix::fs::mknodat(&root, "pipe", FileType::Fifo, mode, 0).unwrap();
+        let res = read_at(ws.path(), "pipe").await;
+        assert!(res.is_error && text(&res).contains("named pipe"), "{res:?}");
+        let (res, _) = write_to(ws.path(), "pipe", "x").await;
+        assert!(res.is_error && text(&res).contains("named pipe"), "{res:?}");
+        let res = edit_in(ws.path(), "pipe", "a", "b").await;
+        assert!(res.is_error && text(&res).contains("named pipe"), "{res:?}");
+    }
+
+    #[tokio::test]
+    async fn edit_refuses_files_over_the_cap() {
+        let (ws, _) = dirs();
+        let big = std::fs::File::create(ws.path().join("big.txt")).unwrap();
+        big.set_len(MAX_FILE_BYTES + 1).unwrap();
+        let res = edit_in(ws.path(), "big.txt", "a", "b").await;
+        assert!(res.is_error && text(&res).contains("up to"), "{res:?}");
+        // Nor may replacements grow a small file past it.
+        std::fs::write(ws.path().join("small.txt"), "a".repeat(1000)).unwrap();
+        let huge = "b".repeat(60_000);
+        let res = edit_in(ws.path(), "small.txt", "a", &huge).await;
+        assert!(
+            res.is_error && text(&res).contains("over edit's limit"),
+            "{res:?}"
+        );
     }
 }

@@ -261,7 +261,7 @@ impl SessionTools {
         match name {
             "bash" => bash::run(self, input).await,
             "read" => files::read(&self.workspace, input).await,
-            "write" => files::write(&self.workspace, input).await,
+            "write" => files::write(&self.workspace, input, |p| self.adopt(p)).await,
             "edit" => files::edit(&self.workspace, input).await,
             "glob" => search::glob(&self.workspace, input).await,
             "grep" => search::grep(&self.workspace, input).await,

@@ -257,19 +257,28 @@ mod delegates {
         let mut ids = Vec::new();
         for name in ["north", "south"] {
             let a = c
-                .post("/v1/agents", json!({"name": name, "model": "mast-scripted"}))
+                .post(
+                    "/v1/agents",
+                    json!({"name": name, "model": "mast-scripted"}),
+                )
                 .await
                 .ok();
             ids.push(a["id"].clone());
         }
         let coord = c
-            .post("/v1/agents", json!({"name": "coord", "model": "mast-scripted",
-                "multiagent": {"type": "coordinator", "agents": ids}}))
+            .post(
+                "/v1/agents",
+                json!({"name": "coord", "model": "mast-scripted",
+                "multiagent": {"type": "coordinator", "agents": ids}}),
+            )
             .await
             .ok();
         let sid = c.session(&coord).await["id"].as_str().unwrap().to_string();
         let send = |agent: &str, text: &str| {
-            format!("call send_to_agent {}", json!({"agent": agent, "message": text}))
+            format!(
+                "call send_to_agent {}",
+                json!({"agent": agent, "message": text})
+            )
         };
         c.say(
             &sid,
@@ -281,12 +290,16 @@ mod delegates {
         )
         .await;
         eventually(20, "both delegates to start their requests", || async {
-            let resp = reqwest::get(format!("{}/v1/sessions/{sid}/transcript", c.base)).await.ok()?;
+            let resp = reqwest::get(format!("{}/v1/sessions/{sid}/transcript", c.base))
+                .await
+                .ok()?;
             let text = resp.text().await.ok()?;
             let starts = text
                 .lines()
                 .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .filter(|l| l["type"] == "span.model_request_start" && l["parent_thread_id"].is_string())
+                .filter(|l| {
+                    l["type"] == "span.model_request_start" && l["parent_thread_id"].is_string()
+                })
                 .count();
             (starts == 2).then_some(())
         })
@@ -298,12 +311,16 @@ mod delegates {
         let mut child = spawn(dir.path(), db.as_deref(), port);
         let c = Client::new(&format!("http://127.0.0.1:{port}"));
         wait_up(&c).await;
-        let log = eventually(40, "the coordinator to finish after the restart", || async {
-            let log = c.all_events(&sid).await;
-            log.iter()
-                .any(|e| e["type"] == "session.status_idle")
-                .then_some(log)
-        })
+        let log = eventually(
+            40,
+            "the coordinator to finish after the restart",
+            || async {
+                let log = c.all_events(&sid).await;
+                log.iter()
+                    .any(|e| e["type"] == "session.status_idle")
+                    .then_some(log)
+            },
+        )
         .await;
         check_log(&log);
         let text = log
@@ -314,12 +331,18 @@ mod delegates {
             .as_str()
             .unwrap()
             .to_string();
-        assert!(text.contains("north done") && text.contains("south done"), "{text}");
+        assert!(
+            text.contains("north done") && text.contains("south done"),
+            "{text}"
+        );
         // Every thread's log: no duplicated event, every request span closed.
         let threads = c.get(&format!("/v1/sessions/{sid}/threads")).await.ok();
         for t in threads["data"].as_array().unwrap().iter().skip(1) {
             let own = c
-                .get(&format!("/v1/sessions/{sid}/threads/{}/events", t["id"].as_str().unwrap()))
+                .get(&format!(
+                    "/v1/sessions/{sid}/threads/{}/events",
+                    t["id"].as_str().unwrap()
+                ))
                 .await
                 .ok();
             check_log(own["data"].as_array().unwrap());

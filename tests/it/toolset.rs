@@ -10,6 +10,7 @@ backend_tests!(
     tools_do_real_work_and_explain_their_errors,
     the_shell_persists_and_limits_hold,
     sandbox_escapes_fail,
+    file_tools_stay_in_the_workspace,
     limited_networking_allows_only_listed_hosts,
     permission_policies_are_enforced_in_code,
     auto_bash_runs_only_what_it_can_prove_safe,
@@ -331,6 +332,78 @@ async fn sandbox_escapes_fail(b: Backend) {
         r[6].1 && r[6].0.contains("outside"),
         "symlinks cannot lead out: {}",
         r[6].0
+    );
+}
+
+/// Whatever a command leaves in the workspace (links out, dangling or not, FIFOs, huge files),
+/// the file tools neither touch the host nor hang nor balloon.
+async fn file_tools_stay_in_the_workspace(b: Backend) {
+    let s = TestServer::start(b).await;
+    let outside = tempfile::tempdir().unwrap();
+    let host = outside.path().display().to_string();
+    std::fs::write(outside.path().join("secret.txt"), "host secret").unwrap();
+    let mut sess = session(&s, toolset(json!([]), "always_allow"), None).await;
+    let setup = format!(
+        "ln -s {host}/ESCAPED evil && ln -s {host} dirlink && ln -s {host}/secret.txt secret && mkfifo pipe && truncate -s 60M big.txt && echo needle > mine.txt && echo ready"
+    );
+    let script = steps(&[
+        call("bash", json!({ "command": setup })),
+        call(
+            "write",
+            json!({"file_path": "/workspace/evil", "content": "x"}),
+        ),
+        call(
+            "write",
+            json!({"file_path": "dirlink/new.txt", "content": "x"}),
+        ),
+        call(
+            "write",
+            json!({"file_path": "dirlink/sub/new.txt", "content": "x"}),
+        ),
+        call("read", json!({"file_path": "secret"})),
+        call(
+            "edit",
+            json!({"file_path": "secret", "old_string": "host", "new_string": "pwned"}),
+        ),
+        call("read", json!({"file_path": "pipe"})),
+        call("write", json!({"file_path": "pipe", "content": "x"})),
+        call(
+            "edit",
+            json!({"file_path": "pipe", "old_string": "a", "new_string": "b"}),
+        ),
+        call(
+            "edit",
+            json!({"file_path": "big.txt", "old_string": "a", "new_string": "b"}),
+        ),
+        call("grep", json!({"pattern": "needle|secret"})),
+    ]);
+    let idle = turn(&s, &mut sess, &script).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    let r = results(&sess.st.seen);
+    assert!(r[0].0.contains("ready"), "{}", r[0].0);
+    for (i, res) in r.iter().enumerate().take(6).skip(1) {
+        assert!(res.1 && res.0.contains("outside"), "call {i}: {res:?}");
+    }
+    assert!(!r[4].0.contains("host secret"));
+    for (i, res) in r.iter().enumerate().take(9).skip(6) {
+        assert!(res.1 && res.0.contains("named pipe"), "call {i}: {res:?}");
+    }
+    assert!(r[9].1 && r[9].0.contains("up to"), "{:?}", r[9]);
+    assert!(
+        !r[10].1
+            && r[10].0.starts_with("/workspace/mine.txt:1:needle\n")
+            && r[10].0.contains("skipped 1 file(s) over"),
+        "grep skips the huge file and reads nothing through links: {}",
+        r[10].0
+    );
+    let left: Vec<_> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["secret.txt"], "nothing was created on the host");
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
+        "host secret"
     );
 }
 
