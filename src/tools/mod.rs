@@ -7,6 +7,7 @@ pub mod cgroup;
 pub mod egress;
 pub mod files;
 pub mod identity;
+pub mod netguard;
 pub mod proxy;
 pub mod sandbox;
 pub mod search;
@@ -21,6 +22,7 @@ use crate::domain::environment::EnvironmentConfig;
 use crate::domain::tools::{BuiltinToolConfig, Tool};
 use crate::models::ToolDef;
 use egress::EgressPolicy;
+use netguard::NetGuard;
 use sandbox::{Isolation, Limits, Network};
 
 /// What a tool call produced: content blocks for the `tool_result`, and whether it failed.
@@ -100,8 +102,8 @@ pub struct SessionTools {
     pub user: Option<u32>,
     /// The sandbox's account files (`passwd`, `group`).
     pub accounts: PathBuf,
-    /// Loopback, private and link-local addresses are reachable (see [`ToolsConfig`]).
-    pub allow_private_network: bool,
+    /// Which addresses tools may connect to (see [`ToolsConfig::allow_private_network`]).
+    pub netguard: NetGuard,
     configs: Vec<BuiltinToolConfig>,
     search_url: Option<String>,
 }
@@ -199,7 +201,9 @@ impl Toolbox {
             egress: EgressPolicy::of(environment),
             user,
             accounts: self.data_dir.join("sandbox-etc"),
-            allow_private_network: self.config.allow_private_network,
+            netguard: NetGuard {
+                allow_private: self.config.allow_private_network,
+            },
             configs,
             search_url: self.config.web_search_url.clone(),
         })
@@ -235,8 +239,9 @@ impl SessionTools {
             // Unrestricted environments go through the proxy too: it keeps private and
             // loopback addresses (this server, its database, cloud metadata) out of reach.
             p => {
-                let (guard, name) = proxy::EgressProxy::start(&self.state_dir, p.clone())
-                    .map_err(|e| format!("the egress proxy could not start: {e}"))?;
+                let (guard, name) =
+                    proxy::EgressProxy::start(&self.state_dir, p.clone(), self.netguard)
+                        .map_err(|e| format!("the egress proxy could not start: {e}"))?;
                 let socket = self.state_dir.join(&name);
                 self.adopt(&socket);
                 Ok((Network::Proxied { socket }, Some((guard, name))))
@@ -265,7 +270,9 @@ impl SessionTools {
             "edit" => files::edit(&self.workspace, input).await,
             "glob" => search::glob(&self.workspace, input).await,
             "grep" => search::grep(&self.workspace, input).await,
-            "web_fetch" => web::fetch(input, self.config("web_fetch"), &self.egress).await,
+            "web_fetch" => {
+                web::fetch(input, self.config("web_fetch"), &self.egress, self.netguard).await
+            }
             "web_search" => {
                 web::search(
                     input,

@@ -1,15 +1,21 @@
-//! The egress proxy for `limited` networking with allowed hosts: an HTTP proxy (CONNECT and
-//! absolute-URI requests) on a Unix socket in the session's state directory, living as long as
-//! one command. Inside the sandbox, which has no network of its own, a forwarder started from
-//! the `mast` binary turns `127.0.0.1:3128` into that socket.
+//! The egress proxy, the sandbox's only way out: an HTTP proxy (CONNECT and absolute-URI
+//! requests) on a Unix socket in the session's state directory, living as long as one
+//! command. It enforces the environment's allowed hosts (any host when `unrestricted`) and
+//! connects only to addresses the [`NetGuard`] allows. Inside the sandbox, which has no
+//! network of its own, a forwarder started from the `mast` binary turns `127.0.0.1:3128`
+//! into that socket.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::net::{TcpListener, UnixListener, UnixStream};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::egress::EgressPolicy;
+use super::netguard::NetGuard;
 use super::sandbox::PROXY_PORT;
 
 /// A running proxy; stops (and removes its socket) when dropped.
@@ -43,31 +49,48 @@ for __i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/{PROXY_PORT}) 2>/dev/null &
     )
 }
 
+/// Connections one proxy serves at once; more wait in the listener's backlog.
+const MAX_CONNECTIONS: usize = 64;
+/// How long a client has to send its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
 impl EgressProxy {
-    /// Starts a proxy for `policy` on a fresh socket in `state_dir`; returns it and the
-    /// socket's file name.
-    pub fn start(state_dir: &Path, policy: EgressPolicy) -> std::io::Result<(Self, String)> {
+    /// Starts a proxy for `policy` on a fresh socket in `state_dir`, connecting only to
+    /// addresses `guard` allows; returns it and the socket's file name.
+    pub fn start(
+        state_dir: &Path,
+        policy: EgressPolicy,
+        guard: NetGuard,
+    ) -> std::io::Result<(Self, String)> {
         let name = format!("proxy-{}.sock", crate::domain::ids::new_secret(10));
         let socket = state_dir.join(&name);
         let listener = UnixListener::bind(&socket)?;
         let stop = CancellationToken::new();
         let token = stop.clone();
+        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         tokio::spawn(async move {
             loop {
+                let Ok(slot) = slots.clone().acquire_owned().await else {
+                    return;
+                };
                 tokio::select! {
                     _ = token.cancelled() => return,
-                    conn = listener.accept() => {
-                        if let Ok((stream, _)) = conn {
+                    conn = listener.accept() => match conn {
+                        Ok((stream, _)) => {
                             let policy = policy.clone();
                             let token = token.clone();
                             tokio::spawn(async move {
+                                let _slot = slot;
                                 tokio::select! {
                                     _ = token.cancelled() => {}
-                                    _ = serve(stream, policy) => {}
+                                    _ = serve(stream, policy, guard) => {}
                                 }
                             });
                         }
-                    }
+                        // Out of descriptors or similar: give the system a moment rather
+                        // than spinning.
+                        Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                    },
                 }
             }
         });
@@ -108,41 +131,82 @@ fn target(head: &str) -> Option<(bool, String, u16)> {
         ));
     }
     let rest = uri.strip_prefix("http://")?;
-    let authority = rest.split('/').next()?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    if authority.contains('@') {
+        return None;
+    }
     let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) => (h.to_string(), p.parse().ok()?),
-        None => (authority.to_string(), 80),
+        Some((h, p)) if !h.ends_with(':') => (h.to_string(), p.parse().ok()?),
+        _ => (authority.to_string(), 80),
     };
-    Some((false, host, port))
+    Some((false, host.trim_matches(['[', ']']).to_string(), port))
 }
 
-async fn serve(mut client: UnixStream, policy: EgressPolicy) {
-    let Ok((head, end)) = read_head(&mut client).await else {
+/// A plain-HTTP request head made safe to forward: one request per connection (so a second,
+/// pipelined request cannot name another host), and the proxy's own headers dropped.
+fn forwarded_head(head: &str) -> String {
+    let mut lines = head.split("\r\n");
+    let mut out = String::with_capacity(head.len() + 32);
+    out.push_str(lines.next().unwrap_or_default());
+    out.push_str("\r\n");
+    for line in lines.filter(|l| !l.is_empty()) {
+        let name = line.split(':').next().unwrap_or_default().trim();
+        if [
+            "connection",
+            "proxy-connection",
+            "proxy-authorization",
+            "keep-alive",
+        ]
+        .iter()
+        .any(|h| name.eq_ignore_ascii_case(h))
+        {
+            continue;
+        }
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    out
+}
+
+async fn refuse(client: &mut UnixStream, status: &str, body: &str) {
+    let reply = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = client.write_all(reply.as_bytes()).await;
+}
+
+async fn serve(mut client: UnixStream, policy: EgressPolicy, guard: NetGuard) {
+    let Ok(Ok((head, end))) = tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await
+    else {
         return;
     };
     let text = String::from_utf8_lossy(&head[..end]).into_owned();
     let Some((connect, host, port)) = target(&text) else {
-        let _ = client
-            .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-            .await;
+        refuse(
+            &mut client,
+            "400 Bad Request",
+            "Mast: not a proxy request\n",
+        )
+        .await;
         return;
     };
     if !policy.allows(&host) {
         let body = format!("Mast: `{host}` is not in this environment's allowed_hosts\n");
-        let reply = format!(
-            "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        let _ = client.write_all(reply.as_bytes()).await;
+        refuse(&mut client, "403 Forbidden", &body).await;
         return;
     }
-    let Ok(mut upstream) = TcpStream::connect((host.as_str(), port)).await else {
-        let _ = client
-            .write_all(
-                b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            )
-            .await;
-        return;
+    let mut upstream = match guard.connect(&host, port).await {
+        Ok(s) => s,
+        Err(why) if why.contains("internal address") => {
+            refuse(&mut client, "403 Forbidden", &format!("Mast: {why}\n")).await;
+            return;
+        }
+        Err(why) => {
+            refuse(&mut client, "502 Bad Gateway", &format!("Mast: {why}\n")).await;
+            return;
+        }
     };
     if connect {
         if client
@@ -155,10 +219,18 @@ async fn serve(mut client: UnixStream, policy: EgressPolicy) {
         if end < head.len() && upstream.write_all(&head[end..]).await.is_err() {
             return;
         }
-    } else if upstream.write_all(&head).await.is_err() {
-        return;
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    } else {
+        if upstream
+            .write_all(forwarded_head(&text).as_bytes())
+            .await
+            .is_err()
+            || (end < head.len() && upstream.write_all(&head[end..]).await.is_err())
+        {
+            return;
+        }
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
     }
-    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
 }
 
 /// The in-sandbox forwarder (`mast sandbox-forward`): TCP on 127.0.0.1:`port` to `socket`.
@@ -194,5 +266,19 @@ mod tests {
             Some((false, "a.com".into(), 80))
         );
         assert_eq!(target("GET /x HTTP/1.1\r\n"), None);
+        assert_eq!(target("GET http://user@a.com/ HTTP/1.1\r\n"), None);
+        assert_eq!(
+            target("GET http://[::1]:81/ HTTP/1.1\r\n"),
+            Some((false, "::1".into(), 81))
+        );
+    }
+
+    #[test]
+    fn forwarded_heads_close_the_connection() {
+        let head = "GET http://a.com/ HTTP/1.1\r\nHost: a.com\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive\r\nAccept: */*\r\n\r\n";
+        assert_eq!(
+            forwarded_head(head),
+            "GET http://a.com/ HTTP/1.1\r\nHost: a.com\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        );
     }
 }

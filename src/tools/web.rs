@@ -2,6 +2,7 @@
 //! configured SearXNG-compatible endpoint). Both obey the tool's domain lists and the
 //! environment's networking policy.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -10,10 +11,16 @@ use serde_json::{Value, json};
 
 use super::ToolOutput;
 use super::egress::EgressPolicy;
+use super::netguard::NetGuard;
 use crate::domain::tools::BuiltinToolConfig;
 
 /// Largest body `web_fetch` reads.
 const MAX_BODY_BYTES: usize = 10 << 20;
+/// Largest HTML document rendered as text; beyond it the page is cut before rendering, which
+/// keeps a hostile page from occupying a blocking thread for long.
+const MAX_HTML_BYTES: usize = 2 << 20;
+/// How long rendering one page may take.
+const RENDER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Characters returned when the tool sets no `max_content_tokens` (about 25k tokens).
 const DEFAULT_MAX_CHARS: usize = 100_000;
 
@@ -52,6 +59,7 @@ fn check_url(
     url: &reqwest::Url,
     config: Option<&BuiltinToolConfig>,
     egress: &EgressPolicy,
+    guard: NetGuard,
 ) -> Result<(), String> {
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!(
@@ -70,7 +78,12 @@ fn check_url(
             "`{host}` is not reachable: this environment's networking only allows its allowed_hosts"
         ));
     }
-    Ok(())
+    // Names are checked when they resolve (the client's resolver is the guard); literal
+    // addresses never resolve, so they are checked here.
+    match host.trim_matches(['[', ']']).parse::<std::net::IpAddr>() {
+        Ok(ip) => guard.check(ip),
+        Err(_) => Ok(()),
+    }
 }
 
 #[derive(Deserialize)]
@@ -83,6 +96,7 @@ pub async fn fetch(
     input: &Value,
     config: Option<&BuiltinToolConfig>,
     egress: &EgressPolicy,
+    guard: NetGuard,
 ) -> ToolOutput {
     let input: FetchInput = match serde_json::from_value(input.clone()) {
         Ok(i) => i,
@@ -96,18 +110,21 @@ pub async fn fetch(
         Ok(u) => u,
         Err(e) => return ToolOutput::error(format!("`url` is not a valid URL: {e}")),
     };
-    if let Err(why) = check_url(&url, config, egress) {
+    if let Err(why) = check_url(&url, config, egress, guard) {
         return ToolOutput::error(format!("Refused to fetch {url}: {why}."));
     }
     let (cfg, policy) = (config.cloned(), egress.clone());
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .user_agent("Mast web_fetch")
+        // Straight to the checked addresses: a proxy would resolve names itself.
+        .no_proxy()
+        .dns_resolver(Arc::new(guard))
         .redirect(reqwest::redirect::Policy::custom(move |attempt| {
             if attempt.previous().len() >= 5 {
                 return attempt.error("too many redirects");
             }
-            match check_url(attempt.url(), cfg.as_ref(), &policy) {
+            match check_url(attempt.url(), cfg.as_ref(), &policy, guard) {
                 Ok(()) => attempt.follow(),
                 Err(why) => attempt.error(why),
             }
@@ -117,8 +134,12 @@ pub async fn fetch(
     let resp = match client.get(url.clone()).send().await {
         Ok(r) => r,
         Err(e) => {
+            let why = error_chain(&e);
+            if why.contains("internal address") {
+                return ToolOutput::error(format!("Refused to fetch {url}: {why}."));
+            }
             return ToolOutput::error(format!(
-                "Fetching {url} failed: {e}. The page may be down or refused; retrying later may help."
+                "Fetching {url} failed: {why}. The page may be down or refused; retrying later may help."
             ));
         }
     };
@@ -143,8 +164,10 @@ pub async fn fetch(
     }
     let text =
         if content_type.contains("html") || (content_type.is_empty() && body.starts_with(b"<")) {
-            html2text::from_read(&body[..], 100)
-                .unwrap_or_else(|_| String::from_utf8_lossy(&body).into_owned())
+            match render_html(body).await {
+                Ok(text) => text,
+                Err(why) => return ToolOutput::error(format!("{url}: {why}")),
+            }
         } else if content_type.starts_with("text/")
             || content_type.contains("json")
             || content_type.contains("xml")
@@ -168,6 +191,38 @@ pub async fn fetch(
         return ToolOutput::error(format!("{url} answered HTTP {}:\n{out}", status.as_u16()));
     }
     ToolOutput::text(format!("Content of {url}:\n\n{out}"))
+}
+
+/// An error with its causes, which is where reqwest puts the reason.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}
+
+/// Renders HTML as readable text off the async threads, cut to [`MAX_HTML_BYTES`] first.
+async fn render_html(mut body: Vec<u8>) -> Result<String, String> {
+    let cut = body.len() > MAX_HTML_BYTES;
+    body.truncate(MAX_HTML_BYTES);
+    let render = tokio::task::spawn_blocking(move || {
+        html2text::from_read(&body[..], 100)
+            .unwrap_or_else(|_| String::from_utf8_lossy(&body).into_owned())
+    });
+    match tokio::time::timeout(RENDER_TIMEOUT, render).await {
+        Ok(Ok(mut text)) => {
+            if cut {
+                text.push_str("\n[page cut at 2 MiB before rendering]");
+            }
+            Ok(text)
+        }
+        Ok(Err(_)) => Err("the page could not be rendered as text".into()),
+        Err(_) => Err("the page took too long to render as text; try a simpler URL (for example a raw or print version)".into()),
+    }
 }
 
 #[derive(Deserialize)]

@@ -12,6 +12,7 @@ backend_tests!(
     sandbox_escapes_fail,
     file_tools_stay_in_the_workspace,
     limited_networking_allows_only_listed_hosts,
+    internal_addresses_are_out_of_reach,
     permission_policies_are_enforced_in_code,
     auto_bash_runs_only_what_it_can_prove_safe,
     confirmations_out_of_order_and_interrupts,
@@ -463,6 +464,63 @@ async fn limited_networking_allows_only_listed_hosts(b: Backend) {
         "{}",
         r[1].0
     );
+}
+
+async fn internal_addresses_are_out_of_reach(b: Backend) {
+    // A server on loopback stands in for this host's internal services (the database, the
+    // cloud metadata endpoint); with private networking off, nothing reaches it, whatever
+    // the environment's networking allows by name.
+    let app = axum::Router::new().route("/", axum::routing::get(|| async { "internal secret" }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    let s = TestServer::start_with(
+        b,
+        Options {
+            allow_private_network: false,
+            ..Default::default()
+        },
+    )
+    .await;
+    let unrestricted = json!({"type": "cloud", "networking": {"type": "unrestricted"}});
+    let listed = json!({"type": "cloud", "networking": {"type": "limited", "allowed_hosts": ["127.0.0.2", "localhost"]}});
+    for (env, mapped_by_name) in [(unrestricted, false), (listed, true)] {
+        let mut sess = session(&s, toolset(json!([]), "always_allow"), Some(env)).await;
+        let script = steps(&[
+            call(
+                "bash",
+                json!({"command": format!("curl -sS --max-time 5 http://127.0.0.2:{port}/ 2>&1; echo; curl -sS --max-time 5 -o /dev/null -w '%{{http_code}}' http://127.0.0.2:{port}/; echo; (echo > /dev/tcp/127.0.0.2/{port}) 2>&1 | head -1")}),
+            ),
+            call(
+                "web_fetch",
+                json!({"url": format!("http://127.0.0.2:{port}/")}),
+            ),
+            call(
+                "web_fetch",
+                json!({"url": format!("http://localhost:{port}/")}),
+            ),
+            call(
+                "web_fetch",
+                json!({"url": format!("http://[::ffff:127.0.0.2]:{port}/")}),
+            ),
+        ]);
+        turn(&s, &mut sess, &script).await;
+        let r = results(&sess.st.seen);
+        assert!(!r[0].0.contains("internal secret"), "{}", r[0].0);
+        assert!(r[0].0.contains("403"), "refused by the proxy: {}", r[0].0);
+        for (i, (text, is_error)) in r.iter().enumerate().skip(1) {
+            // The mapped address is not in the limited list, so it is refused by name first.
+            let why = if i == 3 && mapped_by_name {
+                "allowed_hosts"
+            } else {
+                "internal address"
+            };
+            assert!(
+                *is_error && !text.contains("internal secret") && text.contains(why),
+                "web_fetch refuses internal addresses: {text}"
+            );
+        }
+    }
 }
 
 async fn permission_policies_are_enforced_in_code(b: Backend) {

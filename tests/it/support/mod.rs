@@ -168,6 +168,9 @@ pub struct Options {
     pub web_search_url: Option<String>,
     /// Default lease of self-hosted work items.
     pub work_ttl_seconds: Option<i64>,
+    /// Tools may reach loopback and private addresses (on by default: the tests' stand-in
+    /// remote servers listen on loopback).
+    pub allow_private_network: bool,
 }
 
 impl Default for Options {
@@ -181,6 +184,7 @@ impl Default for Options {
             openai_base_url: None,
             web_search_url: None,
             work_ttl_seconds: None,
+            allow_private_network: true,
         }
     }
 }
@@ -220,6 +224,7 @@ pub fn test_config(data_dir: PathBuf, database_url: Option<String>, opts: &Optio
     // The in-sandbox proxy forwarder is a subcommand of the real binary.
     c.tools.helper = PathBuf::from(env!("CARGO_BIN_EXE_mast"));
     c.tools.web_search_url = opts.web_search_url.clone();
+    c.tools.allow_private_network = opts.allow_private_network;
     c.shutdown_grace = Duration::from_secs(5);
     // Small in-memory tmpfs mounts, so filling one is cheap to test.
     c.tools.limits.tmpfs_bytes = 32 << 20;

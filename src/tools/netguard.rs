@@ -1,0 +1,218 @@
+//! Which addresses tools may connect to. Whatever a session's networking policy allows by
+//! name, the addresses a name resolves to must be public: loopback, private, link-local,
+//! shared (CGNAT), unique-local and other special ranges would reach this server, its
+//! database, the host's neighbours or a cloud metadata service. An intranet deployment turns
+//! the check off with `MAST_ALLOW_PRIVATE_NETWORK=1`.
+//!
+//! Connections are made to the checked addresses themselves (never by re-resolving the
+//! name), so a name that changes its answer between the check and the connect gains nothing.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// Whether an IPv4 address is on the public internet.
+fn public_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, c, _] = ip.octets();
+    !(ip.is_unspecified()
+        || ip.is_loopback()
+        || ip.is_private()
+        || ip.is_link_local()
+        || ip.is_broadcast()
+        || ip.is_multicast()
+        || ip.is_documentation()
+        || a == 0 // "this network"
+        || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT)
+        || (a == 192 && b == 0 && c == 0) // IETF protocol assignments
+        || (a == 198 && (b == 18 || b == 19)) // benchmarking
+        || a >= 240) // reserved
+}
+
+/// Whether an IPv6 address is on the public internet; addresses embedding an IPv4 address
+/// (mapped, compatible, NAT64, 6to4) are judged by that address.
+fn public_v6(ip: Ipv6Addr) -> bool {
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return public_v4(v4);
+    }
+    let s = ip.segments();
+    let embedded =
+        |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
+    if s[..6] == [0; 6] {
+        // IPv4-compatible (deprecated), `::` and `::1` included.
+        return !ip.is_unspecified() && !ip.is_loopback() && public_v4(embedded(s[6], s[7]));
+    }
+    if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0; 4] {
+        return public_v4(embedded(s[6], s[7]));
+    }
+    if s[0] == 0x2002 {
+        return public_v4(embedded(s[1], s[2]));
+    }
+    !(ip.is_multicast()
+        || (s[0] & 0xfe00) == 0xfc00 // unique local
+        || (s[0] & 0xffc0) == 0xfe80 // link-local
+        || (s[0] & 0xffc0) == 0xfec0 // site-local (deprecated)
+        || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
+        || (s[0] == 0x2001 && s[1] == 0)) // Teredo: tunnels to anywhere
+}
+
+/// Whether `ip` is a public internet address.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => public_v4(v4),
+        IpAddr::V6(v6) => public_v6(v6),
+    }
+}
+
+/// The address check tools connect through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetGuard {
+    /// Loopback, private and link-local addresses may be reached too.
+    pub allow_private: bool,
+}
+
+impl NetGuard {
+    /// Refuses `ip` unless it is public or private addresses are allowed.
+    pub fn check(&self, ip: IpAddr) -> Result<(), String> {
+        if self.allow_private || is_public(ip) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{ip} is a loopback, private or otherwise internal address, which tools on this server may not reach"
+            ))
+        }
+    }
+
+    /// Resolves `host` (a name or an IP literal, brackets allowed) and keeps the addresses
+    /// that may be reached; an error when none may.
+    pub async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = bare.parse::<IpAddr>() {
+            self.check(ip)?;
+            return Ok(vec![SocketAddr::new(ip, port)]);
+        }
+        let found: Vec<SocketAddr> = tokio::net::lookup_host((bare, port))
+            .await
+            .map_err(|e| format!("`{bare}` could not be resolved: {e}"))?
+            .collect();
+        let mut refusal = None;
+        let allowed: Vec<SocketAddr> = found
+            .into_iter()
+            .filter(|a| match self.check(a.ip()) {
+                Ok(()) => true,
+                Err(why) => {
+                    refusal.get_or_insert(why);
+                    false
+                }
+            })
+            .collect();
+        if allowed.is_empty() {
+            return Err(match refusal {
+                Some(why) => format!("`{bare}` resolves to {why}"),
+                None => format!("`{bare}` has no addresses"),
+            });
+        }
+        Ok(allowed)
+    }
+
+    /// Connects to the first reachable allowed address of `host`.
+    pub async fn connect(&self, host: &str, port: u16) -> Result<tokio::net::TcpStream, String> {
+        let mut last = String::new();
+        for addr in self.resolve(host, port).await? {
+            match tokio::net::TcpStream::connect(addr).await {
+                Ok(s) => return Ok(s),
+                Err(e) => last = format!("{addr}: {e}"),
+            }
+        }
+        Err(format!("could not connect to `{host}` ({last})"))
+    }
+}
+
+/// reqwest's resolver for `web_fetch`: only addresses the guard allows.
+impl reqwest::dns::Resolve for NetGuard {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let guard = *self;
+        Box::pin(async move {
+            let addrs = guard
+                .resolve(name.as_str(), 0)
+                .await
+                .map_err(|why| -> Box<dyn std::error::Error + Send + Sync> { why.into() })?;
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn public(s: &str) -> bool {
+        is_public(s.parse().unwrap())
+    }
+
+    #[test]
+    fn internal_ranges_are_refused() {
+        for ip in [
+            "127.0.0.1",
+            "127.9.9.9",
+            "0.0.0.0",
+            "10.1.2.3",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "100.127.255.255",
+            "255.255.255.255",
+            "224.0.0.1",
+            "240.0.0.1",
+            "192.0.0.170",
+            "::",
+            "::1",
+            "fd00::1",
+            "fc00::1",
+            "fe80::1",
+            "fec0::1",
+            "ff02::1",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+            "::127.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "2002:a9fe:a9fe::1",
+            "2001::1",
+            "2001:db8::1",
+        ] {
+            assert!(!public(ip), "{ip} should be internal");
+        }
+    }
+
+    #[test]
+    fn public_addresses_pass() {
+        for ip in [
+            "1.1.1.1",
+            "8.8.8.8",
+            "172.32.0.1",
+            "100.128.0.1",
+            "2606:4700:4700::1111",
+            "::ffff:1.1.1.1",
+            "64:ff9b::808:808",
+        ] {
+            assert!(public(ip), "{ip} should be public");
+        }
+    }
+
+    #[tokio::test]
+    async fn resolution_keeps_only_allowed_addresses() {
+        let strict = NetGuard {
+            allow_private: false,
+        };
+        assert!(strict.resolve("127.0.0.1", 80).await.is_err());
+        assert!(strict.resolve("[::1]", 80).await.is_err());
+        let err = strict.resolve("localhost", 80).await.unwrap_err();
+        assert!(err.contains("internal address"), "{err}");
+        let open = NetGuard {
+            allow_private: true,
+        };
+        assert_eq!(
+            open.resolve("127.0.0.1", 80).await.unwrap(),
+            vec!["127.0.0.1:80".parse().unwrap()]
+        );
+    }
+}
