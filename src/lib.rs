@@ -166,6 +166,9 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         work_leases: config.work_leases,
         shutdown: shutdown.clone(),
     }));
+    if let Some(url) = &config.database_url {
+        engine.join_replicas(url);
+    }
     engine.start().await?;
     let app = api::router(state);
     let token = shutdown.clone();

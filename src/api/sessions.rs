@@ -338,7 +338,7 @@ async fn create(
         .create_session(&rec, &thread, &events, work.as_ref())
         .await?;
     if work.is_some() {
-        app.hub.work.queued(&env.id);
+        app.hub.work_queued(&env.id);
     }
     rec.last_seq = appended.len() as i64;
     if !appended.is_empty() {
@@ -663,7 +663,7 @@ pub async fn accept_events(
         app.engine.wake(id);
     }
     if acc.work {
-        app.hub.work.queued(&rec.environment_id);
+        app.hub.work_queued(&rec.environment_id);
     }
     Ok(appended.iter().take(n).map(|e| e.wire()).collect())
 }

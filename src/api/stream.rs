@@ -173,6 +173,11 @@ impl Tail {
                 Ok(Err(RecvError::Closed)) => return None,
                 // Fell behind the channel: what was missed is in the log.
                 Ok(Err(RecvError::Lagged(_))) => self.catching_up = true,
+                Ok(Ok(HubItem::Appended(seq))) => {
+                    if seq > self.last_seq {
+                        self.catching_up = true;
+                    }
+                }
                 Ok(Ok(HubItem::Deleted)) => {
                     self.done = true;
                     let data = json!({"type": kind::SESSION_DELETED, "id": crate::domain::ids::new_id("sevt"),

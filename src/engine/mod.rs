@@ -4,6 +4,7 @@
 //! Appending input wakes the session's runner here; a reaper resumes sessions whose owner
 //! died (expired lease), and at start-up every session left active is resumed from its log.
 
+mod cluster;
 pub mod context;
 pub mod delegation;
 pub mod intake;
@@ -38,6 +39,9 @@ pub struct EngineConfig {
     pub lease_ttl: Duration,
     /// How often the reaper looks for sessions without a live owner.
     pub reap_interval: Duration,
+    /// How often a replica re-checks the logs of the sessions streamed from it, in case a
+    /// signal from another replica was lost.
+    pub resync_interval: Duration,
     /// Safety bound on model requests in one turn (`tool_use_limit_reached_error`).
     pub max_requests_per_turn: u32,
     /// Retries of transient model errors before giving up on the turn.
@@ -59,6 +63,7 @@ impl Default for EngineConfig {
         EngineConfig {
             lease_ttl: Duration::from_secs(30),
             reap_interval: Duration::from_secs(5),
+            resync_interval: Duration::from_secs(2),
             max_requests_per_turn: 100,
             max_retries: 4,
             retry_base: Duration::from_secs(1),
@@ -184,7 +189,7 @@ impl Engine {
             match self.inner.store.requeue_expired_work(time::now()).await {
                 Ok(expired) => {
                     for env in &expired.requeued_in {
-                        self.inner.hub.work.queued(env);
+                        self.inner.hub.work_queued(env);
                     }
                     // A worker that never confirmed its stop may have left a call unanswered.
                     for sid in &expired.stopped_sessions {
@@ -206,7 +211,7 @@ impl Engine {
             .transact(session_id, &crate::store::Writer::Client, txn)
             .await
         {
-            Ok(Some((rec, _))) => self.inner.hub.work.queued(&rec.environment_id),
+            Ok(Some((rec, _))) => self.inner.hub.work_queued(&rec.environment_id),
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!(session_id, error = %e, "could not requeue a self-hosted session")
@@ -234,10 +239,19 @@ impl Engine {
             .spawn(async move { run(inner, sid, handle).await });
     }
 
-    /// Cuts short whatever the session's local runner is waiting on (a model stream, a
-    /// retry delay, a tool) in `thread` — every thread when None — so it handles the
-    /// interrupt recorded in the log.
+    /// Cuts short whatever the session's runner is waiting on (a model stream, a retry
+    /// delay, a tool) in `thread` — every thread when None — so it handles the interrupt
+    /// recorded in the log, on whichever replica it runs.
     pub fn interrupt(&self, session_id: &str, thread: Option<&str>) {
+        self.inner.hub.tell(crate::hub::Signal::Interrupt {
+            session_id: session_id.to_string(),
+            thread_id: thread.map(str::to_string),
+        });
+        self.interrupt_here(session_id, thread);
+    }
+
+    /// [`Engine::interrupt`] for this replica's runner only.
+    fn interrupt_here(&self, session_id: &str, thread: Option<&str>) {
         let runners = self.inner.runners.lock().expect("runners lock");
         if let Some(h) = runners.get(session_id) {
             h.dirty.store(true, Ordering::SeqCst);

@@ -399,7 +399,7 @@ impl<'a> Loop<'a> {
         self.released = rec.lease_owner.as_deref() != Some(self.inner.owner.as_str());
         self.inner.hub.publish(&self.sid, &appended);
         if self.self_hosted && EngineState::of(&rec).is_ok_and(|st| st.awaits_worker()) {
-            self.inner.hub.work.queued(&rec.environment_id);
+            self.inner.hub.work_queued(&rec.environment_id);
         }
         Ok(appended)
     }
@@ -640,11 +640,14 @@ impl<'a> Loop<'a> {
     }
 
     async fn wait_for_children(&mut self) -> Result<(), RunError> {
-        // An interrupt, a delegate's end or new answers all mean: look at the log again.
+        // An interrupt, a delegate's end or new answers all mean: look at the log again —
+        // and so does time passing, since an answer posted on another replica only
+        // reaches this one as a signal, which may be lost.
         let changed = async {
             tokio::select! {
                 _ = self.crew.changed.notified() => {}
                 _ = self.handle.nudge.notified() => {}
+                _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
             }
         };
         let _ = self.interruptible(changed).await?;

@@ -1,18 +1,23 @@
 //! In-process fan-out of committed events to stream subscribers, one topic per session.
 //!
 //! Publishing never blocks: a subscriber that falls behind the channel's capacity is told it
-//! lagged and re-reads what it missed from the store, so nothing is dropped silently.
+//! lagged and re-reads what it missed from the store, so nothing is dropped silently. With
+//! several replicas, what is published here is also told to the others as a [`Signal`]
+//! (through the outbox), and their subscribers read the events from the store.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 
 use crate::store::EventRecord;
 
+pub mod signal;
 pub mod work;
+
+pub use signal::Signal;
 
 /// Items a subscriber may fall behind before it re-reads from the store. Each topic allocates
 /// this many slots, so it stays modest: many sessions may be watched at once.
@@ -32,6 +37,9 @@ pub struct Published {
 pub enum HubItem {
     /// A committed event.
     Event(Arc<Published>),
+    /// Events up to this sequence number were committed elsewhere (another replica): read
+    /// them from the store.
+    Appended(i64),
     /// A stream-only preview frame (`event_start` / `event_delta`) of a thread; never stored.
     Preview {
         thread_id: String,
@@ -53,6 +61,9 @@ pub struct Hub {
     topics: Topics,
     /// Wake-ups for workers polling self-hosted environments.
     pub work: work::WorkSignals,
+    /// Where signals for the other replicas go (as payloads naming this replica), when
+    /// there are others.
+    outbox: OnceLock<(String, mpsc::Sender<String>)>,
 }
 
 /// A live subscription to a session's topic; the topic goes away with its last subscriber.
@@ -121,8 +132,29 @@ impl Hub {
         }
     }
 
+    /// Sends what this replica (`origin`) publishes to the other replicas too.
+    pub fn connect_outbox(&self, origin: &str, tx: mpsc::Sender<String>) {
+        let _ = self.outbox.set((origin.to_string(), tx));
+    }
+
+    /// Tells the other replicas, if any. Never waits: when the outbox is full the signal is
+    /// dropped, and the others' periodic check finds what it said.
+    pub fn tell(&self, signal: Signal) {
+        if let Some((origin, tx)) = self.outbox.get()
+            && tx.try_send(signal.encode(origin)).is_err()
+        {
+            tracing::debug!(?signal, "replica outbox full; the others will catch up");
+        }
+    }
+
     /// Publishes committed events, in order. Sessions nobody watches cost a map lookup.
     pub fn publish(&self, session_id: &str, events: &[EventRecord]) {
+        if let Some(last) = events.last() {
+            self.tell(Signal::Appended {
+                session_id: session_id.to_string(),
+                seq: last.seq,
+            });
+        }
         if events.is_empty()
             || !self
                 .topics
@@ -165,10 +197,41 @@ impl Hub {
         );
     }
 
-    /// Tells subscribers the session is gone.
+    /// Tells this replica's subscribers that events up to `seq` were committed elsewhere.
+    pub fn poke(&self, session_id: &str, seq: i64) {
+        self.send(session_id, HubItem::Appended(seq));
+    }
+
+    /// Sessions with subscribers here.
+    pub fn watched(&self) -> Vec<String> {
+        self.topics
+            .lock()
+            .expect("hub lock")
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Tells subscribers (here and on the other replicas) the session is gone.
     pub fn deleted(&self, session_id: &str) {
+        self.tell(Signal::Deleted {
+            session_id: session_id.to_string(),
+        });
+        self.deleted_here(session_id);
+    }
+
+    /// Tells this replica's subscribers the session is gone.
+    pub fn deleted_here(&self, session_id: &str) {
         self.send(session_id, HubItem::Deleted);
         self.topics.lock().expect("hub lock").remove(session_id);
+    }
+
+    /// Wakes polls waiting on the environment's queue, here and on the other replicas.
+    pub fn work_queued(&self, environment_id: &str) {
+        self.tell(Signal::WorkQueued {
+            environment_id: environment_id.to_string(),
+        });
+        self.work.queued(environment_id);
     }
 
     /// Number of sessions with live subscribers (for metrics and tests).

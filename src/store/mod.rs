@@ -3,6 +3,7 @@
 //! One SQL implementation ([`sql::SqlStore`]) serves both Postgres and SQLite through sqlx's
 //! `Any` driver; [`postgres`] and [`sqlite`] own connecting, tuning and migrating each.
 
+pub mod notify;
 pub mod postgres;
 mod query;
 pub mod sql;
@@ -450,6 +451,8 @@ pub trait Store: Send + Sync + 'static {
     -> StoreResult<Option<SessionRecord>>;
     /// One session by id alone (the engine's view).
     async fn get_session_by_id(&self, id: &str) -> StoreResult<Option<SessionRecord>>;
+    /// The last sequence number of each of these sessions' logs (missing ids are left out).
+    async fn last_seqs(&self, ids: &[String]) -> StoreResult<Vec<(String, i64)>>;
     /// Lists sessions by id.
     async fn list_sessions(
         &self,

@@ -621,6 +621,18 @@ impl Store for SqlStore {
         row.map(|r| session_from_row(&r)).transpose()
     }
 
+    async fn last_seqs(&self, ids: &[String]) -> StoreResult<Vec<(String, i64)>> {
+        if ids.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut sql = Sql::new("SELECT id, last_seq FROM sessions WHERE id IN ");
+        sql.bind_list(ids);
+        let rows = sql.query().fetch_all(&self.read).await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("id")?, r.try_get("last_seq")?)))
+            .collect()
+    }
+
     async fn list_sessions(
         &self,
         workspace_id: &str,

@@ -11,7 +11,7 @@ use crate::support::{Backend, Client, eventually, fresh_postgres_database};
 
 backend_tests!(sigkill_mid_turn_and_mid_tool_wait);
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -19,7 +19,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn spawn(data_dir: &std::path::Path, database_url: Option<&str>, port: u16) -> Child {
+pub(crate) fn spawn(data_dir: &std::path::Path, database_url: Option<&str>, port: u16) -> Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mast"));
     cmd.args([
         "serve",
@@ -40,7 +40,7 @@ fn spawn(data_dir: &std::path::Path, database_url: Option<&str>, port: u16) -> C
     cmd.spawn().expect("mast binary starts")
 }
 
-async fn wait_up(c: &Client) {
+pub(crate) async fn wait_up(c: &Client) {
     eventually(30, "the server to accept requests", || async {
         reqwest::get(format!("{}/healthz", c.base))
             .await
@@ -51,7 +51,7 @@ async fn wait_up(c: &Client) {
     .await;
 }
 
-fn check_log(log: &[Value]) {
+pub(crate) fn check_log(log: &[Value]) {
     let ids: std::collections::HashSet<&str> =
         log.iter().map(|e| e["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), log.len(), "no duplicated event");

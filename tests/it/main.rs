@@ -11,6 +11,7 @@ mod errors;
 mod multiagent;
 mod openai;
 mod openapi;
+mod replicas;
 mod sandbox;
 mod sessions;
 mod store;

@@ -74,6 +74,16 @@ impl Client {
 
     /// Sends a request with an optional JSON body.
     pub async fn send(&self, method: Method, path: &str, body: Option<&Value>) -> Resp {
+        self.try_send(method, path, body).await.expect("request")
+    }
+
+    /// [`Client::send`], with connection failures returned rather than fatal.
+    pub async fn try_send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Resp, reqwest::Error> {
         let mut req = self.http.request(method, format!("{}{path}", self.base));
         if let Some(k) = &self.key {
             req = req.header("x-api-key", k);
@@ -84,21 +94,21 @@ impl Client {
         if let Some(b) = body {
             req = req.json(b);
         }
-        let resp = req.send().await.expect("request");
+        let resp = req.send().await?;
         let status = resp.status();
         let headers = resp.headers().clone();
-        let bytes = resp.bytes().await.expect("body");
+        let bytes = resp.bytes().await?;
         let body = if bytes.is_empty() {
             Value::Null
         } else {
             serde_json::from_slice(&bytes)
                 .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()))
         };
-        Resp {
+        Ok(Resp {
             status,
             headers,
             body,
-        }
+        })
     }
 
     pub async fn get(&self, path: &str) -> Resp {

@@ -1,0 +1,98 @@
+//! Several replicas on one Postgres. What a replica publishes (appended events, interrupts,
+//! queued work, deletions) reaches the others as signals over LISTEN/NOTIFY; a replica acts
+//! on them only where it has something local to act on — subscribers of that session, its
+//! runner, polls waiting on that environment. Signals are hints: streams re-read the store,
+//! and a periodic check (and one after every reconnect) compares the watched sessions' logs
+//! with what their subscribers have, so a lost signal delays an event, never loses it.
+
+use std::sync::atomic::Ordering;
+
+use tokio::sync::mpsc;
+
+use super::Engine;
+use crate::hub::Signal;
+use crate::store::notify::{self, Heard};
+
+/// Signals waiting to be sent before new ones are dropped.
+const OUTBOX: usize = 4096;
+
+impl Engine {
+    /// Joins the replicas sharing the Postgres database at `url`.
+    pub fn join_replicas(&self, url: &str) {
+        let inner = &self.inner;
+        let (out_tx, out_rx) = mpsc::channel(OUTBOX);
+        inner.hub.connect_outbox(&inner.owner, out_tx);
+        let stop = inner.shutdown.clone();
+        inner
+            .tasks
+            .spawn(notify::send_forever(url.to_string(), out_rx, stop.clone()));
+        let (in_tx, mut in_rx) = mpsc::channel(OUTBOX);
+        inner
+            .tasks
+            .spawn(notify::listen_forever(url.to_string(), in_tx, stop.clone()));
+        let engine = self.clone();
+        inner.tasks.spawn(async move {
+            let mut tick = tokio::time::interval(engine.inner.config.resync_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tick.tick() => engine.resync().await,
+                    heard = in_rx.recv() => match heard {
+                        None => return,
+                        Some(Heard::Connected) => engine.resync().await,
+                        Some(Heard::Payload(p)) => engine.heard(&p),
+                    },
+                }
+            }
+        });
+    }
+
+    /// Acts on another replica's signal.
+    fn heard(&self, payload: &str) {
+        let Some((origin, signal)) = Signal::decode(payload) else {
+            tracing::debug!(payload, "ignoring an unreadable replica signal");
+            return;
+        };
+        if origin == self.inner.owner {
+            return;
+        }
+        match signal {
+            Signal::Appended { session_id, seq } => {
+                self.inner.hub.poke(&session_id, seq);
+                self.nudge_here(&session_id);
+            }
+            Signal::Interrupt {
+                session_id,
+                thread_id,
+            } => self.interrupt_here(&session_id, thread_id.as_deref()),
+            Signal::WorkQueued { environment_id } => self.inner.hub.work.queued(&environment_id),
+            Signal::Deleted { session_id } => self.inner.hub.deleted_here(&session_id),
+        }
+    }
+
+    /// Pokes every watched session whose log is ahead of what was published here.
+    async fn resync(&self) {
+        let watched = self.inner.hub.watched();
+        if watched.is_empty() {
+            return;
+        }
+        match self.inner.store.last_seqs(&watched).await {
+            Ok(seqs) => {
+                for (id, seq) in seqs {
+                    self.inner.hub.poke(&id, seq);
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "could not re-check watched sessions"),
+        }
+    }
+
+    /// Has this replica's runner of the session (if any) look at its log again.
+    fn nudge_here(&self, session_id: &str) {
+        let runners = self.inner.runners.lock().expect("runners lock");
+        if let Some(h) = runners.get(session_id) {
+            h.dirty.store(true, Ordering::SeqCst);
+            h.nudge.notify_one();
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! Several replicas on one Postgres: streams and interrupts reach the session whichever
+//! replica serves the request, and a replica SIGKILLed under load loses nothing.
+
+use std::process::Child;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::crash::{check_log, free_port, spawn, wait_up};
+use crate::support::http::weather_tool;
+use crate::support::sse::Stream;
+use crate::support::{
+    Backend, Client, TestServer, eventually, fresh_postgres_database, postgres_admin_url,
+};
+
+const WEATHER: &str = "call get_weather {\"city\":\"Oslo\"}\n---\nsay Oslo: {{result}}";
+
+fn skipped() -> bool {
+    if postgres_admin_url().is_none() {
+        eprintln!("SKIPPED: several replicas need Postgres; set MAST_TEST_DATABASE_URL");
+        return true;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_and_interrupts_cross_replicas() {
+    if skipped() {
+        return;
+    }
+    let a = TestServer::start(Backend::Postgres).await;
+    let b = TestServer::boot(a.config.clone(), Backend::Postgres).await;
+    let agent = a.client.agent(json!([weather_tool()])).await;
+    let sid = a.client.session(&agent).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = format!("/v1/sessions/{sid}/events/stream");
+    let mut on_a = Stream::open(&a.url, &path, None, &[]).await;
+    let mut on_b = Stream::open(&b.url, &path, None, &[]).await;
+
+    // The turn runs on A (which took the message); B's subscriber sees all of it.
+    a.client.say(&sid, WEATHER).await;
+    let idle = on_b.until_idle(20).await;
+    assert_eq!(idle["stop_reason"]["type"], "requires_action");
+    let call = on_b
+        .seen
+        .iter()
+        .find(|e| e["type"] == "agent.custom_tool_use")
+        .expect("B saw A's tool call")["id"]
+        .clone();
+    assert_eq!(on_a.until_idle(20).await, idle, "both saw the same idle");
+
+    // Answered on B, the turn now runs there; A's subscriber sees the rest, in order.
+    b.client
+        .send_events(
+            &sid,
+            json!([{"type": "user.custom_tool_result", "custom_tool_use_id": call,
+                "content": [{"type": "text", "text": "snow"}]}]),
+        )
+        .await;
+    let idle = on_a.until_idle(20).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    let said: Vec<&Value> = on_a
+        .seen
+        .iter()
+        .filter(|e| e["type"] == "agent.message")
+        .collect();
+    assert_eq!(said.len(), 1);
+    assert_eq!(said[0]["content"][0]["text"], "Oslo: snow");
+    on_b.until_idle(20).await;
+    let seqs = |st: &Stream| st.seen.iter().map(|e| e["id"].clone()).collect::<Vec<_>>();
+    assert_eq!(seqs(&on_a), seqs(&on_b), "same events, same order");
+    let log = a.client.all_events(&sid).await;
+    assert_eq!(
+        seqs(&on_a),
+        log.iter().map(|e| e["id"].clone()).collect::<Vec<_>>()
+    );
+
+    // A slow turn running on A is cut short by an interrupt sent to B.
+    a.client.say(&sid, "sleep 20000\nsay too late").await;
+    on_b.until(20, |e| e["type"] == "span.model_request_start")
+        .await;
+    let started = std::time::Instant::now();
+    b.client
+        .send_events(&sid, json!([{"type": "user.interrupt"}]))
+        .await;
+    let idle = on_b.until_idle(20).await;
+    assert!(
+        started.elapsed().as_secs() < 10,
+        "the interrupt reached the replica running the turn"
+    );
+    assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    assert!(
+        !on_b
+            .seen
+            .iter()
+            .any(|e| e["type"] == "agent.message" && e["content"][0]["text"] == "too late")
+    );
+    assert_eq!(a.active_runners() + b.active_runners(), 0);
+}
+
+/// A client that fails over between replicas.
+struct Replicas {
+    clients: Vec<Client>,
+    next: AtomicUsize,
+}
+
+impl Replicas {
+    /// Sends to the next replica in turn, and to the others while one is down.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> crate::support::http::Resp {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();
+            match self.clients[i].try_send(method.clone(), path, body).await {
+                Ok(r) if r.status.is_server_error() => {}
+                Ok(r) => return r,
+                Err(_) => {}
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no replica answered {path}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn events(&self, sid: &str) -> Vec<Value> {
+        let page = self
+            .send(
+                Method::GET,
+                &format!("/v1/sessions/{sid}/events?limit=1000"),
+                None,
+            )
+            .await;
+        page.body["data"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+/// The primary thread's model request spans never overlap: one runner at a time.
+fn one_runner_at_a_time(log: &[Value]) {
+    let mut open = false;
+    for e in log {
+        match e["type"].as_str() {
+            Some("span.model_request_start") => {
+                assert!(!open, "two model requests at once: two runners");
+                open = true;
+            }
+            Some("span.model_request_end") => open = false,
+            _ => {}
+        }
+    }
+}
+
+async fn one_session(r: &Replicas, agent: &str, env: &str) -> String {
+    let created = r
+        .send(
+            Method::POST,
+            "/v1/sessions",
+            Some(&json!({"agent": agent, "environment_id": env})),
+        )
+        .await;
+    let sid = created.body["id"]
+        .as_str()
+        .expect("session created")
+        .to_string();
+    let msg = json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": WEATHER}]}]});
+    let path = format!("/v1/sessions/{sid}/events");
+    loop {
+        let i = r.next.fetch_add(1, Ordering::Relaxed) % r.clients.len();
+        match r.clients[i].try_send(Method::POST, &path, Some(&msg)).await {
+            Ok(resp) if resp.status == 200 => return sid,
+            Ok(resp) if !resp.status.is_server_error() => panic!("{}", resp.body),
+            // The replica died with the request in flight: it may have been stored.
+            _ => {
+                if r.events(&sid)
+                    .await
+                    .iter()
+                    .any(|e| e["type"] == "user.message")
+                {
+                    return sid;
+                }
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+async fn answer(r: &Replicas, sid: &str) {
+    let call = loop {
+        let log = r.events(sid).await;
+        if let Some(c) = log.iter().find(|e| e["type"] == "agent.custom_tool_use")
+            && log.iter().any(|e| {
+                e["type"] == "session.status_idle" && e["stop_reason"]["type"] == "requires_action"
+            })
+        {
+            break c["id"].clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let result = json!({"events": [{"type": "user.custom_tool_result", "custom_tool_use_id": call,
+        "content": [{"type": "text", "text": "snow"}]}]});
+    let resp = r
+        .send(
+            Method::POST,
+            &format!("/v1/sessions/{sid}/events"),
+            Some(&result),
+        )
+        .await;
+    // A retry of an answer that did land is refused as already answered.
+    assert!(
+        resp.status == 200 || resp.body.to_string().contains("already answered"),
+        "{}",
+        resp.body
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_under_load_loses_nothing() {
+    if skipped() {
+        return;
+    }
+    const SESSIONS: usize = 300;
+    let db = fresh_postgres_database().await;
+    let dir = tempfile::TempDir::new().unwrap();
+    let ports = [free_port(), free_port()];
+    let mut children: Vec<Child> = ports
+        .iter()
+        .map(|p| spawn(dir.path(), Some(&db), *p))
+        .collect();
+    let clients: Vec<Client> = ports
+        .iter()
+        .map(|p| Client::new(&format!("http://127.0.0.1:{p}")))
+        .collect();
+    for c in &clients {
+        wait_up(c).await;
+    }
+    let r = Arc::new(Replicas {
+        clients,
+        next: AtomicUsize::new(0),
+    });
+    let env = r.clients[0].environment().await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let agent = r.clients[0].agent(json!([weather_tool()])).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // Every session: a message, a custom tool call answered over either replica, an answer.
+    let answered = Arc::new(AtomicUsize::new(0));
+    let killed = Arc::new(AtomicBool::new(false));
+    let gate = Arc::new(tokio::sync::Semaphore::new(24));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..SESSIONS {
+        let (r, agent, env, answered, gate) = (
+            r.clone(),
+            agent.clone(),
+            env.clone(),
+            answered.clone(),
+            gate.clone(),
+        );
+        tasks.spawn(async move {
+            let _slot = gate.acquire_owned().await.unwrap();
+            let sid = one_session(&r, &agent, &env).await;
+            answer(&r, &sid).await;
+            answered.fetch_add(1, Ordering::Relaxed);
+            sid
+        });
+    }
+    // Half-way through, replica 0 dies with sessions running on it, and comes back later.
+    eventually(120, "half the sessions to be answered", || async {
+        (answered.load(Ordering::Relaxed) >= SESSIONS / 2).then_some(())
+    })
+    .await;
+    children[0].kill().unwrap(); // SIGKILL
+    children[0].wait().unwrap();
+    killed.store(true, Ordering::Relaxed);
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    children[0] = spawn(dir.path(), Some(&db), ports[0]);
+    wait_up(&r.clients[0]).await;
+    let mut sids = Vec::new();
+    while let Some(sid) = tasks.join_next().await {
+        sids.push(sid.expect("session task"));
+    }
+    assert!(killed.load(Ordering::Relaxed));
+
+    for sid in &sids {
+        let log = eventually(60, "every session to end its turn", || async {
+            let log = r.events(sid).await;
+            log.iter()
+                .any(|e| {
+                    e["type"] == "session.status_idle" && e["stop_reason"]["type"] == "end_turn"
+                })
+                .then_some(log)
+        })
+        .await;
+        check_log(&log);
+        one_runner_at_a_time(&log);
+        let kinds = |t: &str| log.iter().filter(|e| e["type"] == t).count();
+        assert_eq!(kinds("user.message"), 1, "{sid}: one message");
+        assert_eq!(kinds("agent.custom_tool_use"), 1, "{sid}: one tool call");
+        assert_eq!(kinds("user.custom_tool_result"), 1, "{sid}: one answer");
+        let said: Vec<&Value> = log
+            .iter()
+            .filter(|e| e["type"] == "agent.message")
+            .collect();
+        assert_eq!(said.len(), 1, "{sid}: one answer from the agent");
+        assert_eq!(said[0]["content"][0]["text"], "Oslo: snow");
+    }
+    for c in &mut children {
+        c.kill().ok();
+        c.wait().ok();
+    }
+}
