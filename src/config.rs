@@ -75,6 +75,9 @@ impl Config {
         if let Some(d) = ms("MAST_LEASE_TTL_MS")? {
             self.engine.lease_ttl = d;
         }
+        if let Some(d) = ms("MAST_SHUTDOWN_GRACE_MS")? {
+            self.shutdown_grace = d;
+        }
         if let Some(d) = ms("MAST_REAP_INTERVAL_MS")? {
             self.engine.reap_interval = d;
         }

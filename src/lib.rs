@@ -121,13 +121,19 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     if let Some(key) = &config.bootstrap_api_key
         && store.workspace_for_key(&hash_key(key)).await?.is_none()
     {
-        store
+        let inserted = store
             .insert_api_key(
                 &domain::ids::new_id("apikey"),
                 DEFAULT_WORKSPACE,
                 &hash_key(key),
             )
-            .await?;
+            .await;
+        // Replicas starting together race to register the same key; one of them wins.
+        if let Err(e) = inserted
+            && store.workspace_for_key(&hash_key(key)).await?.is_none()
+        {
+            return Err(e.into());
+        }
         tracing::info!("bootstrap API key registered for the default workspace");
     }
     let keys = store.count_api_keys().await?;

@@ -100,6 +100,22 @@ async fn streams_and_interrupts_cross_replicas() {
             .any(|e| e["type"] == "agent.message" && e["content"][0]["text"] == "too late")
     );
     assert_eq!(a.active_runners() + b.active_runners(), 0);
+
+    // A replica shut down mid-turn hands its session back; the other finishes the turn.
+    let mut a = a;
+    a.client.say(&sid, "sleep 1500\nsay handed over").await;
+    on_b.until(20, |e| e["type"] == "span.model_request_start")
+        .await;
+    a.stop().await;
+    let idle = on_b.until_idle(30).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    assert!(
+        on_b.seen
+            .iter()
+            .any(|e| e["type"] == "agent.message" && e["content"][0]["text"] == "handed over"),
+        "the turn was finished by the other replica"
+    );
+    check_log(&b.client.all_events(&sid).await);
 }
 
 /// A client that fails over between replicas.
