@@ -11,6 +11,7 @@ pub mod engine;
 pub mod hub;
 pub mod models;
 pub mod store;
+pub mod telemetry;
 pub mod tools;
 
 use std::net::SocketAddr;
@@ -116,6 +117,8 @@ impl Running {
 
 /// Starts serving on `listener` with `config`.
 pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Running> {
+    // Installed before anything records, so no early measurement is lost.
+    telemetry::handle();
     let store = open_store(&config).await?;
     let addr = listener.local_addr()?;
     if let Some(key) = &config.bootstrap_api_key

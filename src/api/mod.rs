@@ -10,6 +10,7 @@ pub mod events;
 pub mod extract;
 pub mod models;
 pub mod openapi;
+pub mod ops;
 pub mod pagination;
 pub mod request_id;
 pub mod sessions;
@@ -104,11 +105,11 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .route("/openapi.json", get(openapi_json))
-        .route(
-            "/healthz",
-            get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
-        )
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
         .fallback(no_route)
+        .route_layer(middleware::from_fn(ops::track))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn(reject_nul))
         .layer(middleware::from_fn(request_id::middleware))

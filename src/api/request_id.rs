@@ -8,6 +8,8 @@ use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use tracing::Instrument;
+
 use super::error::ApiError;
 use crate::domain::ids::new_id;
 
@@ -32,6 +34,8 @@ fn is_json(resp: &Response) -> bool {
 /// Middleware: assigns the request id and normalises foreign error responses.
 pub async fn middleware(req: Request<Body>, next: Next) -> Response {
     let id = new_id("req");
+    // Every log line of the request carries its id (and, in JSON logs, its method and path).
+    let span = tracing::info_span!("request", request_id = %id, method = %req.method(), path = %req.uri().path());
     let mut resp = REQUEST_ID
         .scope(id.clone(), async move {
             let resp = next.run(req).await;
@@ -42,6 +46,7 @@ pub async fn middleware(req: Request<Body>, next: Next) -> Response {
                 resp
             }
         })
+        .instrument(span)
         .await;
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert("request-id", v);

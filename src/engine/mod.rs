@@ -234,9 +234,12 @@ impl Engine {
         runners.insert(session_id.to_string(), handle.clone());
         let inner = self.inner.clone();
         let sid = session_id.to_string();
-        self.inner
-            .tasks
-            .spawn(async move { run(inner, sid, handle).await });
+        // Every log line of the runner names its session.
+        let span = tracing::info_span!("runner", session_id = %sid);
+        self.inner.tasks.spawn(tracing::Instrument::instrument(
+            run(inner, sid, handle),
+            span,
+        ));
     }
 
     /// Cuts short whatever the session's runner is waiting on (a model stream, a retry
@@ -378,12 +381,17 @@ async fn take_lease(
     let ttl = inner.config.lease_ttl.as_micros() as i64;
     let held = rec.lease_owner.as_deref() == Some(inner.owner.as_str())
         && rec.lease_expires_at.is_some_and(|t| t > now + ttl / 2);
-    if held
-        || inner
-            .store
-            .claim_lease(sid, &inner.owner, now, now + ttl)
-            .await?
+    if held {
+        return Ok(Some(rec));
+    }
+    if inner
+        .store
+        .claim_lease(sid, &inner.owner, now, now + ttl)
+        .await?
     {
+        if rec.lease_owner.as_deref().is_some_and(|o| o != inner.owner) {
+            metrics::counter!(crate::telemetry::LEASE_TAKEOVERS).increment(1);
+        }
         return Ok(Some(rec));
     }
     Ok(None)

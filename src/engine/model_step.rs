@@ -115,8 +115,12 @@ impl Loop<'_> {
                     move |d: Delta| preview(&hub, &sid, &thread, &mid, &tid, &started_text, d);
                 let client = client.clone();
                 let request = &request;
-                self.interruptible(async move { client.complete(request, &sink).await })
-                    .await?
+                let started = std::time::Instant::now();
+                let outcome = self
+                    .interruptible(async move { client.complete(request, &sink).await })
+                    .await?;
+                record_request(&request.model, started, &outcome);
+                outcome
             };
             match outcome {
                 Waited::Interrupted => {
@@ -490,4 +494,29 @@ fn preview(
             );
         }
     }
+}
+
+/// The request's latency and tokens, for `/metrics`.
+fn record_request(
+    model: &str,
+    started: std::time::Instant,
+    outcome: &Waited<Result<crate::models::ModelResponse, crate::models::ModelError>>,
+) {
+    let result = match outcome {
+        Waited::Interrupted => "interrupted",
+        Waited::Done(Ok(resp)) => {
+            for (kind, n) in [
+                ("input", resp.usage.input_tokens),
+                ("output", resp.usage.output_tokens),
+                ("cache_read", resp.usage.cache_read_input_tokens),
+            ] {
+                metrics::counter!(crate::telemetry::MODEL_TOKENS, "model" => model.to_string(), "kind" => kind)
+                    .increment(n.max(0) as u64);
+            }
+            "ok"
+        }
+        Waited::Done(Err(_)) => "error",
+    };
+    metrics::histogram!(crate::telemetry::MODEL_DURATION, "model" => model.to_string(), "outcome" => result)
+        .record(started.elapsed().as_secs_f64());
 }

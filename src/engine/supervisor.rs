@@ -41,7 +41,8 @@ pub(super) async fn drive(
         body.agent.clone(),
         Role::Primary,
     )?;
-    let main = primary.run(Some(rec));
+    let span = tracing::info_span!("thread", thread_id = %body.primary_thread_id);
+    let main = tracing::Instrument::instrument(primary.run(Some(rec)), span);
     tokio::pin!(main);
     let mut children: FuturesUnordered<ChildRun<'_>> = FuturesUnordered::new();
     let mut running: HashSet<String> = HashSet::new();
@@ -50,7 +51,11 @@ pub(super) async fn drive(
             ended = &mut main => return ended,
             Some(tid) = to_spawn.recv() => {
                 if running.insert(tid.clone()) {
-                    children.push(Box::pin(run_child(inner, handle, &crew, &sid, tid)));
+                    let span = tracing::info_span!("thread", thread_id = %tid);
+                    children.push(Box::pin(tracing::Instrument::instrument(
+                        run_child(inner, handle, &crew, &sid, tid),
+                        span,
+                    )));
                 }
             }
             Some((tid, ended)) = children.next(), if !children.is_empty() => {

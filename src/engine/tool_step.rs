@@ -159,11 +159,17 @@ impl Loop<'_> {
         let output = match self.session_tools() {
             Ok(tools) => {
                 let (name, input) = (call.name.clone(), call.input.clone());
+                let started = std::time::Instant::now();
                 match self
                     .interruptible(async move { tools.run(&name, &input).await })
                     .await?
                 {
-                    Waited::Done(out) => out,
+                    Waited::Done(out) => {
+                        metrics::histogram!(crate::telemetry::TOOL_DURATION,
+                            "tool" => call.name.clone(), "is_error" => if out.is_error { "true" } else { "false" })
+                        .record(started.elapsed().as_secs_f64());
+                        out
+                    }
                     // interrupt() closes the running call.
                     Waited::Interrupted => return Ok(()),
                 }

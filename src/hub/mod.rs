@@ -234,6 +234,12 @@ impl Hub {
         self.work.queued(environment_id);
     }
 
+    /// Number of stream subscribers connected here.
+    pub fn subscriber_count(&self) -> usize {
+        let topics = self.topics.lock().expect("hub lock");
+        topics.values().map(|t| t.tx.receiver_count()).sum()
+    }
+
     /// Number of sessions with live subscribers (for metrics and tests).
     pub fn topic_count(&self) -> usize {
         self.topics.lock().expect("hub lock").len()

@@ -342,6 +342,15 @@ pub enum Deleted {
     Busy,
 }
 
+/// State-describing counts for `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpsCounts {
+    /// Sessions per status.
+    pub sessions_by_status: Vec<(String, i64)>,
+    /// Self-hosted work items waiting for a worker.
+    pub queued_work: i64,
+}
+
 /// Everything Mast persists. Both backends implement it with the same semantics (proven by
 /// the shared store test suite).
 #[async_trait]
@@ -584,4 +593,12 @@ pub trait Store: Send + Sync + 'static {
     async fn clear_foreign_leases(&self, owner: &str) -> StoreResult<u64>;
     /// Sessions that need a runner: active status or queued input, and no live lease.
     async fn sessions_needing_runner(&self, now: Micros, limit: i64) -> StoreResult<Vec<String>>;
+
+    // ---- operations ----
+
+    /// Why the store cannot serve requests (unreachable, or its schema is behind this
+    /// binary's migrations); None when it can.
+    async fn readiness(&self) -> Option<String>;
+    /// Counts for the metrics endpoint.
+    async fn ops_counts(&self) -> StoreResult<OpsCounts>;
 }

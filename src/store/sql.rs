@@ -9,8 +9,8 @@ use sqlx::{Row, Transaction};
 
 use super::query::{Arg, Sql, bound};
 use super::{
-    AgentFilter, Deleted, Direction, EventFilter, EventRecord, ExpiredWork, NewEvent, Scan,
-    SessionFilter, SessionRecord, SessionTxn, Store, StoreError, StoreResult, ThreadRecord,
+    AgentFilter, Deleted, Direction, EventFilter, EventRecord, ExpiredWork, NewEvent, OpsCounts,
+    Scan, SessionFilter, SessionRecord, SessionTxn, Store, StoreError, StoreResult, ThreadRecord,
     WorkRecord, WorkStats, WorkTxn, Writer,
 };
 use crate::domain::agent::Agent;
@@ -741,6 +741,7 @@ impl Store for SqlStore {
             // The single writer connection already serialises every write transaction.
             Dialect::Sqlite => "",
         };
+        let started = std::time::Instant::now();
         let mut tx = self.write.begin().await?;
         let row = sqlx::query(&format!(
             "SELECT {SESSION_COLS} FROM sessions WHERE id = $1{lock}"
@@ -832,6 +833,8 @@ impl Store for SqlStore {
             .await?;
         }
         tx.commit().await?;
+        metrics::histogram!(crate::telemetry::EVENT_APPEND_DURATION)
+            .record(started.elapsed().as_secs_f64());
         Ok(Some((rec, events)))
     }
 
@@ -1063,5 +1066,43 @@ impl Store for SqlStore {
         .fetch_all(&self.read)
         .await?;
         rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
+    }
+
+    async fn readiness(&self) -> Option<String> {
+        let latest = match self.dialect {
+            Dialect::Postgres => super::postgres::latest_migration(),
+            Dialect::Sqlite => super::sqlite::latest_migration(),
+        };
+        let row = sqlx::query(
+            "SELECT COALESCE(MAX(version), 0) AS v FROM _sqlx_migrations WHERE success = TRUE",
+        )
+        .fetch_one(&self.read)
+        .await;
+        match row.and_then(|r| r.try_get::<i64, _>("v")) {
+            Err(e) => Some(format!("the database is unreachable: {e}")),
+            Ok(v) if v < latest => Some(format!(
+                "the database schema is at migration {v}, this binary needs {latest}"
+            )),
+            Ok(_) => None,
+        }
+    }
+
+    async fn ops_counts(&self) -> StoreResult<OpsCounts> {
+        let rows = sqlx::query("SELECT status, COUNT(*) AS n FROM sessions GROUP BY status")
+            .fetch_all(&self.read)
+            .await?;
+        let sessions_by_status = rows
+            .iter()
+            .map(|r| Ok((r.try_get("status")?, r.try_get("n")?)))
+            .collect::<StoreResult<_>>()?;
+        let queued_work =
+            sqlx::query("SELECT COUNT(*) AS n FROM work_items WHERE state = 'queued'")
+                .fetch_one(&self.read)
+                .await?
+                .try_get("n")?;
+        Ok(OpsCounts {
+            sessions_by_status,
+            queued_work,
+        })
     }
 }

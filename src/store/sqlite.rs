@@ -48,3 +48,8 @@ pub async fn open(data_dir: &Path) -> StoreResult<SqlStore> {
     let read = options(4).connect(&url).await?;
     Ok(SqlStore::new(write, read, Dialect::Sqlite))
 }
+
+/// The newest migration this binary carries.
+pub(crate) fn latest_migration() -> i64 {
+    MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+}
