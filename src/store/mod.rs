@@ -47,6 +47,15 @@ impl From<sqlx::Error> for StoreError {
             sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
                 StoreError::Unavailable(e.to_string())
             }
+            // The server is shutting down or restarting (57P01-57P03), or the connection
+            // broke (class 08): the database is away, not the request wrong.
+            sqlx::Error::Database(db)
+                if db
+                    .code()
+                    .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")) =>
+            {
+                StoreError::Unavailable(e.to_string())
+            }
             sqlx::Error::Database(db) if db.is_unique_violation() => {
                 StoreError::Conflict(db.message().to_string())
             }

@@ -24,6 +24,7 @@ provider_tests!(
 backend_tests!(
     interrupt_during_a_slow_model_stream,
     transient_errors_retry_then_succeed,
+    provider_faults_take_the_error_path,
     retries_exhausted_and_fatal_errors,
     refusal_and_stream_cut,
     anthropic_wire_format_round_trip,
@@ -285,6 +286,66 @@ async fn interrupt_while_requires_action(b: Backend, m: ModelRoute) {
         .find(|e| e["type"] == "agent.message")
         .unwrap();
     assert_eq!(msg["content"][0]["text"], "You said: hello again");
+}
+
+async fn provider_faults_take_the_error_path(b: Backend) {
+    let mock = MockAnthropic::start().await;
+    // Garbage frames, a reset and a stalled stream are each retried like any transient error.
+    mock.push([
+        Reply::Garbage,
+        Reply::Reset,
+        Reply::Stall,
+        Reply::Text("recovered".into()),
+    ]);
+    let (s, sid, mut st) = claude_session(
+        b,
+        &mock,
+        Options {
+            max_retries: 3,
+            model_read_timeout: std::time::Duration::from_secs(1),
+            ..Options::default()
+        },
+    )
+    .await;
+    let c = &s.client;
+    c.say(&sid, "hi").await;
+    let idle = st.until_idle(30).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    let errors: Vec<&Value> = st
+        .seen
+        .iter()
+        .filter(|e| e["type"] == "session.error")
+        .collect();
+    assert_eq!(errors.len(), 3, "one error per fault: {errors:?}");
+    assert!(
+        errors
+            .iter()
+            .all(|e| e["error"]["retry_status"]["type"] == "retrying")
+    );
+    assert_eq!(
+        st.seen
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "agent.message")
+            .unwrap()["content"][0]["text"],
+        "recovered"
+    );
+    // When faults outlast the retries the turn ends in the documented way, never stuck.
+    mock.push([Reply::Garbage, Reply::Reset, Reply::Garbage, Reply::Reset]);
+    c.say(&sid, "again").await;
+    let idle = st.until_idle(30).await;
+    assert_eq!(idle["stop_reason"]["type"], "retries_exhausted");
+    let last = st
+        .seen
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "session.error")
+        .unwrap();
+    assert_eq!(last["error"]["retry_status"]["type"], "exhausted");
+    assert_eq!(
+        c.get(&format!("/v1/sessions/{sid}")).await.ok()["status"],
+        "idle"
+    );
 }
 
 async fn transient_errors_retry_then_succeed(b: Backend) {

@@ -13,6 +13,7 @@ mod multiagent;
 mod openai;
 mod openapi;
 mod operability;
+mod outage;
 mod replicas;
 mod sandbox;
 mod sessions;

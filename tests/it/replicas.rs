@@ -239,14 +239,24 @@ async fn answer(r: &Replicas, sid: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replica_killed_under_load_loses_nothing() {
-    if skipped() {
-        return;
+async fn one_of_two_replicas_killed_under_load_loses_nothing() {
+    if !skipped() {
+        killed_under_load(2).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_of_three_replicas_killed_under_load_loses_nothing() {
+    if !skipped() {
+        killed_under_load(3).await;
+    }
+}
+
+async fn killed_under_load(replicas: usize) {
     const SESSIONS: usize = 300;
     let db = fresh_postgres_database().await;
     let dir = tempfile::TempDir::new().unwrap();
-    let ports = [free_port(), free_port()];
+    let ports: Vec<u16> = (0..replicas).map(|_| free_port()).collect();
     let mut children: Vec<Child> = ports
         .iter()
         .map(|p| spawn(dir.path(), Some(&db), *p))

@@ -11,7 +11,8 @@ backend_tests!(
     live_only_by_default_and_errors_before_streaming,
     replay_after_an_event_while_appending,
     previews_on_request,
-    deletion_ends_the_stream
+    deletion_ends_the_stream,
+    a_stalled_client_slows_nothing,
 );
 
 async fn live_only_by_default_and_errors_before_streaming(b: Backend) {
@@ -212,4 +213,57 @@ async fn deletion_ends_the_stream(b: Backend) {
         st.next_frame(3).await.is_none(),
         "the stream closes after session.deleted"
     );
+}
+
+async fn a_stalled_client_slows_nothing(b: Backend) {
+    use tokio::io::AsyncWriteExt;
+    let s = TestServer::start(b).await;
+    let c = &s.client;
+    let agent = c.agent(json!([])).await;
+    let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
+    // A subscriber that never reads, with a tiny receive window: the server's writes to it
+    // block as soon as the kernel buffers fill.
+    let addr: std::net::SocketAddr = s.url.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(addr).await.unwrap();
+    stalled
+        .write_all(format!("GET /v1/sessions/{sid}/events/stream HTTP/1.1\r\nHost: x\r\nanthropic-version: 2023-06-01\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut fast = Stream::open(
+        &s.url,
+        &format!("/v1/sessions/{sid}/events/stream"),
+        None,
+        &[],
+    )
+    .await;
+    crate::support::eventually(10, "both subscribers", || async {
+        (s.stream_topics() == 1).then_some(())
+    })
+    .await;
+    // Far more than the stalled socket can hold, and more events than a subscriber may fall
+    // behind before it is dropped to the store.
+    let big = "x".repeat(60_000);
+    for i in 0..60 {
+        c.say(&sid, &format!("say {i} {big}")).await;
+        let idle = fast.until_idle(20).await;
+        assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    }
+    let said: Vec<&Value> = fast
+        .seen
+        .iter()
+        .filter(|e| e["type"] == "agent.message")
+        .collect();
+    assert_eq!(said.len(), 60, "the reading subscriber got every turn");
+    assert_eq!(
+        c.get(&format!("/v1/sessions/{sid}")).await.ok()["status"],
+        "idle"
+    );
+    drop(stalled);
+    drop(fast);
+    crate::support::eventually(40, "both subscriptions to go away", || async {
+        (s.stream_topics() == 0).then_some(())
+    })
+    .await;
 }

@@ -3,7 +3,6 @@
 //! request body is recorded.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,6 +35,12 @@ pub enum Reply {
     },
     /// Starts streaming, then drops the connection.
     Cut,
+    /// A 200 event stream of frames that are not the Messages API's.
+    Garbage,
+    /// Response headers, then the connection drops before any frame.
+    Reset,
+    /// A `message_start`, then silence on an open connection for two minutes.
+    Stall,
     /// A refusal.
     Refusal,
     /// Text cut by `max_tokens`.
@@ -127,6 +132,7 @@ async fn messages(State(state): State<Arc<Mutex<MockState>>>, body: axum::Json<V
         s.requests.push(body.0.clone());
         s.replies.pop_front().unwrap_or(Reply::Text("ok".into()))
     };
+    let (stall, reset) = (matches!(reply, Reply::Stall), matches!(reply, Reply::Reset));
     let (frames, delay): (Vec<Bytes>, Duration) = match reply {
         Reply::Status(status, kind) => {
             let body =
@@ -210,6 +216,16 @@ async fn messages(State(state): State<Arc<Mutex<MockState>>>, body: axum::Json<V
                 Duration::from_millis(delay_ms),
             )
         }
+        Reply::Garbage => (
+            vec![
+                Bytes::from_static(b"event: message_start\ndata: {not json at all\n\n"),
+                Bytes::from_static(b"data: \x01\x02 definitely-not-sse\n\n"),
+                Bytes::from_static(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"),
+            ],
+            Duration::ZERO,
+        ),
+        Reply::Reset => (vec![], Duration::ZERO),
+        Reply::Stall => (start_frames(), Duration::ZERO),
         Reply::Cut => {
             let mut f = start_frames();
             f.push(frame("content_block_start", json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})));
@@ -217,8 +233,12 @@ async fn messages(State(state): State<Arc<Mutex<MockState>>>, body: axum::Json<V
             (f, Duration::ZERO)
         }
     };
-    let (tx, rx) = mpsc::unbounded_channel::<Result<Bytes, Infallible>>();
+    let (tx, rx) = mpsc::unbounded_channel::<Result<Bytes, std::io::Error>>();
     tokio::spawn(async move {
+        if reset {
+            let _ = tx.send(Err(std::io::Error::other("reset")));
+            return;
+        }
         for f in frames {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
@@ -226,6 +246,10 @@ async fn messages(State(state): State<Arc<Mutex<MockState>>>, body: axum::Json<V
             if tx.send(Ok(f)).is_err() {
                 return;
             }
+        }
+        if stall {
+            tokio::time::sleep(Duration::from_secs(120)).await;
+            drop(tx);
         }
     });
     Response::builder()

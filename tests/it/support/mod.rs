@@ -171,6 +171,8 @@ pub struct Options {
     /// Tools may reach loopback and private addresses (on by default: the tests' stand-in
     /// remote servers listen on loopback).
     pub allow_private_network: bool,
+    /// How long a model stream may stay silent.
+    pub model_read_timeout: Duration,
 }
 
 impl Default for Options {
@@ -185,6 +187,7 @@ impl Default for Options {
             web_search_url: None,
             work_ttl_seconds: None,
             allow_private_network: true,
+            model_read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -208,7 +211,7 @@ pub fn test_config(data_dir: PathBuf, database_url: Option<String>, opts: &Optio
             .unwrap_or_else(|| "http://127.0.0.1:9".into()),
         api_key: Some("test-key".into()),
         auth_token: None,
-        read_timeout: Duration::from_secs(30),
+        read_timeout: opts.model_read_timeout,
     };
     if let Some(base) = &opts.openai_base_url {
         c.providers = vec![mast::models::registry::ProviderConfig {
