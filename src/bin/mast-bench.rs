@@ -49,6 +49,10 @@ struct Args {
     /// Subscribers in the fan-out scenario.
     #[arg(long, default_value_t = 1000)]
     subscribers: usize,
+    /// Server processes on one Postgres database (DATABASE_URL); the throughput scenario
+    /// posts each session's messages to one replica and streams it from the next.
+    #[arg(long, default_value_t = 1)]
+    replicas: usize,
 }
 
 const TOOL: &str =
@@ -102,7 +106,15 @@ async fn fresh_database(url: &str) -> String {
     )
 }
 
-async fn start_server() -> Server {
+/// The store servers use: a fresh Postgres database under DATABASE_URL, or None (SQLite).
+async fn database() -> Option<String> {
+    match std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()) {
+        Some(url) => Some(fresh_database(&url).await),
+        None => None,
+    }
+}
+
+async fn start_server(database: Option<&str>) -> Server {
     let bin: PathBuf = std::env::current_exe().unwrap().with_file_name("mast");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -121,9 +133,9 @@ async fn start_server() -> Server {
     .env("MAST_LOG", "warn")
     .stdout(Stdio::null())
     .stderr(Stdio::inherit());
-    let backend = match std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()) {
+    let backend = match database {
         Some(url) => {
-            cmd.env("DATABASE_URL", fresh_database(&url).await);
+            cmd.env("DATABASE_URL", url);
             "postgres"
         }
         None => {
@@ -315,15 +327,16 @@ async fn latency(api: &Api, turns: usize, per_session: usize) {
     );
 }
 
-async fn throughput(api: &Api, sessions: usize, seconds: u64) {
-    let (agent, env) = api.setup().await;
+async fn throughput(apis: &[Api], sessions: usize, seconds: u64) {
+    let (agent, env) = apis[0].setup().await;
     let turns = Arc::new(AtomicU64::new(0));
     let events = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
-    for _ in 0..sessions {
-        let (api, agent, env, turns, events) = (
-            api.clone(),
+    for i in 0..sessions {
+        let (api, watch, agent, env, turns, events) = (
+            apis[i % apis.len()].clone(),
+            apis[(i + 1) % apis.len()].clone(),
             agent.clone(),
             env.clone(),
             turns.clone(),
@@ -331,7 +344,7 @@ async fn throughput(api: &Api, sessions: usize, seconds: u64) {
         );
         tasks.push(tokio::spawn(async move {
             let sid = api.session(&agent, &env).await;
-            let mut rx = api.stream(&sid).await;
+            let mut rx = watch.stream(&sid).await;
             let mut n = 0;
             while Instant::now() < deadline {
                 api.say(&sid, "hello").await;
@@ -453,28 +466,42 @@ async fn main() {
     let args = Args::parse();
     let all = args.scenario == "all";
     let run = |name: &str| all || args.scenario == name;
-    let server = start_server().await;
-    let api = Api {
-        http: reqwest::Client::builder()
-            .pool_max_idle_per_host(256)
-            .build()
-            .unwrap(),
-        base: server.base.clone(),
-    };
+    let db = database().await;
+    if args.replicas > 1 && db.is_none() {
+        panic!("--replicas needs DATABASE_URL: replicas share one Postgres");
+    }
+    let mut servers = Vec::new();
+    for _ in 0..args.replicas.max(1) {
+        servers.push(start_server(db.as_deref()).await);
+    }
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .build()
+        .unwrap();
+    let apis: Vec<Api> = servers
+        .iter()
+        .map(|s| Api {
+            http: http.clone(),
+            base: s.base.clone(),
+        })
+        .collect();
+    let (server, api) = (&servers[0], &apis[0]);
     println!(
-        "| scenario ({} store) | result |\n|---|---|",
-        server.backend
+        "| scenario ({} store, {} replica{}) | result |\n|---|---|",
+        server.backend,
+        servers.len(),
+        if servers.len() == 1 { "" } else { "s" }
     );
     if run("latency") {
-        latency(&api, args.turns, args.turns_per_session).await;
+        latency(api, args.turns, args.turns_per_session).await;
     }
     if run("throughput") {
-        throughput(&api, args.sessions, args.seconds).await;
+        throughput(&apis, args.sessions, args.seconds).await;
     }
     if run("fanout") {
-        fanout(&api, args.subscribers).await;
+        fanout(api, args.subscribers).await;
     }
     if run("idle") {
-        idle(&api, &server, args.idle_sessions).await;
+        idle(api, server, args.idle_sessions).await;
     }
 }

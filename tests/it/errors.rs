@@ -5,7 +5,11 @@ use serde_json::json;
 use crate::backend_tests;
 use crate::support::{Backend, Options, TestServer};
 
-backend_tests!(errors_have_the_api_shape, keys_and_workspaces_isolate);
+backend_tests!(
+    errors_have_the_api_shape,
+    keys_and_workspaces_isolate,
+    limits_answer_clear_errors_and_change_nothing
+);
 
 async fn errors_have_the_api_shape(b: Backend) {
     let s = TestServer::start(b).await;
@@ -227,4 +231,55 @@ mod review_cases {
         })
         .await;
     }
+}
+
+async fn limits_answer_clear_errors_and_change_nothing(b: Backend) {
+    let s = TestServer::start(b).await;
+    let c = &s.client;
+    let agent = c.agent(json!([crate::support::http::weather_tool()])).await;
+    let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
+    let events = format!("/v1/sessions/{sid}/events");
+    let message = |text: String| json!({"type": "user.message", "content": [{"type": "text", "text": text}]});
+    // A batch of more than 100 events.
+    let batch: Vec<_> = (0..101).map(|i| message(format!("m{i}"))).collect();
+    let msg = c.post(&events, json!({ "events": batch })).await.err(400);
+    assert!(msg.contains("100"), "{msg}");
+    // A text block over a million bytes.
+    let msg = c
+        .post(&events, json!({"events": [message("x".repeat(1_000_001))]}))
+        .await
+        .err(400);
+    assert!(msg.contains("longer than"), "{msg}");
+    // More than 1000 content blocks in one event.
+    let blocks: Vec<_> = (0..1001).map(|_| json!({"type": "text", "text": "x"})).collect();
+    c.post(&events, json!({"events": [{"type": "user.message", "content": blocks}]}))
+        .await
+        .err(400);
+    // Query limits and cursors.
+    c.get(&format!("{events}?limit=1001")).await.err(400);
+    c.get(&format!("{events}?page=%%%")).await.err(400);
+    c.get("/v1/sessions?limit=101").await.err(400);
+    c.get("/v1/sessions?page=bm90LWEtY3Vyc29y").await.err(400);
+    // Metadata beyond its limits.
+    let keys: serde_json::Map<String, serde_json::Value> =
+        (0..17).map(|i| (format!("k{i}"), json!("v"))).collect();
+    c.post(
+        "/v1/agents",
+        json!({"name": "m", "model": "mast-scripted", "metadata": keys}),
+    )
+    .await
+    .err(400);
+    // Headers beyond what the server reads.
+    let huge = reqwest::Client::new()
+        .get(format!("{}/v1/agents", s.url))
+        .header("x-padding", "y".repeat(512 * 1024))
+        .send()
+        .await;
+    if let Ok(r) = huge {
+        assert_eq!(r.status(), 431);
+    }
+    // None of that stored anything.
+    let log = c.all_events(&sid).await;
+    assert!(log.is_empty(), "{log:?}");
+    assert_eq!(c.get("/v1/agents").await.ok()["data"].as_array().unwrap().len(), 1);
 }
