@@ -116,7 +116,8 @@ async fn retrieve(
 
 #[utoipa::path(post, path = "/v1/environments/{environment_id}", tag = "environments", request_body = EnvironmentUpdate,
     params(("environment_id" = String, Path)),
-    responses((status = 200, body = Environment), (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody)))]
+    responses((status = 200, body = Environment), (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody),
+        (status = 409, body = super::openapi::ErrorBody, description = "another environment has this name")))]
 async fn update(
     State(app): State<AppState>,
     Workspace(ws): Workspace,

@@ -36,7 +36,8 @@ fn has_escaped_nul(bytes: &[u8]) -> bool {
     })
 }
 
-/// Parses a JSON body; an empty body counts as `{}` (action endpoints get `Content-Length: 0`).
+/// Parses a JSON object body; an empty body counts as `{}` (action endpoints get
+/// `Content-Length: 0`).
 /// NUL characters are refused on every store alike (Postgres text cannot hold them).
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -44,6 +45,11 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     } else {
         bytes
     };
+    // Every request body is an object; serde would otherwise read a struct from an array of
+    // its fields in declaration order (`[null, null]` as an update clearing a description).
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::invalid("request body must be a JSON object"));
+    }
     if has_escaped_nul(bytes) {
         return Err(ApiError::invalid(
             "request body must not contain NUL (\\u0000) characters",

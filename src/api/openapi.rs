@@ -100,7 +100,7 @@ pub struct EventPage {
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
         EnvironmentKeyPage, ThreadPage)),
-    modifiers(&Security),
+    modifiers(&Security, &ErrorResponses),
     security(("api_key" = []), ("bearer" = [])),
 )]
 struct ApiDoc;
@@ -121,6 +121,85 @@ impl utoipa::Modify for Security {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+    }
+}
+
+/// Documents the error answers every operation can give, so each operation's annotation lists
+/// only its own: 400 for bad input (query, body, a NUL in the URL), 401 without a valid
+/// credential, 403 for a credential of the wrong kind or workspace, 404 when a path names
+/// something that does not exist, 413 for a body over the size limit.
+struct ErrorResponses;
+
+impl utoipa::Modify for ErrorResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::path::ParameterIn;
+        use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required, ResponseBuilder, Schema};
+        let error = |description: &str| {
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ErrorBody")))
+                        .build(),
+                )
+                .build()
+        };
+        // Schemas whose every property is optional: a body of that kind may be left out, since
+        // an empty body reads as `{}` (action endpoints get `Content-Length: 0`, API.md §1.1).
+        let all_optional: Vec<String> = openapi
+            .components
+            .iter()
+            .flat_map(|c| &c.schemas)
+            .filter_map(|(name, schema)| match schema {
+                RefOr::T(Schema::Object(o)) if o.required.is_empty() => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+        for item in openapi.paths.paths.values_mut() {
+            let ops = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+            ];
+            for op in ops.into_iter().flatten() {
+                let has_path_params = op
+                    .parameters
+                    .iter()
+                    .flatten()
+                    .any(|p| p.parameter_in == ParameterIn::Path);
+                let mut common = vec![
+                    ("400", "The request is invalid"),
+                    ("401", "No valid credential"),
+                    ("403", "The credential may not do this"),
+                ];
+                if has_path_params {
+                    common.push(("404", "Not found"));
+                }
+                if op.request_body.is_some() {
+                    common.push(("413", "The request body is too large"));
+                }
+                if let Some(body) = &mut op.request_body {
+                    let optional = body.content.values().all(|c| match &c.schema {
+                        Some(RefOr::Ref(r)) => r
+                            .ref_location
+                            .strip_prefix("#/components/schemas/")
+                            .is_some_and(|n| all_optional.iter().any(|o| o == n)),
+                        _ => false,
+                    });
+                    if optional {
+                        body.required = Some(Required::False);
+                    }
+                }
+                for (status, description) in common {
+                    op.responses
+                        .responses
+                        .entry(status.to_string())
+                        .or_insert_with(|| error(description).into());
+                }
+            }
+        }
     }
 }
 

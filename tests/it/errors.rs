@@ -8,7 +8,8 @@ use crate::support::{Backend, Options, TestServer};
 backend_tests!(
     errors_have_the_api_shape,
     keys_and_workspaces_isolate,
-    limits_answer_clear_errors_and_change_nothing
+    limits_answer_clear_errors_and_change_nothing,
+    bodies_must_be_objects,
 );
 
 async fn errors_have_the_api_shape(b: Backend) {
@@ -82,6 +83,53 @@ async fn errors_have_the_api_shape(b: Backend) {
             .unwrap()
             .starts_with("3.1")
     );
+}
+
+/// A body that is not a JSON object is refused, not read as the struct's fields in order
+/// (found by the schemathesis run: `[null, null]` cleared an environment's description).
+async fn bodies_must_be_objects(b: Backend) {
+    let s = TestServer::start(b).await;
+    let c = &s.client;
+    let env = c
+        .post(
+            "/v1/environments",
+            json!({"name": "objects-only", "description": "kept"}),
+        )
+        .await
+        .ok();
+    let env_path = format!("/v1/environments/{}", env["id"].as_str().unwrap());
+    for body in [
+        json!([null, null]),
+        json!(["renamed"]),
+        json!(1),
+        json!(null),
+    ] {
+        let msg = c.post(&env_path, body).await.err(400);
+        assert!(msg.contains("JSON object"), "{msg}");
+    }
+    let env = c.get(&env_path).await.ok();
+    assert_eq!(env["name"], "objects-only");
+    assert_eq!(env["description"], "kept");
+    let agent = c.agent(json!([])).await;
+    let session = c.session(&agent).await;
+    let session_id = session["id"].as_str().unwrap();
+    for path in [
+        format!("/v1/agents/{}", agent["id"].as_str().unwrap()),
+        format!("/v1/sessions/{session_id}"),
+        format!("/v1/sessions/{session_id}/events"),
+        "/v1/agents".to_string(),
+    ] {
+        c.post(&path, json!([[]])).await.err(400);
+    }
+    // Leading whitespace and an empty body (read as `{}`) are still fine.
+    let raw = reqwest::Client::new()
+        .post(format!("{}{env_path}", s.url))
+        .header("content-type", "application/json")
+        .body(" \n {\"description\": \"still\"}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), 200);
 }
 
 async fn keys_and_workspaces_isolate(b: Backend) {
