@@ -504,4 +504,22 @@ async fn main() {
     if run("idle") {
         idle(api, server, args.idle_sessions).await;
     }
+    drop(apis);
+    drop(servers);
+    if let (Some(db), Ok(admin)) = (db, std::env::var("DATABASE_URL")) {
+        drop_database(&admin, &db).await;
+    }
+}
+
+/// Drops the database the run created.
+async fn drop_database(admin: &str, db: &str) {
+    use sqlx::Connection;
+    let Some((_, name)) = db.rsplit_once('/') else {
+        return;
+    };
+    if let Ok(mut conn) = sqlx::PgConnection::connect(admin).await {
+        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .execute(&mut conn)
+            .await;
+    }
 }

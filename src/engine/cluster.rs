@@ -1,5 +1,7 @@
 //! Several replicas on one Postgres. What a replica publishes (appended events, interrupts,
-//! queued work, deletions) reaches the others as signals over LISTEN/NOTIFY; a replica acts
+//! queued work, deletions) reaches the others as signals over LISTEN/NOTIFY — only while it
+//! hears from others: every replica says hello every few seconds, so one alone on its
+//! database costs the database nothing per event. A replica acts
 //! on them only where it has something local to act on — subscribers of that session, its
 //! runner, polls waiting on that environment. Signals are hints: streams re-read the store,
 //! and a periodic check (and one after every reconnect) compares the watched sessions' logs
@@ -37,10 +39,16 @@ impl Engine {
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => return,
-                    _ = tick.tick() => engine.resync().await,
+                    _ = tick.tick() => {
+                        engine.inner.hub.tell(Signal::Hello { greeting: false });
+                        engine.resync().await;
+                    }
                     heard = in_rx.recv() => match heard {
                         None => return,
-                        Some(Heard::Connected) => engine.resync().await,
+                        Some(Heard::Connected) => {
+                            engine.inner.hub.tell(Signal::Hello { greeting: true });
+                            engine.resync().await;
+                        }
                         Some(Heard::Payload(p)) => engine.heard(&p),
                     },
                 }
@@ -57,7 +65,13 @@ impl Engine {
         if origin == self.inner.owner {
             return;
         }
+        let newcomer = self.inner.hub.heard_peer();
+        if newcomer || signal == (Signal::Hello { greeting: true }) {
+            // A replica that just appeared (or reconnected) learns of this one at once.
+            self.inner.hub.tell(Signal::Hello { greeting: false });
+        }
         match signal {
+            Signal::Hello { .. } => {}
             Signal::Appended { session_id, seq } => {
                 self.inner.hub.poke(&session_id, seq);
                 self.nudge_here(&session_id);

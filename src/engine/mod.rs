@@ -176,6 +176,9 @@ impl Engine {
                 _ = self.inner.shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
+            // Folds recorded histogram samples into their buckets; without it they pile up
+            // in memory until the next scrape.
+            crate::telemetry::handle().run_upkeep();
             match self
                 .inner
                 .store

@@ -6,7 +6,7 @@
 //! (through the outbox), and their subscribers read the events from the store.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
@@ -64,7 +64,13 @@ pub struct Hub {
     /// Where signals for the other replicas go (as payloads naming this replica), when
     /// there are others.
     outbox: OnceLock<(String, mpsc::Sender<String>)>,
+    /// When another replica was last heard from (µs since the epoch; 0 = never): a replica
+    /// alone on its database sends nothing but its hellos.
+    peer_heard_at: AtomicI64,
 }
+
+/// How long after the last word from another replica this one keeps signalling.
+const PEER_TTL_MICROS: i64 = 10_000_000;
 
 /// A live subscription to a session's topic; the topic goes away with its last subscriber.
 pub struct Subscription {
@@ -140,11 +146,23 @@ impl Hub {
     /// Tells the other replicas, if any. Never waits: when the outbox is full the signal is
     /// dropped, and the others' periodic check finds what it said.
     pub fn tell(&self, signal: Signal) {
+        let alone = crate::domain::time::now() - self.peer_heard_at.load(Ordering::Relaxed)
+            > PEER_TTL_MICROS;
+        if alone && !matches!(signal, Signal::Hello { .. }) {
+            return;
+        }
         if let Some((origin, tx)) = self.outbox.get()
             && tx.try_send(signal.encode(origin)).is_err()
         {
             tracing::debug!(?signal, "replica outbox full; the others will catch up");
         }
+    }
+
+    /// Notes that another replica spoke; true when none had for a while (a newcomer, which
+    /// deserves a hello at once).
+    pub fn heard_peer(&self) -> bool {
+        let now = crate::domain::time::now();
+        now - self.peer_heard_at.swap(now, Ordering::Relaxed) > PEER_TTL_MICROS
     }
 
     /// Publishes committed events, in order. Sessions nobody watches cost a map lookup.

@@ -16,6 +16,10 @@ pub enum Signal {
     WorkQueued { environment_id: String },
     /// The session was deleted.
     Deleted { session_id: String },
+    /// The sender is alive: sent every few seconds, and at once to a replica newly heard.
+    /// A `greeting` (sent by a replica whose listener just connected) is always answered, so
+    /// a newcomer learns of every other replica before it has anything to tell them.
+    Hello { greeting: bool },
 }
 
 impl Signal {
@@ -34,6 +38,8 @@ impl Signal {
             } => format!("{origin} i {session_id}"),
             Signal::WorkQueued { environment_id } => format!("{origin} q {environment_id}"),
             Signal::Deleted { session_id } => format!("{origin} d {session_id}"),
+            Signal::Hello { greeting: false } => format!("{origin} h -"),
+            Signal::Hello { greeting: true } => format!("{origin} h new"),
         }
     }
 
@@ -58,6 +64,8 @@ impl Signal {
             },
             ("q", None) => Signal::WorkQueued { environment_id: id },
             ("d", None) => Signal::Deleted { session_id: id },
+            ("h", None) if id == "-" => Signal::Hello { greeting: false },
+            ("h", None) if id == "new" => Signal::Hello { greeting: true },
             _ => return None,
         };
         Some((origin, signal))
@@ -89,6 +97,8 @@ mod tests {
             Signal::Deleted {
                 session_id: "sesn_4".into(),
             },
+            Signal::Hello { greeting: false },
+            Signal::Hello { greeting: true },
         ] {
             assert_eq!(Signal::decode(&s.encode("runner_x")), Some(("runner_x", s)));
         }

@@ -12,6 +12,8 @@ use tokio_util::sync::CancellationToken;
 pub const CHANNEL: &str = "mast_signals";
 /// Largest payload Postgres accepts is 8000 bytes; ours are a few ids.
 const MAX_PAYLOAD: usize = 7900;
+/// Signals sent in one round trip at most.
+const BATCH: usize = 256;
 
 /// What the listener hands its owner.
 pub enum Heard {
@@ -35,20 +37,27 @@ pub async fn send_forever(url: String, mut rx: mpsc::Receiver<String>, stop: Can
             return;
         }
     };
+    let mut batch = Vec::with_capacity(BATCH);
     loop {
-        let payload = tokio::select! {
+        let first = tokio::select! {
             _ = stop.cancelled() => return,
             p = rx.recv() => match p {
                 Some(p) => p,
                 None => return,
             },
         };
-        if payload.len() > MAX_PAYLOAD {
-            continue;
+        // Under load, whatever queued meanwhile goes in the same round trip.
+        batch.clear();
+        batch.push(first);
+        while batch.len() < BATCH
+            && let Ok(p) = rx.try_recv()
+        {
+            batch.push(p);
         }
-        if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
+        batch.retain(|p| p.len() <= MAX_PAYLOAD);
+        if let Err(e) = sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
             .bind(CHANNEL)
-            .bind(&payload)
+            .bind(&batch)
             .execute(&pool)
             .await
         {

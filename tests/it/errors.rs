@@ -287,7 +287,8 @@ async fn limits_answer_clear_errors_and_change_nothing(b: Backend) {
     let agent = c.agent(json!([crate::support::http::weather_tool()])).await;
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
     let events = format!("/v1/sessions/{sid}/events");
-    let message = |text: String| json!({"type": "user.message", "content": [{"type": "text", "text": text}]});
+    let message =
+        |text: String| json!({"type": "user.message", "content": [{"type": "text", "text": text}]});
     // A batch of more than 100 events.
     let batch: Vec<_> = (0..101).map(|i| message(format!("m{i}"))).collect();
     let msg = c.post(&events, json!({ "events": batch })).await.err(400);
@@ -299,10 +300,15 @@ async fn limits_answer_clear_errors_and_change_nothing(b: Backend) {
         .err(400);
     assert!(msg.contains("longer than"), "{msg}");
     // More than 1000 content blocks in one event.
-    let blocks: Vec<_> = (0..1001).map(|_| json!({"type": "text", "text": "x"})).collect();
-    c.post(&events, json!({"events": [{"type": "user.message", "content": blocks}]}))
-        .await
-        .err(400);
+    let blocks: Vec<_> = (0..1001)
+        .map(|_| json!({"type": "text", "text": "x"}))
+        .collect();
+    c.post(
+        &events,
+        json!({"events": [{"type": "user.message", "content": blocks}]}),
+    )
+    .await
+    .err(400);
     // Query limits and cursors.
     c.get(&format!("{events}?limit=1001")).await.err(400);
     c.get(&format!("{events}?page=%%%")).await.err(400);
@@ -329,5 +335,11 @@ async fn limits_answer_clear_errors_and_change_nothing(b: Backend) {
     // None of that stored anything.
     let log = c.all_events(&sid).await;
     assert!(log.is_empty(), "{log:?}");
-    assert_eq!(c.get("/v1/agents").await.ok()["data"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        c.get("/v1/agents").await.ok()["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
 }
