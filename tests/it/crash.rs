@@ -19,7 +19,31 @@ pub(crate) fn free_port() -> u16 {
         .port()
 }
 
-pub(crate) fn spawn(data_dir: &std::path::Path, database_url: Option<&str>, port: u16) -> Child {
+/// A server process that is killed when its owner goes away, a failed test included (a
+/// panicking test must not leave servers running against the test cluster).
+pub(crate) struct Reaped(pub Child);
+
+impl std::ops::Deref for Reaped {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub(crate) fn spawn(data_dir: &std::path::Path, database_url: Option<&str>, port: u16) -> Reaped {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mast"));
     cmd.args([
         "serve",
@@ -37,7 +61,7 @@ pub(crate) fn spawn(data_dir: &std::path::Path, database_url: Option<&str>, port
     if let Some(url) = database_url {
         cmd.env("DATABASE_URL", url);
     }
-    cmd.spawn().expect("mast binary starts")
+    Reaped(cmd.spawn().expect("mast binary starts"))
 }
 
 pub(crate) async fn wait_up(c: &Client) {

@@ -46,7 +46,7 @@ async fn secrets_stay_out_of_logs_and_events(b: Backend) {
     if let Some(url) = &db {
         cmd.env("DATABASE_URL", url);
     }
-    let mut child = cmd.spawn().expect("mast starts");
+    let mut child = crate::crash::Reaped(cmd.spawn().expect("mast starts"));
     let base = format!("http://127.0.0.1:{port}");
     let c = Client::new(&base).with_key(API_KEY);
     wait_up(&c).await;

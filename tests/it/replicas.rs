@@ -1,14 +1,13 @@
 //! Several replicas on one Postgres: streams and interrupts reach the session whichever
 //! replica serves the request, and a replica SIGKILLed under load loses nothing.
 
-use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::crash::{check_log, free_port, spawn, wait_up};
+use crate::crash::{Reaped, check_log, free_port, spawn, wait_up};
 use crate::support::http::weather_tool;
 use crate::support::sse::Stream;
 use crate::support::{
@@ -257,7 +256,7 @@ async fn killed_under_load(replicas: usize) {
     let db = fresh_postgres_database().await;
     let dir = tempfile::TempDir::new().unwrap();
     let ports: Vec<u16> = (0..replicas).map(|_| free_port()).collect();
-    let mut children: Vec<Child> = ports
+    let mut children: Vec<Reaped> = ports
         .iter()
         .map(|p| spawn(dir.path(), Some(&db), *p))
         .collect();
