@@ -27,7 +27,7 @@ pub enum Heard {
 /// (receivers re-check the store periodically).
 pub async fn send_forever(url: String, mut rx: mpsc::Receiver<String>, stop: CancellationToken) {
     let pool = match PgPoolOptions::new()
-        .max_connections(2)
+        .max_connections(1)
         .acquire_timeout(Duration::from_secs(5))
         .connect_lazy(&url)
     {

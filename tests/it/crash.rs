@@ -55,6 +55,8 @@ pub(crate) fn spawn(data_dir: &std::path::Path, database_url: Option<&str>, port
     .env("MAST_LEASE_TTL_MS", "1500")
     .env("MAST_REAP_INTERVAL_MS", "200")
     .env("MAST_LOG", "warn")
+    // The suite's servers share one Postgres and its connection limit.
+    .env("MAST_DB_MAX_CONNECTIONS", "6")
     .env_remove("DATABASE_URL")
     .stdout(Stdio::null())
     .stderr(Stdio::null());

@@ -41,6 +41,7 @@ async fn secrets_stay_out_of_logs_and_events(b: Backend) {
     .env("ANTHROPIC_BASE_URL", &provider)
     .env("MAST_LOG", "debug")
     .env("MAST_LOG_FORMAT", "json")
+    .env("MAST_DB_MAX_CONNECTIONS", "6")
     .stdout(Stdio::null())
     .stderr(std::fs::File::create(&log_path).unwrap());
     if let Some(url) = &db {

@@ -196,7 +196,8 @@ impl Default for Options {
 pub fn test_config(data_dir: PathBuf, database_url: Option<String>, opts: &Options) -> Config {
     let mut c = Config::new("127.0.0.1:0".parse().unwrap(), data_dir);
     c.database_url = database_url;
-    c.db_max_connections = 8;
+    // Tests run in parallel against one Postgres and its connection limit.
+    c.db_max_connections = 6;
     c.engine.lease_ttl = Duration::from_secs(2);
     c.engine.reap_interval = Duration::from_millis(200);
     c.engine.retry_base = Duration::from_millis(20);
