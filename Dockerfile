@@ -12,8 +12,11 @@ FROM debian:bookworm-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates bubblewrap \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --home-dir /var/lib/mast --create-home mast
+    && useradd --system --uid 10001 --home-dir /var/lib/mast --create-home mast \
+    && install -d -o mast -g mast -m 0711 /var/lib/mast/data
 COPY --from=build /src/target/release/mast /usr/local/bin/mast
+# The data directory exists in the image, so a volume mounted there (docker-compose.yml
+# shares one between replicas) starts out owned by the mast user.
 USER mast
 WORKDIR /var/lib/mast
 ENV MAST_LISTEN=0.0.0.0:8080 \

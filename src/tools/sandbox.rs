@@ -166,8 +166,14 @@ const GROUP: &str = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n";
 /// never one a sandbox controls, whose entries could be swapped for symlinks).
 pub fn write_account_files(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join("passwd"), PASSWD)?;
-    std::fs::write(dir.join("group"), GROUP)
+    // Written beside and renamed into place: replicas sharing a data directory rewrite these
+    // at start-up while sandboxes of the others may be reading them.
+    for (name, text) in [("passwd", PASSWD), ("group", GROUP)] {
+        let tmp = dir.join(format!(".{name}.{}", crate::domain::ids::new_secret(8)));
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, dir.join(name))?;
+    }
+    Ok(())
 }
 
 /// The `/etc` paths bound into the sandbox on this host.
