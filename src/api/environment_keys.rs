@@ -9,7 +9,6 @@ use super::AppState;
 use super::auth::{ENVIRONMENT_KEY_PREFIX, Workspace, hash_key};
 use super::error::{ApiError, ApiResult};
 use super::pagination::Page;
-use crate::domain::environment::EnvironmentConfig;
 use crate::domain::ids::{new_id, new_secret};
 use crate::domain::time;
 use crate::domain::work::{
@@ -29,18 +28,10 @@ pub fn router() -> Router<AppState> {
         )
 }
 
-/// Checks the environment exists in the workspace and is self-hosted.
+/// Checks the environment exists in the workspace, is self-hosted and, unless `archived_ok`,
+/// is not archived.
 async fn self_hosted(app: &AppState, ws: &str, env_id: &str, archived_ok: bool) -> ApiResult<()> {
-    let env = app
-        .store
-        .get_environment(ws, env_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("environment `{env_id}` not found")))?;
-    if !matches!(env.config, EnvironmentConfig::SelfHosted) {
-        return Err(ApiError::invalid(format!(
-            "environment `{env_id}` is not self_hosted: only self-hosted environments have worker keys"
-        )));
-    }
+    let env = super::work::self_hosted(app, ws, env_id).await?;
     if !archived_ok && env.archived_at.is_some() {
         return Err(ApiError::invalid_code(
             "environment_archived",

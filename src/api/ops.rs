@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -65,11 +65,7 @@ pub async fn track(req: Request, next: Next) -> Response {
     metrics::histogram!(telemetry::HTTP_DURATION, "route" => route.clone(), "method" => method.clone())
         .record(started.elapsed().as_secs_f64());
     metrics::counter!(telemetry::HTTP_REQUESTS, "route" => route, "method" => method,
-        "status" => status_label(status))
+        "status" => status.as_u16().to_string())
     .increment(1);
     resp
-}
-
-fn status_label(status: StatusCode) -> String {
-    status.as_u16().to_string()
 }

@@ -63,7 +63,9 @@ fn work_not_found(id: &str) -> ApiError {
 }
 
 /// The self-hosted environment `env_id` of the workspace.
-async fn self_hosted(app: &AppState, ws: &str, env_id: &str) -> ApiResult<Environment> {
+/// The caller's self-hosted environment `env_id`; 404 when it is not theirs, 400 when it is
+/// not self-hosted (only those have a work queue and worker keys).
+pub(super) async fn self_hosted(app: &AppState, ws: &str, env_id: &str) -> ApiResult<Environment> {
     let env = app
         .store
         .get_environment(ws, env_id)
@@ -71,7 +73,7 @@ async fn self_hosted(app: &AppState, ws: &str, env_id: &str) -> ApiResult<Enviro
         .ok_or_else(|| ApiError::not_found(format!("environment `{env_id}` not found")))?;
     if !matches!(env.config, EnvironmentConfig::SelfHosted) {
         return Err(ApiError::invalid(format!(
-            "environment `{env_id}` is not self_hosted: only self-hosted environments have a work queue"
+            "environment `{env_id}` is not self_hosted: only self-hosted environments have a work queue and worker keys"
         )));
     }
     Ok(env)

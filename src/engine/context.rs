@@ -64,22 +64,27 @@ fn push(messages: &mut Vec<Message>, role: Role, mut content: Vec<Value>) {
     }
 }
 
-fn result_block(ev: &EventRecord, id_key: &str) -> Option<(String, Value)> {
-    let id = ev.body.get(id_key)?.as_str()?.to_string();
-    // A tool may return empty text; models reject empty text blocks, so they are dropped.
-    let content: Vec<Value> = ev
-        .body
+/// The event's content blocks without empty text blocks: providers reject those, and one in
+/// the log must not break every later turn.
+fn non_empty_content(ev: &EventRecord) -> Vec<Value> {
+    ev.body
         .get("content")
         .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
         .into_iter()
+        .flatten()
         .filter(|b| {
             b.get("text")
                 .and_then(Value::as_str)
                 .is_none_or(|t| !t.trim().is_empty())
         })
-        .collect();
+        .cloned()
+        .collect()
+}
+
+fn result_block(ev: &EventRecord, id_key: &str) -> Option<(String, Value)> {
+    let id = ev.body.get(id_key)?.as_str()?.to_string();
+    // A tool may return empty text; models reject empty text blocks, so they are dropped.
+    let content = non_empty_content(ev);
     let is_error = ev
         .body
         .get("is_error")
@@ -93,20 +98,7 @@ fn result_block(ev: &EventRecord, id_key: &str) -> Option<(String, Value)> {
 }
 
 fn input_blocks(ev: &EventRecord) -> Vec<Value> {
-    // Providers reject empty text blocks; one in the log must not break every later turn.
-    let content: Vec<Value> = ev
-        .body
-        .get("content")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|b| {
-            b.get("text")
-                .and_then(Value::as_str)
-                .is_none_or(|t| !t.trim().is_empty())
-        })
-        .collect();
+    let content = non_empty_content(ev);
     if ev.kind == kind::SYSTEM_MESSAGE {
         let text = crate::domain::content::plain_text(&content);
         return vec![

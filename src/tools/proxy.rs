@@ -216,21 +216,18 @@ async fn serve(mut client: UnixStream, policy: EgressPolicy, guard: NetGuard) {
         {
             return;
         }
-        if end < head.len() && upstream.write_all(&head[end..]).await.is_err() {
-            return;
-        }
-        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
-    } else {
-        if upstream
-            .write_all(forwarded_head(&text).as_bytes())
-            .await
-            .is_err()
-            || (end < head.len() && upstream.write_all(&head[end..]).await.is_err())
-        {
-            return;
-        }
-        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    } else if upstream
+        .write_all(forwarded_head(&text).as_bytes())
+        .await
+        .is_err()
+    {
+        return;
     }
+    // Whatever the client sent beyond the head (a body, or TLS bytes after CONNECT).
+    if end < head.len() && upstream.write_all(&head[end..]).await.is_err() {
+        return;
+    }
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
 }
 
 /// The in-sandbox forwarder (`mast sandbox-forward`): TCP on 127.0.0.1:`port` to `socket`.
