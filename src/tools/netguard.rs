@@ -1,13 +1,78 @@
 //! Which addresses tools may connect to. Whatever a session's networking policy allows by
 //! name, the addresses a name resolves to must be public: loopback, private, link-local,
 //! shared (CGNAT), unique-local and other special ranges would reach this server, its
-//! database, the host's neighbours or a cloud metadata service. An intranet deployment turns
-//! the check off with `MAST_ALLOW_PRIVATE_NETWORK=1`.
+//! database, the host's neighbours or a cloud metadata service. The addresses of this host's
+//! own interfaces are refused too, public ones included: on a host with a public address,
+//! anything listening on `0.0.0.0` (this server's `/metrics`, a database) would otherwise be
+//! one hop away. An intranet deployment turns the check off with `MAST_ALLOW_PRIVATE_NETWORK=1`.
 //!
 //! Connections are made to the checked addresses themselves (never by re-resolving the
 //! name), so a name that changes its answer between the check and the connect gains nothing.
 
+use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a reading of the host's interface addresses is trusted: addresses come and go
+/// (DHCP, a new interface), so the list is re-read at most this often, on demand.
+const LOCAL_REFRESH: Duration = Duration::from_secs(5);
+
+/// The last reading of the host's interface addresses.
+static LOCAL: Mutex<Option<(Instant, Arc<HashSet<IpAddr>>)>> = Mutex::new(None);
+
+/// Reads the addresses bound to this host's interfaces (in this network namespace).
+fn read_local_addresses() -> std::io::Result<HashSet<IpAddr>> {
+    Ok(if_addrs::get_if_addrs()?
+        .into_iter()
+        .map(|i| i.ip())
+        .collect())
+}
+
+/// The addresses bound to this host's interfaces, re-read when the last reading is older than
+/// [`LOCAL_REFRESH`]. A failed reading keeps the previous one (and is logged).
+fn local_addresses() -> Arc<HashSet<IpAddr>> {
+    let mut last = LOCAL.lock().expect("local addresses lock");
+    if let Some((at, addrs)) = last.as_ref()
+        && at.elapsed() < LOCAL_REFRESH
+    {
+        return addrs.clone();
+    }
+    let addrs = match read_local_addresses() {
+        Ok(found) => Arc::new(found),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read this host's interface addresses");
+            last.as_ref().map(|(_, a)| a.clone()).unwrap_or_default()
+        }
+    };
+    *last = Some((Instant::now(), addrs.clone()));
+    addrs
+}
+
+/// The IPv4 address an IPv6 address stands for (mapped, compatible, NAT64 or 6to4), if any.
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    let s = ip.segments();
+    let embedded =
+        |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
+    if s[..6] == [0; 6] || (s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0; 4]) {
+        return Some(embedded(s[6], s[7]));
+    }
+    (s[0] == 0x2002).then(|| embedded(s[1], s[2]))
+}
+
+/// Whether `ip` (or the IPv4 address it embeds) is one of `local`'s addresses.
+fn is_local_in(ip: IpAddr, local: &HashSet<IpAddr>) -> bool {
+    local.contains(&ip)
+        || matches!(ip, IpAddr::V6(v6) if embedded_v4(v6).is_some_and(|v4| local.contains(&IpAddr::V4(v4))))
+}
+
+/// Whether `ip` is bound to one of this host's own interfaces.
+pub fn is_local(ip: IpAddr) -> bool {
+    is_local_in(ip, &local_addresses())
+}
 
 /// Whether an IPv4 address is on the public internet.
 fn public_v4(ip: Ipv4Addr) -> bool {
@@ -29,22 +94,11 @@ fn public_v4(ip: Ipv4Addr) -> bool {
 /// Whether an IPv6 address is on the public internet; addresses embedding an IPv4 address
 /// (mapped, compatible, NAT64, 6to4) are judged by that address.
 fn public_v6(ip: Ipv6Addr) -> bool {
-    if let Some(v4) = ip.to_ipv4_mapped() {
+    // `::` and `::1` count as IPv4-compatible 0.0.0.0 and 0.0.0.1: "this network".
+    if let Some(v4) = embedded_v4(ip) {
         return public_v4(v4);
     }
     let s = ip.segments();
-    let embedded =
-        |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
-    if s[..6] == [0; 6] {
-        // IPv4-compatible (deprecated), `::` and `::1` included.
-        return !ip.is_unspecified() && !ip.is_loopback() && public_v4(embedded(s[6], s[7]));
-    }
-    if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0; 4] {
-        return public_v4(embedded(s[6], s[7]));
-    }
-    if s[0] == 0x2002 {
-        return public_v4(embedded(s[1], s[2]));
-    }
     !(ip.is_multicast()
         || (s[0] & 0xfe00) == 0xfc00 // unique local
         || (s[0] & 0xffc0) == 0xfe80 // link-local
@@ -69,14 +123,21 @@ pub struct NetGuard {
 }
 
 impl NetGuard {
-    /// Refuses `ip` unless it is public or private addresses are allowed.
+    /// Refuses `ip` unless it is a public address of another host, or private addresses are
+    /// allowed.
     pub fn check(&self, ip: IpAddr) -> Result<(), String> {
-        if self.allow_private || is_public(ip) {
+        if self.allow_private {
             Ok(())
-        } else {
+        } else if !is_public(ip) {
             Err(format!(
                 "{ip} is a loopback, private or otherwise internal address, which tools on this server may not reach"
             ))
+        } else if is_local(ip) {
+            Err(format!(
+                "{ip} is an address of this server's own host, an internal address which tools on this server may not reach"
+            ))
+        } else {
+            Ok(())
         }
     }
 
@@ -195,6 +256,38 @@ mod tests {
             "64:ff9b::808:808",
         ] {
             assert!(public(ip), "{ip} should be public");
+        }
+    }
+
+    #[test]
+    fn the_hosts_own_addresses_are_local_in_every_form() {
+        let local: HashSet<IpAddr> = ["93.184.215.14", "2606:2800:21f::1"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        for ip in [
+            "93.184.215.14",
+            "::ffff:93.184.215.14",
+            "64:ff9b::5db8:d70e",
+            "2002:5db8:d70e::1",
+            "2606:2800:21f::1",
+        ] {
+            assert!(is_local_in(ip.parse().unwrap(), &local), "{ip}");
+        }
+        for ip in ["93.184.215.15", "2606:2800:21f::2", "1.1.1.1"] {
+            assert!(!is_local_in(ip.parse().unwrap(), &local), "{ip}");
+        }
+    }
+
+    #[test]
+    fn the_guard_reads_this_hosts_interfaces() {
+        // Loopback is on every host; whatever else is bound here is refused however public.
+        assert!(local_addresses().contains(&IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        let strict = NetGuard {
+            allow_private: false,
+        };
+        for ip in read_local_addresses().unwrap() {
+            assert!(strict.check(ip).is_err(), "{ip}");
         }
     }
 
