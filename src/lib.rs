@@ -187,6 +187,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
     });
+    let listener = api::edge::EdgeListener(listener);
     let server = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async move { token.cancelled().await })

@@ -46,6 +46,12 @@ impl ApiError {
         e
     }
 
+    /// The same error answered with another status.
+    pub fn with_status(mut self, status: StatusCode) -> Self {
+        self.status = status;
+        self
+    }
+
     /// 404 `not_found_error` naming what was not found.
     pub fn not_found(what: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found_error", what)

@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod auth;
+pub mod edge;
 pub mod environment_keys;
 pub mod environments;
 pub mod error;

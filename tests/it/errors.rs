@@ -10,6 +10,7 @@ backend_tests!(
     keys_and_workspaces_isolate,
     limits_answer_clear_errors_and_change_nothing,
     bodies_must_be_objects,
+    oversized_and_malformed_heads_get_the_api_shape,
 );
 
 async fn errors_have_the_api_shape(b: Backend) {
@@ -342,4 +343,62 @@ async fn limits_answer_clear_errors_and_change_nothing(b: Backend) {
             .len(),
         1
     );
+}
+
+/// Sends raw bytes on a fresh connection and reads the whole answer.
+async fn raw_exchange(url: &str, request: &[u8]) -> (String, serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url.trim_start_matches("http://");
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // The server may answer and close before it has read everything.
+    let _ = tcp.write_all(request).await;
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        tcp.read_to_end(&mut out),
+    )
+    .await
+    .expect("the server answers and closes");
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a whole response");
+    let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"));
+    (head.to_string(), body)
+}
+
+async fn oversized_and_malformed_heads_get_the_api_shape(b: Backend) {
+    let s = TestServer::start(b).await;
+    let long_uri = format!(
+        "GET /v1/agents?x={} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "a".repeat(70_000)
+    );
+    let big_header = format!(
+        "GET /v1/agents HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(500_000)
+    );
+    let many_headers = format!(
+        "GET /v1/agents HTTP/1.1\r\nHost: x\r\n{}\r\n",
+        (0..150)
+            .map(|i| format!("X-{i}: a\r\n"))
+            .collect::<String>()
+    );
+    for (request, status, words) in [
+        (long_uri.as_str(), 414, "URI is too long"),
+        (big_header.as_str(), 431, "headers are too large"),
+        (many_headers.as_str(), 431, "headers are too large"),
+        ("GARBAGE\r\n\r\n", 400, "could not be parsed"),
+    ] {
+        let (head, body) = raw_exchange(&s.url, request.as_bytes()).await;
+        assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{head}");
+        assert!(head.contains("content-type: application/json"), "{head}");
+        let rid = body["request_id"].as_str().unwrap();
+        assert!(head.contains(&format!("request-id: {rid}")), "{head}");
+        assert_eq!(body["type"], "error");
+        assert_eq!(body["error"]["type"], "invalid_request_error");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(words),
+            "{body}"
+        );
+    }
+    // Ordinary requests are untouched.
+    s.client.get("/v1/agents").await.ok();
 }
