@@ -321,7 +321,12 @@ async fn stop(
     .await?;
     if w.stopped_at.is_some() {
         // A worker that let go mid-turn leaves tool calls unanswered: queue the session again.
-        app.engine.requeue_if_awaiting(&w.session_id).await;
+        // (Marked in the stop's own transaction, so the reaper finishes this after a crash.)
+        let item = crate::store::StoppedWork {
+            work_id: w.id.clone(),
+            session_id: w.session_id.clone(),
+        };
+        app.engine.settle_stopped_work(&item).await;
     }
     Ok(axum::Json(work::view(&w, None)?))
 }

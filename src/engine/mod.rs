@@ -194,31 +194,44 @@ impl Engine {
                     for env in &expired.requeued_in {
                         self.inner.hub.work_queued(env);
                     }
-                    // A worker that never confirmed its stop may have left a call unanswered.
-                    for sid in &expired.stopped_sessions {
-                        self.requeue_if_awaiting(sid).await;
-                    }
                 }
                 Err(e) => tracing::warn!(error = %e, "reaper could not requeue work"),
+            }
+            // Stopped items whose follow-up did not happen yet: a worker that never confirmed
+            // its stop, or a stop whose process died before it could requeue the session.
+            match self.inner.store.work_needing_requeue_check(100).await {
+                Ok(stopped) => {
+                    for item in &stopped {
+                        self.settle_stopped_work(item).await;
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "reaper could not list stopped work"),
             }
         }
     }
 
-    /// Queues a fresh work item for a self-hosted session whose item stopped while it still
-    /// waits on a worker's tool result.
-    pub async fn requeue_if_awaiting(&self, session_id: &str) {
+    /// Finishes a stopped work item: when its self-hosted session still waits on a worker's
+    /// tool result (the worker let go mid-turn), a fresh item is queued so another worker
+    /// finishes the call; then the item's mark is cleared. Safe to repeat, and on any replica:
+    /// a session never has two live items.
+    pub async fn settle_stopped_work(&self, item: &crate::store::StoppedWork) {
         let txn = Box::new(work::requeue_if_awaiting);
-        match self
+        let requeued = self
             .inner
             .store
-            .transact(session_id, &crate::store::Writer::Client, txn)
-            .await
-        {
+            .transact(&item.session_id, &crate::store::Writer::Client, txn)
+            .await;
+        match requeued {
             Ok(Some((rec, _))) => self.inner.hub.work_queued(&rec.environment_id),
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(session_id, error = %e, "could not requeue a self-hosted session")
+                // The mark stays: the reaper tries again.
+                tracing::warn!(session_id = %item.session_id, error = %e, "could not requeue a self-hosted session");
+                return;
             }
+        }
+        if let Err(e) = self.inner.store.clear_requeue_check(&item.work_id).await {
+            tracing::warn!(work_id = %item.work_id, error = %e, "could not clear a stopped item's mark");
         }
     }
 

@@ -313,8 +313,14 @@ pub struct ThreadChange {
 pub struct ExpiredWork {
     /// Environments whose queues gained items.
     pub requeued_in: Vec<String>,
-    /// Sessions whose winding-down item stopped when its lease ran out.
-    pub stopped_sessions: Vec<String>,
+}
+
+/// A stopped work item whose session may still wait on a worker (see
+/// [`Store::work_needing_requeue_check`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoppedWork {
+    pub work_id: String,
+    pub session_id: String,
 }
 
 /// A decision on a locked work item; an error aborts the transaction.
@@ -589,6 +595,12 @@ pub trait Store: Send + Sync + 'static {
     /// Re-queues items whose worker's lease expired and stops expired `stopping` ones; also
     /// forgets workers that have not polled for an hour.
     async fn requeue_expired_work(&self, now: Micros) -> StoreResult<ExpiredWork>;
+    /// Items that stopped (by a stop request, or a wind-down whose lease ran out) and whose
+    /// session has not yet been checked for a tool call still waiting on a worker. Marked in
+    /// the transaction that stopped them, so the check survives a crash in between.
+    async fn work_needing_requeue_check(&self, limit: i64) -> StoreResult<Vec<StoppedWork>>;
+    /// Records that a stopped item's session was checked (and requeued if it needed to be).
+    async fn clear_requeue_check(&self, work_id: &str) -> StoreResult<()>;
     /// Ends a session's live items: queued ones stop; held ones move to `stopping` so their
     /// worker winds down (`graceful`, the session was archived) or stop at once (deleted).
     async fn stop_session_work(

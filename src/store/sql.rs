@@ -10,8 +10,8 @@ use sqlx::{Row, Transaction};
 use super::query::{Arg, Sql, bound};
 use super::{
     AgentFilter, Deleted, Direction, EventFilter, EventRecord, ExpiredWork, NewEvent, OpsCounts,
-    Scan, SessionFilter, SessionRecord, SessionTxn, Store, StoreError, StoreResult, ThreadRecord,
-    WorkRecord, WorkStats, WorkTxn, Writer,
+    Scan, SessionFilter, SessionRecord, SessionTxn, StoppedWork, Store, StoreError, StoreResult,
+    ThreadRecord, WorkRecord, WorkStats, WorkTxn, Writer,
 };
 use crate::domain::agent::Agent;
 use crate::domain::environment::Environment;
@@ -1035,6 +1035,14 @@ impl Store for SqlStore {
 
     async fn requeue_expired_work(&self, now: Micros) -> StoreResult<ExpiredWork> {
         self.requeue_expired_work_sql(now).await
+    }
+
+    async fn work_needing_requeue_check(&self, limit: i64) -> StoreResult<Vec<StoppedWork>> {
+        self.work_needing_requeue_check_sql(limit).await
+    }
+
+    async fn clear_requeue_check(&self, work_id: &str) -> StoreResult<()> {
+        self.clear_requeue_check_sql(work_id).await
     }
 
     async fn stop_session_work(

@@ -6,7 +6,7 @@ use sqlx::any::AnyRow;
 
 use super::query::{Sql, bound};
 use super::sql::{Dialect, SqlStore};
-use super::{ExpiredWork, Scan, StoreResult, WorkRecord, WorkStats, WorkTxn};
+use super::{ExpiredWork, Scan, StoppedWork, StoreResult, WorkRecord, WorkStats, WorkTxn};
 use crate::domain::time::Micros;
 
 pub(super) const WORK_COLS: &str = "id, workspace_id, environment_id, session_id, state, metadata, created_at, updated_at, \
@@ -220,7 +220,14 @@ impl SqlStore {
         .await?;
         let Some(row) = row else { return Ok(None) };
         let mut w = work_from_row(&row)?;
+        let was_stopped = w.stopped_at.is_some();
         f(&mut w)?;
+        if !was_stopped && w.stopped_at.is_some() {
+            sqlx::query("UPDATE work_items SET requeue_check = 1 WHERE id = $1")
+                .bind(&w.id)
+                .execute(&mut *tx)
+                .await?;
+        }
         bound(
             "UPDATE work_items SET state = $1, metadata = $2, updated_at = $3, polled_at = $4, polled_by = $5, \
              acknowledged_at = $6, started_at = $7, latest_heartbeat_at = $8, lease_expires_at = $9, ttl_seconds = $10, \
@@ -307,12 +314,12 @@ impl SqlStore {
         .bind(now)
         .fetch_all(&mut *tx)
         .await?;
-        let stopped = sqlx::query(
-            "UPDATE work_items SET state = 'stopped', stopped_at = $1, lease_expires_at = NULL, updated_at = $1 \
-             WHERE state = 'stopping' AND lease_expires_at < $1 RETURNING session_id",
+        sqlx::query(
+            "UPDATE work_items SET state = 'stopped', stopped_at = $1, lease_expires_at = NULL, updated_at = $1, \
+             requeue_check = 1 WHERE state = 'stopping' AND lease_expires_at < $1",
         )
         .bind(now)
-        .fetch_all(&mut *tx)
+        .execute(&mut *tx)
         .await?;
         sqlx::query("DELETE FROM worker_polls WHERE polled_at < $1")
             .bind(now - 3_600_000_000)
@@ -324,14 +331,38 @@ impl SqlStore {
                 .iter()
                 .map(|r| r.try_get("environment_id"))
                 .collect::<Result<_, _>>()?,
-            stopped_sessions: stopped
-                .iter()
-                .map(|r| r.try_get("session_id"))
-                .collect::<Result<_, _>>()?,
         };
         out.requeued_in.sort();
         out.requeued_in.dedup();
         Ok(out)
+    }
+
+    pub(super) async fn work_needing_requeue_check_sql(
+        &self,
+        limit: i64,
+    ) -> StoreResult<Vec<StoppedWork>> {
+        let rows = sqlx::query(
+            "SELECT id, session_id FROM work_items WHERE requeue_check = 1 ORDER BY id LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(self.read_pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(StoppedWork {
+                    work_id: r.try_get("id")?,
+                    session_id: r.try_get("session_id")?,
+                })
+            })
+            .collect()
+    }
+
+    pub(super) async fn clear_requeue_check_sql(&self, work_id: &str) -> StoreResult<()> {
+        sqlx::query("UPDATE work_items SET requeue_check = 0 WHERE id = $1")
+            .bind(work_id)
+            .execute(self.write_pool())
+            .await?;
+        Ok(())
     }
 
     pub(super) async fn stop_session_work_sql(

@@ -21,6 +21,7 @@ backend_tests!(
     concurrent_polls_claim_each_item_once,
     worker_credentials_end_where_they_should,
     a_reaped_wind_down_requeues_a_waiting_session,
+    a_stop_survives_a_crash_before_the_requeue,
 );
 
 /// A self-hosted environment, its worker key, and an agent with the toolset.
@@ -856,6 +857,55 @@ async fn a_reaped_wind_down_requeues_a_waiting_session(b: Backend) {
         let worker = s.client.with_key(&st.key);
         async move {
             let v = poll(&worker, env).await;
+            (!v.is_null()).then_some(v)
+        }
+    })
+    .await;
+    assert_eq!(next["data"]["id"], sid.as_str());
+    assert_ne!(next["id"], work.as_str());
+}
+
+async fn a_stop_survives_a_crash_before_the_requeue(b: Backend) {
+    let s = TestServer::start(b).await;
+    let st = setup(&s, "always_allow").await;
+    let env = st.env.clone();
+    let sid = session(&s, &st).await;
+    let (item, _holder) = claim(&s, &st).await;
+    let work = item["id"].as_str().unwrap().to_string();
+    s.client
+        .say(&sid, "call bash {\"command\": \"true\"}\n---\nsay done")
+        .await;
+    eventually(30, "the call to wait on the worker", || {
+        let c = s.client.clone();
+        let sid = sid.clone();
+        async move {
+            let s = c.get(&format!("/v1/sessions/{sid}")).await.ok();
+            (s["status"] == "idle").then_some(())
+        }
+    })
+    .await;
+    // What a stop request commits, written straight to the store: the state a process that
+    // died right after committing the stop (before queueing the session again) leaves.
+    let store = mast::open_store(&s.config).await.unwrap();
+    let stopped = store
+        .transact_work(
+            &env,
+            &work,
+            Box::new(|w| {
+                mast::engine::work::stop(w, true, mast::domain::time::now())
+                    .map_err(|r| mast::store::StoreError::Internal(anyhow::anyhow!("{r:?}")))
+            }),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(stopped.stopped_at.is_some());
+    // Any replica's reaper finishes the follow-up.
+    let next = eventually(10, "a fresh item for the waiting session", || {
+        let worker = s.client.with_key(&st.key);
+        let env = env.clone();
+        async move {
+            let v = poll(&worker, &env).await;
             (!v.is_null()).then_some(v)
         }
     })
