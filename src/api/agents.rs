@@ -61,7 +61,10 @@ fn check_model(app: &AppState, spec: &AgentSpec) -> ApiResult<()> {
         .map_err(ApiError::invalid)
 }
 
-#[utoipa::path(post, path = "/v1/agents", tag = "agents", request_body = AgentCreate,
+/// Create an agent.
+///
+/// Creates an agent at version 1: model, system prompt, tools, MCP servers, skills and an optional multiagent roster. The model must be one a configured provider serves.
+#[utoipa::path(post, path = "/v1/agents", tag = "agents", operation_id = "agents_create", request_body = AgentCreate,
     responses((status = 200, body = Agent), (status = 400, body = super::openapi::ErrorBody)))]
 async fn create(
     State(app): State<AppState>,
@@ -83,7 +86,10 @@ async fn create(
     Ok(axum::Json(agent))
 }
 
-#[utoipa::path(get, path = "/v1/agents/{agent_id}", tag = "agents",
+/// Retrieve an agent.
+///
+/// Returns the agent's latest version, or the version named by `version`.
+#[utoipa::path(get, path = "/v1/agents/{agent_id}", tag = "agents", operation_id = "agents_retrieve",
     params(("agent_id" = String, Path), ("version" = Option<i64>, Query)),
     responses((status = 200, body = Agent), (status = 404, body = super::openapi::ErrorBody)))]
 async fn retrieve(
@@ -105,7 +111,10 @@ async fn retrieve(
     }
 }
 
-#[utoipa::path(post, path = "/v1/agents/{agent_id}", tag = "agents", request_body = AgentUpdate,
+/// Update an agent.
+///
+/// Saves a new immutable version when anything changed (send the current `version` to guard against concurrent edits); an update that changes nothing returns the current version. Sessions keep the version they were created with.
+#[utoipa::path(post, path = "/v1/agents/{agent_id}", tag = "agents", operation_id = "agents_update", request_body = AgentUpdate,
     params(("agent_id" = String, Path)),
     responses((status = 200, body = Agent), (status = 404, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
 async fn update(
@@ -185,7 +194,10 @@ fn repin_self(mut m: Value, id: &str, from: i64, to: i64) -> Value {
     m
 }
 
-#[utoipa::path(get, path = "/v1/agents", tag = "agents",
+/// List agents.
+///
+/// Lists the workspace's agents, newest first, with cursor pagination; archived agents only with `include_archived=true`.
+#[utoipa::path(get, path = "/v1/agents", tag = "agents", operation_id = "agents_list",
     params(("limit" = Option<i64>, Query), ("page" = Option<String>, Query), ("include_archived" = Option<bool>, Query),
         ("created_at[gte]" = Option<String>, Query), ("created_at[lte]" = Option<String>, Query)),
     responses((status = 200, body = super::openapi::AgentPage)))]
@@ -204,7 +216,10 @@ async fn list(
     Ok(axum::Json(page.finish(rows, |a| a.id.clone())))
 }
 
-#[utoipa::path(post, path = "/v1/agents/{agent_id}/archive", tag = "agents", params(("agent_id" = String, Path)),
+/// Archive an agent.
+///
+/// Archives an agent: it can no longer start sessions or be updated. Agents are never deleted, so sessions keep a readable definition.
+#[utoipa::path(post, path = "/v1/agents/{agent_id}/archive", tag = "agents", operation_id = "agents_archive", params(("agent_id" = String, Path)),
     responses((status = 200, body = Agent), (status = 404, body = super::openapi::ErrorBody)))]
 async fn archive(
     State(app): State<AppState>,
@@ -218,7 +233,10 @@ async fn archive(
         .ok_or_else(|| not_found(&id))
 }
 
-#[utoipa::path(get, path = "/v1/agents/{agent_id}/versions", tag = "agents",
+/// List an agent's versions.
+///
+/// Lists every saved version of an agent, newest first.
+#[utoipa::path(get, path = "/v1/agents/{agent_id}/versions", tag = "agents", operation_id = "agents_versions",
     params(("agent_id" = String, Path), ("limit" = Option<i64>, Query), ("page" = Option<String>, Query)),
     responses((status = 200, body = super::openapi::AgentPage), (status = 404, body = super::openapi::ErrorBody)))]
 async fn versions(

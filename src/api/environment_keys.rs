@@ -61,7 +61,10 @@ pub async fn mint(
     })
 }
 
-#[utoipa::path(post, path = "/v1/environments/{environment_id}/keys", tag = "environments",
+/// Create a worker key.
+///
+/// Creates a key for a self-hosted environment's workers and returns it once; only its hash is stored.
+#[utoipa::path(post, path = "/v1/environments/{environment_id}/keys", tag = "environments", operation_id = "environment_keys_create",
     params(("environment_id" = String, Path)),
     responses((status = 200, body = EnvironmentKey, description = "The new key; `key` is shown only here"),
         (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody)))]
@@ -74,7 +77,10 @@ async fn create(
     Ok(axum::Json(mint(app.store.as_ref(), &ws, &env_id).await?))
 }
 
-#[utoipa::path(get, path = "/v1/environments/{environment_id}/keys", tag = "environments",
+/// List worker keys.
+///
+/// Lists a self-hosted environment's worker keys (never the keys themselves).
+#[utoipa::path(get, path = "/v1/environments/{environment_id}/keys", tag = "environments", operation_id = "environment_keys_list",
     params(("environment_id" = String, Path)),
     responses((status = 200, body = super::openapi::EnvironmentKeyPage), (status = 404, body = super::openapi::ErrorBody)))]
 async fn list(
@@ -103,7 +109,10 @@ async fn list(
     }))
 }
 
-#[utoipa::path(delete, path = "/v1/environments/{environment_id}/keys/{key_id}", tag = "environments",
+/// Revoke a worker key.
+///
+/// Revokes a worker key at once; workers using it get 401 on their next request.
+#[utoipa::path(delete, path = "/v1/environments/{environment_id}/keys/{key_id}", tag = "environments", operation_id = "environment_keys_revoke",
     params(("environment_id" = String, Path), ("key_id" = String, Path)),
     responses((status = 200, body = EnvironmentKeyDeleted), (status = 404, body = super::openapi::ErrorBody)))]
 async fn revoke(

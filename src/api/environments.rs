@@ -77,7 +77,10 @@ fn build(
     }
 }
 
-#[utoipa::path(post, path = "/v1/environments", tag = "environments", request_body = EnvironmentCreate,
+/// Create an environment.
+///
+/// Creates an environment: `cloud` (this server runs the built-in tools in a sandbox, with the networking and packages given) or `self_hosted` (your workers run them through the work queue).
+#[utoipa::path(post, path = "/v1/environments", tag = "environments", operation_id = "environments_create", request_body = EnvironmentCreate,
     responses((status = 200, body = Environment), (status = 400, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
 async fn create(
     State(app): State<AppState>,
@@ -100,7 +103,10 @@ async fn create(
     Ok(axum::Json(env))
 }
 
-#[utoipa::path(get, path = "/v1/environments/{environment_id}", tag = "environments", params(("environment_id" = String, Path)),
+/// Retrieve an environment.
+///
+/// Returns one environment.
+#[utoipa::path(get, path = "/v1/environments/{environment_id}", tag = "environments", operation_id = "environments_retrieve", params(("environment_id" = String, Path)),
     responses((status = 200, body = Environment), (status = 404, body = super::openapi::ErrorBody)))]
 async fn retrieve(
     State(app): State<AppState>,
@@ -114,7 +120,10 @@ async fn retrieve(
         .ok_or_else(|| not_found(&id))
 }
 
-#[utoipa::path(post, path = "/v1/environments/{environment_id}", tag = "environments", request_body = EnvironmentUpdate,
+/// Update an environment.
+///
+/// Changes an environment's name, description, metadata or configuration; sessions started afterwards use the new configuration.
+#[utoipa::path(post, path = "/v1/environments/{environment_id}", tag = "environments", operation_id = "environments_update", request_body = EnvironmentUpdate,
     params(("environment_id" = String, Path)),
     responses((status = 200, body = Environment), (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody),
         (status = 409, body = super::openapi::ErrorBody, description = "another environment has this name")))]
@@ -153,7 +162,10 @@ async fn update(
     Ok(axum::Json(env))
 }
 
-#[utoipa::path(get, path = "/v1/environments", tag = "environments",
+/// List environments.
+///
+/// Lists the workspace's environments, newest first, with cursor pagination.
+#[utoipa::path(get, path = "/v1/environments", tag = "environments", operation_id = "environments_list",
     params(("limit" = Option<i64>, Query), ("page" = Option<String>, Query), ("include_archived" = Option<bool>, Query)),
     responses((status = 200, body = super::openapi::EnvironmentPage)))]
 async fn list(
@@ -170,7 +182,10 @@ async fn list(
     Ok(axum::Json(page.finish(rows, |e| e.id.clone())))
 }
 
-#[utoipa::path(post, path = "/v1/environments/{environment_id}/archive", tag = "environments", params(("environment_id" = String, Path)),
+/// Archive an environment.
+///
+/// Archives an environment: no new sessions start in it; existing sessions carry on.
+#[utoipa::path(post, path = "/v1/environments/{environment_id}/archive", tag = "environments", operation_id = "environments_archive", params(("environment_id" = String, Path)),
     responses((status = 200, body = Environment), (status = 404, body = super::openapi::ErrorBody)))]
 async fn archive(
     State(app): State<AppState>,
@@ -192,7 +207,10 @@ async fn archive(
     Ok(axum::Json(env))
 }
 
-#[utoipa::path(delete, path = "/v1/environments/{environment_id}", tag = "environments", params(("environment_id" = String, Path)),
+/// Delete an environment.
+///
+/// Deletes an environment.
+#[utoipa::path(delete, path = "/v1/environments/{environment_id}", tag = "environments", operation_id = "environments_delete", params(("environment_id" = String, Path)),
     responses((status = 200, body = EnvironmentDeleted), (status = 404, body = super::openapi::ErrorBody)))]
 async fn delete(
     State(app): State<AppState>,

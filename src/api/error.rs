@@ -52,6 +52,12 @@ impl ApiError {
         self
     }
 
+    /// The same error with another message.
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
     /// 404 `not_found_error` naming what was not found.
     pub fn not_found(what: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found_error", what)

@@ -39,7 +39,10 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/v1/sessions/{session_id}/events", get(list).post(send))
 }
 
-#[utoipa::path(post, path = "/v1/sessions/{session_id}/events", tag = "events", request_body = SendEvents,
+/// Send events to a session.
+///
+/// Appends user events (messages, tool results, tool confirmations, interrupts, custom tool results) to a session and wakes its loop. Events are stored before the call returns.
+#[utoipa::path(post, path = "/v1/sessions/{session_id}/events", tag = "events", operation_id = "events_send", request_body = SendEvents,
     params(("session_id" = String, Path)),
     responses((status = 200, body = SentEvents), (status = 400, body = super::openapi::ErrorBody),
         (status = 404, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
@@ -71,7 +74,10 @@ async fn send(
     }
 }
 
-#[utoipa::path(get, path = "/v1/sessions/{session_id}/events", tag = "events",
+/// List a session's events.
+///
+/// Lists a session's stored events in order with cursor pagination: its whole transcript, every thread included.
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/events", tag = "events", operation_id = "events_list",
     params(("session_id" = String, Path), ("limit" = Option<i64>, Query), ("page" = Option<String>, Query), ("order" = Option<String>, Query),
         ("types[]" = Option<Vec<String>>, Query), ("created_at[gt]" = Option<String>, Query), ("created_at[gte]" = Option<String>, Query),
         ("created_at[lt]" = Option<String>, Query), ("created_at[lte]" = Option<String>, Query)),

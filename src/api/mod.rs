@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod auth;
+pub mod docs;
 pub mod edge;
 pub mod environment_keys;
 pub mod environments;
@@ -70,8 +71,11 @@ async fn openapi_json() -> impl IntoResponse {
     )
 }
 
-async fn no_route() -> error::ApiError {
-    error::ApiError::not_found("no such route")
+async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> error::ApiError {
+    error::ApiError::not_found(format!(
+        "no such route: `{method} {}` (the API's routes are listed at /docs)",
+        uri.path()
+    ))
 }
 
 /// Refuses NUL characters in the path or query the same way on every store.
@@ -105,6 +109,7 @@ pub fn router(state: AppState) -> Router {
         ));
     Router::new()
         .merge(api)
+        .merge(docs::router())
         .route("/openapi.json", get(openapi_json))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))

@@ -59,7 +59,10 @@ fn info(e: &CatalogEntry) -> ModelInfo {
     }
 }
 
-#[utoipa::path(get, path = "/v1/models", tag = "models",
+/// List models.
+///
+/// Lists the models this server can route to: Claude models (when an Anthropic key is configured), configured OpenAI-compatible providers' models and the built-in scripted model.
+#[utoipa::path(get, path = "/v1/models", tag = "models", operation_id = "models_list",
     params(("limit" = Option<i64>, Query), ("after_id" = Option<String>, Query), ("before_id" = Option<String>, Query)),
     responses((status = 200, body = ModelPage), (status = 400, body = super::openapi::ErrorBody)))]
 async fn list(
@@ -101,7 +104,10 @@ async fn list(
     }))
 }
 
-#[utoipa::path(get, path = "/v1/models/{model_id}", tag = "models", params(("model_id" = String, Path)),
+/// Retrieve a model.
+///
+/// Returns one model this server can route to.
+#[utoipa::path(get, path = "/v1/models/{model_id}", tag = "models", operation_id = "models_retrieve", params(("model_id" = String, Path)),
     responses((status = 200, body = ModelInfo), (status = 404, body = super::openapi::ErrorBody)))]
 async fn retrieve(
     State(app): State<AppState>,

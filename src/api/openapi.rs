@@ -100,7 +100,7 @@ pub struct EventPage {
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
         EnvironmentKeyPage, ThreadPage)),
-    modifiers(&Security, &ErrorResponses),
+    modifiers(&Security, &ErrorResponses, &ParameterDocs),
     security(("api_key" = []), ("bearer" = [])),
 )]
 struct ApiDoc;
@@ -197,6 +197,123 @@ impl utoipa::Modify for ErrorResponses {
                         .responses
                         .entry(status.to_string())
                         .or_insert_with(|| error(description).into());
+                }
+            }
+        }
+    }
+}
+
+/// What each parameter means, by name: the same name means the same thing on every operation,
+/// so it is written once here rather than on each annotation.
+const PARAMETERS: &[(&str, &str)] = &[
+    ("agent_id", "The agent's id (`agent_...`)."),
+    (
+        "agent_version",
+        "Only sessions of this version of `agent_id`.",
+    ),
+    ("environment_id", "The environment's id (`env_...`)."),
+    ("session_id", "The session's id (`sesn_...`)."),
+    ("thread_id", "The thread's id (`sthr_...`)."),
+    ("work_id", "The work item's id (`work_...`)."),
+    ("key_id", "The worker key's id."),
+    (
+        "model_id",
+        "The model's id, as agents name it in `model.id`.",
+    ),
+    (
+        "version",
+        "A version of the agent; the latest when left out.",
+    ),
+    (
+        "limit",
+        "Items per page (the operation's documented default and maximum apply).",
+    ),
+    (
+        "page",
+        "The cursor from a previous page's `next_page` (or `prev_page`).",
+    ),
+    ("after_id", "Return the models after this id."),
+    ("before_id", "Return the models before this id."),
+    ("order", "`asc` (oldest first) or `desc` (newest first)."),
+    (
+        "include_archived",
+        "Include archived items (default false).",
+    ),
+    (
+        "statuses[]",
+        "Only items in these statuses (repeat the parameter for several).",
+    ),
+    (
+        "types[]",
+        "Only events of these types (repeat the parameter for several).",
+    ),
+    (
+        "created_at[gt]",
+        "Only items created after this RFC 3339 time.",
+    ),
+    (
+        "created_at[gte]",
+        "Only items created at or after this RFC 3339 time.",
+    ),
+    (
+        "created_at[lt]",
+        "Only items created before this RFC 3339 time.",
+    ),
+    (
+        "created_at[lte]",
+        "Only items created at or before this RFC 3339 time.",
+    ),
+    (
+        "event_deltas[]",
+        "Also stream previews (`event_start`/`event_delta`) of these event types while they are generated; never stored.",
+    ),
+    (
+        "after",
+        "Replay every event after this event id before the live tail (like the `Last-Event-ID` header).",
+    ),
+    (
+        "block_ms",
+        "How long to wait for an item when none is queued (long poll), in milliseconds.",
+    ),
+    (
+        "reclaim_older_than_ms",
+        "Also hand out items polled but not acknowledged for this long, in milliseconds.",
+    ),
+    (
+        "desired_ttl_seconds",
+        "The lease length the worker asks for, in seconds (capped by the server).",
+    ),
+    (
+        "expected_last_heartbeat",
+        "The lease's last heartbeat as the worker saw it; a stale one is refused with 412.",
+    ),
+    (
+        "Anthropic-Worker-ID",
+        "A name for the polling worker: counted in the queue statistics and recorded as the item's poller.",
+    ),
+];
+
+/// Fills in each parameter's description from [`PARAMETERS`].
+struct ParameterDocs;
+
+impl utoipa::Modify for ParameterDocs {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            let ops = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+            ];
+            for param in ops
+                .into_iter()
+                .flatten()
+                .flat_map(|op| op.parameters.iter_mut().flatten())
+            {
+                if param.description.is_none()
+                    && let Some((_, d)) = PARAMETERS.iter().find(|(n, _)| *n == param.name)
+                {
+                    param.description = Some((*d).to_string());
                 }
             }
         }

@@ -165,7 +165,10 @@ fn check_resources(resources: &[Value]) -> Result<Vec<Value>, ApiError> {
     Ok(out)
 }
 
-#[utoipa::path(post, path = "/v1/sessions", tag = "sessions", request_body = SessionCreate,
+/// Create a session.
+///
+/// Starts a session of an agent (pinned to a version) in an environment. The session is idle until it receives a message.
+#[utoipa::path(post, path = "/v1/sessions", tag = "sessions", operation_id = "sessions_create", request_body = SessionCreate,
     responses((status = 200, body = Session), (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody)))]
 async fn create(
     State(app): State<AppState>,
@@ -347,7 +350,10 @@ async fn create(
     Ok(axum::Json(view(&rec)?))
 }
 
-#[utoipa::path(get, path = "/v1/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path)),
+/// Retrieve a session.
+///
+/// Returns a session with its status, usage and stats.
+#[utoipa::path(get, path = "/v1/sessions/{session_id}", tag = "sessions", operation_id = "sessions_retrieve", params(("session_id" = String, Path)),
     responses((status = 200, body = Session), (status = 404, body = super::openapi::ErrorBody)))]
 async fn retrieve(
     State(app): State<AppState>,
@@ -388,7 +394,10 @@ pub async fn transact_session(
     }
 }
 
-#[utoipa::path(post, path = "/v1/sessions/{session_id}", tag = "sessions", request_body = SessionUpdate,
+/// Update a session.
+///
+/// Changes a session's title, metadata or agent settings that may change mid-session.
+#[utoipa::path(post, path = "/v1/sessions/{session_id}", tag = "sessions", operation_id = "sessions_update", request_body = SessionUpdate,
     params(("session_id" = String, Path)),
     responses((status = 200, body = Session), (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
 async fn update(
@@ -474,7 +483,10 @@ async fn update(
     Ok(axum::Json(view(&rec)?))
 }
 
-#[utoipa::path(get, path = "/v1/sessions", tag = "sessions",
+/// List sessions.
+///
+/// Lists the workspace's sessions with bidirectional cursor pagination and filters (agent, status, creation time, archived).
+#[utoipa::path(get, path = "/v1/sessions", tag = "sessions", operation_id = "sessions_list",
     params(("limit" = Option<i64>, Query), ("page" = Option<String>, Query), ("order" = Option<String>, Query),
         ("agent_id" = Option<String>, Query), ("agent_version" = Option<i64>, Query), ("include_archived" = Option<bool>, Query),
         ("statuses[]" = Option<Vec<String>>, Query), ("created_at[gt]" = Option<String>, Query), ("created_at[gte]" = Option<String>, Query),
@@ -527,7 +539,10 @@ async fn list(
     }))
 }
 
-#[utoipa::path(post, path = "/v1/sessions/{session_id}/archive", tag = "sessions", params(("session_id" = String, Path)),
+/// Archive a session.
+///
+/// Archives a session: its loop stops, it accepts no new events, and its transcript stays readable.
+#[utoipa::path(post, path = "/v1/sessions/{session_id}/archive", tag = "sessions", operation_id = "sessions_archive", params(("session_id" = String, Path)),
     responses((status = 200, body = Session), (status = 404, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
 async fn archive(
     State(app): State<AppState>,
@@ -557,7 +572,10 @@ async fn archive(
     Ok(axum::Json(view(&rec)?))
 }
 
-#[utoipa::path(delete, path = "/v1/sessions/{session_id}", tag = "sessions", params(("session_id" = String, Path)),
+/// Delete a session.
+///
+/// Deletes a session with its events, threads and workspace files.
+#[utoipa::path(delete, path = "/v1/sessions/{session_id}", tag = "sessions", operation_id = "sessions_delete", params(("session_id" = String, Path)),
     responses((status = 200, body = SessionDeleted), (status = 404, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
 async fn delete(
     State(app): State<AppState>,

@@ -239,7 +239,10 @@ fn into_stream(tail: Tail) -> impl Stream<Item = Result<Event, Infallible>> {
     })
 }
 
-#[utoipa::path(get, path = "/v1/sessions/{session_id}/events/stream", tag = "events",
+/// Stream a session's events.
+///
+/// Server-Sent Events: every event appended from now on (`event: <type>`, one `data:` line each). With `Last-Event-ID` (or `after`), every event after that one first, then the live tail, with no gap and no duplicate.
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/events/stream", tag = "events", operation_id = "events_stream",
     params(("session_id" = String, Path), ("event_deltas[]" = Option<Vec<String>>, Query), ("after" = Option<String>, Query)),
     responses((status = 200, description = "Server-Sent Events", content_type = "text/event-stream"),
         (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody)))]

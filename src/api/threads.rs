@@ -129,7 +129,10 @@ async fn session(app: &AppState, ws: &str, id: &str) -> ApiResult<(SessionRecord
     Ok((rec, st))
 }
 
-#[utoipa::path(get, path = "/v1/sessions/{session_id}/threads", tag = "threads",
+/// List a session's threads.
+///
+/// Lists the threads of a multiagent session: the primary thread and every delegate's thread, with their statuses.
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/threads", tag = "threads", operation_id = "threads_list",
     params(("session_id" = String, Path), ("limit" = Option<i64>, Query), ("page" = Option<String>, Query),
         ("statuses[]" = Option<Vec<String>>, Query)),
     responses((status = 200, body = super::openapi::ThreadPage), (status = 400, body = super::openapi::ErrorBody),
@@ -164,7 +167,10 @@ async fn list(
     }))
 }
 
-#[utoipa::path(get, path = "/v1/sessions/{session_id}/threads/{thread_id}", tag = "threads",
+/// Retrieve a thread.
+///
+/// Returns one thread of a session.
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/threads/{thread_id}", tag = "threads", operation_id = "threads_retrieve",
     params(("session_id" = String, Path), ("thread_id" = String, Path)),
     responses((status = 200, body = SessionThread), (status = 404, body = super::openapi::ErrorBody)))]
 async fn retrieve(
@@ -181,7 +187,10 @@ async fn retrieve(
     Ok(axum::Json(view(&rec, &st, &t)?))
 }
 
-#[utoipa::path(post, path = "/v1/sessions/{session_id}/threads/{thread_id}/archive", tag = "threads",
+/// Archive a thread.
+///
+/// Archives a delegate's thread: it stops and accepts no further work.
+#[utoipa::path(post, path = "/v1/sessions/{session_id}/threads/{thread_id}/archive", tag = "threads", operation_id = "threads_archive",
     params(("session_id" = String, Path), ("thread_id" = String, Path)),
     responses((status = 200, body = SessionThread), (status = 400, body = super::openapi::ErrorBody),
         (status = 404, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
@@ -223,7 +232,10 @@ async fn archive(
     Ok(axum::Json(view(&rec, &st, &t)?))
 }
 
-#[utoipa::path(get, path = "/v1/sessions/{session_id}/threads/{thread_id}/events", tag = "threads",
+/// List a thread's events.
+///
+/// Lists the events of one thread in order, with cursor pagination.
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/threads/{thread_id}/events", tag = "threads", operation_id = "threads_events",
     params(("session_id" = String, Path), ("thread_id" = String, Path), ("limit" = Option<i64>, Query),
         ("page" = Option<String>, Query)),
     responses((status = 200, body = super::openapi::EventPage), (status = 404, body = super::openapi::ErrorBody)))]
@@ -248,7 +260,10 @@ async fn events(
     Ok(axum::Json(page.map(|e| e.wire())))
 }
 
-#[utoipa::path(get, path = "/v1/sessions/{session_id}/threads/{thread_id}/stream", tag = "threads",
+/// Stream a thread's events.
+///
+/// Server-Sent Events of one thread, with the same replay rules as the session stream.
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/threads/{thread_id}/stream", tag = "threads", operation_id = "threads_stream",
     params(("session_id" = String, Path), ("thread_id" = String, Path), ("event_deltas[]" = Option<Vec<String>>, Query)),
     responses((status = 200, description = "Server-Sent Events", content_type = "text/event-stream"),
         (status = 404, body = super::openapi::ErrorBody)))]
@@ -266,7 +281,10 @@ async fn stream(
     super::stream::open(&app, &ws, &id, Some(tid), &q, &headers, None).await
 }
 
-#[utoipa::path(get, path = "/v1/sessions/{session_id}/transcript", tag = "threads",
+/// Download a session's transcript.
+///
+/// The whole session, every thread included, as JSON lines: one stored event per line, in order.
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/transcript", tag = "threads", operation_id = "threads_transcript",
     params(("session_id" = String, Path)),
     responses((status = 200, description = "Every thread's events as JSON lines, with `thread_id`, `parent_thread_id` and `spawning_event_id`", content_type = "application/x-ndjson"),
         (status = 404, body = super::openapi::ErrorBody)))]

@@ -189,7 +189,10 @@ async fn transact<T: Send + 'static>(
     }
 }
 
-#[utoipa::path(get, path = "/v1/environments/{environment_id}/work/poll", tag = "work",
+/// Poll for work.
+///
+/// A worker asks for the next queued work item of a self-hosted environment (long-polls up to `block_ms`); the item carries a session token for that session only.
+#[utoipa::path(get, path = "/v1/environments/{environment_id}/work/poll", tag = "work", operation_id = "work_poll",
     params(("environment_id" = String, Path), ("block_ms" = Option<i64>, Query), ("reclaim_older_than_ms" = Option<i64>, Query),
         ("Anthropic-Worker-ID" = Option<String>, Header)),
     responses((status = 200, body = Option<Work>, description = "A claimed item with its `secret`, or `null` when none is available"),
@@ -263,7 +266,10 @@ async fn poll(
     }
 }
 
-#[utoipa::path(post, path = "/v1/environments/{environment_id}/work/{work_id}/ack", tag = "work",
+/// Acknowledge a work item.
+///
+/// The worker that polled an item starts on it, under a fresh lease.
+#[utoipa::path(post, path = "/v1/environments/{environment_id}/work/{work_id}/ack", tag = "work", operation_id = "work_ack",
     params(("environment_id" = String, Path), ("work_id" = String, Path)),
     responses((status = 200, body = Work), (status = 404, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
 async fn ack(
@@ -280,7 +286,10 @@ async fn ack(
     Ok(axum::Json(work::view(&w, None)?))
 }
 
-#[utoipa::path(post, path = "/v1/environments/{environment_id}/work/{work_id}/heartbeat", tag = "work",
+/// Renew a work item's lease.
+///
+/// Keeps the worker's lease on an item alive; the answer says when a stop was requested.
+#[utoipa::path(post, path = "/v1/environments/{environment_id}/work/{work_id}/heartbeat", tag = "work", operation_id = "work_heartbeat",
     params(("environment_id" = String, Path), ("work_id" = String, Path), ("desired_ttl_seconds" = Option<i64>, Query),
         ("expected_last_heartbeat" = Option<String>, Query)),
     responses((status = 200, body = WorkHeartbeat), (status = 404, body = super::openapi::ErrorBody),
@@ -303,7 +312,10 @@ async fn heartbeat(
     Ok(axum::Json(hb))
 }
 
-#[utoipa::path(post, path = "/v1/environments/{environment_id}/work/{work_id}/stop", tag = "work",
+/// Stop a work item.
+///
+/// Stops an item: a held item winds down through `stopping` (or stops at once with `force`). A session still waiting on a worker's tool result is queued again.
+#[utoipa::path(post, path = "/v1/environments/{environment_id}/work/{work_id}/stop", tag = "work", operation_id = "work_stop",
     params(("environment_id" = String, Path), ("work_id" = String, Path)), request_body = WorkStop,
     responses((status = 200, body = Work), (status = 404, body = super::openapi::ErrorBody),
         (status = 409, body = super::openapi::ErrorBody, description = "already stopped")))]
@@ -331,7 +343,10 @@ async fn stop(
     Ok(axum::Json(work::view(&w, None)?))
 }
 
-#[utoipa::path(get, path = "/v1/environments/{environment_id}/work", tag = "work",
+/// List work items.
+///
+/// Lists a self-hosted environment's work items, newest first.
+#[utoipa::path(get, path = "/v1/environments/{environment_id}/work", tag = "work", operation_id = "work_list",
     params(("environment_id" = String, Path), ("limit" = Option<i64>, Query), ("page" = Option<String>, Query)),
     responses((status = 200, body = super::openapi::WorkPage), (status = 403, body = super::openapi::ErrorBody)))]
 async fn list(
@@ -356,7 +371,10 @@ async fn list(
     }))
 }
 
-#[utoipa::path(get, path = "/v1/environments/{environment_id}/work/{work_id}", tag = "work",
+/// Retrieve a work item.
+///
+/// Returns one work item.
+#[utoipa::path(get, path = "/v1/environments/{environment_id}/work/{work_id}", tag = "work", operation_id = "work_retrieve",
     params(("environment_id" = String, Path), ("work_id" = String, Path)),
     responses((status = 200, body = Work), (status = 404, body = super::openapi::ErrorBody)))]
 async fn retrieve(
@@ -373,7 +391,10 @@ async fn retrieve(
     Ok(axum::Json(work::view(&w, None)?))
 }
 
-#[utoipa::path(post, path = "/v1/environments/{environment_id}/work/{work_id}", tag = "work",
+/// Update a work item.
+///
+/// Changes a work item's metadata.
+#[utoipa::path(post, path = "/v1/environments/{environment_id}/work/{work_id}", tag = "work", operation_id = "work_update",
     params(("environment_id" = String, Path), ("work_id" = String, Path)), request_body = WorkUpdate,
     responses((status = 200, body = Work), (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody)))]
 async fn update(
@@ -408,7 +429,10 @@ async fn update(
     Ok(axum::Json(work::view(&w, None)?))
 }
 
-#[utoipa::path(get, path = "/v1/environments/{environment_id}/work/stats", tag = "work",
+/// Work queue statistics.
+///
+/// Queue depth, items polled but not acknowledged, the oldest queued item and how many workers polled recently.
+#[utoipa::path(get, path = "/v1/environments/{environment_id}/work/stats", tag = "work", operation_id = "work_stats",
     params(("environment_id" = String, Path)),
     responses((status = 200, body = WorkQueueStats), (status = 404, body = super::openapi::ErrorBody)))]
 async fn stats(

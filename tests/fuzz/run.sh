@@ -15,6 +15,9 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/pip" install -q --disable-pip-version-check -r tests/fuzz/requirements.txt
 
+# The document itself must be valid OpenAPI 3.1 before anything is generated from it.
+"$VENV/bin/openapi-spec-validator" openapi/openapi.json
+
 WORK=$(mktemp -d)
 chmod 755 "$WORK"  # the tools sandbox runs as other users and must pass through
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -16,15 +16,34 @@ backend_tests!(
 async fn errors_have_the_api_shape(b: Backend) {
     let s = TestServer::start(b).await;
     let c = &s.client;
+    let missing = c.get("/v1/nothing-here").await.err(404);
     assert!(
-        c.get("/v1/nothing-here")
-            .await
-            .err(404)
-            .contains("no such route")
+        missing.contains("no such route: `GET /v1/nothing-here`"),
+        "{missing}"
     );
-    c.send(reqwest::Method::PUT, "/v1/agents", None)
+    let put = c
+        .send(reqwest::Method::PUT, "/v1/agents", None)
         .await
         .err(405);
+    assert!(put.contains("`PUT /v1/agents` is not supported"), "{put}");
+    let delete = c
+        .send(reqwest::Method::DELETE, "/v1/agents/agent_x", None)
+        .await
+        .err(405);
+    assert!(
+        delete.contains("archive it with `POST /v1/agents/agent_x/archive`"),
+        "{delete}"
+    );
+    // The API reference renders from the server's own document, with nothing fetched elsewhere.
+    let docs = reqwest::get(format!("{}/docs", s.url)).await.unwrap();
+    assert_eq!(docs.status(), 200);
+    let page = docs.text().await.unwrap();
+    assert!(page.contains(r#"spec-url="/openapi.json""#) && !page.contains("https://"));
+    let bundle = reqwest::get(format!("{}/docs/redoc.standalone.js", s.url))
+        .await
+        .unwrap();
+    assert_eq!(bundle.status(), 200);
+    assert!(bundle.bytes().await.unwrap().len() > 500_000);
     c.post("/v1/agents", json!("not an object")).await.err(400);
     let r = c.get("/v1/agents/agent_missing").await;
     assert_eq!(r.body["error"]["type"], "not_found_error");

@@ -24,4 +24,27 @@ fn committed_openapi_matches_the_code() {
     ] {
         assert!(doc["paths"].get(path).is_some(), "{path} documented");
     }
+    // Generated clients name methods after operation ids: each is unique, and every operation
+    // and parameter says what it is for.
+    let mut ids = std::collections::HashSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let id = op["operationId"].as_str().unwrap_or_default();
+            assert!(!id.is_empty(), "{method} {path} has an operation id");
+            assert!(ids.insert(id.to_string()), "operation id `{id}` repeats");
+            for field in ["summary", "description"] {
+                assert!(
+                    op[field].as_str().is_some_and(|s| !s.is_empty()),
+                    "{method} {path} has a {field}"
+                );
+            }
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                assert!(
+                    p["description"].as_str().is_some_and(|s| !s.is_empty()),
+                    "{method} {path}: parameter {} is described",
+                    p["name"]
+                );
+            }
+        }
+    }
 }
