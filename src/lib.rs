@@ -94,6 +94,8 @@ pub struct Running {
     hub: Arc<Hub>,
     server: JoinHandle<std::io::Result<()>>,
     grace: std::time::Duration,
+    /// The SQLite data directory, held until the server stops.
+    _data_dir_lock: Option<store::lock::DataDirLock>,
 }
 
 impl Running {
@@ -119,6 +121,10 @@ impl Running {
 pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Running> {
     // Installed before anything records, so no early measurement is lost.
     telemetry::handle();
+    let data_dir_lock = match config.database_url {
+        None => Some(store::lock::DataDirLock::acquire(&config.data_dir)?),
+        Some(_) => None,
+    };
     let store = open_store(&config).await?;
     let addr = listener.local_addr()?;
     if let Some(key) = &config.bootstrap_api_key
@@ -201,5 +207,6 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         hub,
         server,
         grace: config.shutdown_grace,
+        _data_dir_lock: data_dir_lock,
     })
 }

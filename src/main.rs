@@ -90,7 +90,15 @@ async fn main() -> anyhow::Result<()> {
             };
             println!("{key}");
         }
-        Command::Openapi => print!("{}", mast::api::openapi::document()),
+        Command::Openapi => {
+            use std::io::Write as _;
+            let doc = mast::api::openapi::document();
+            // `mast openapi | head` closes the pipe early; that is not an error.
+            match std::io::stdout().lock().write_all(doc.as_bytes()) {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                other => other?,
+            }
+        }
         Command::SandboxForward { port, socket } => {
             mast::tools::proxy::forward(port, socket).await?
         }

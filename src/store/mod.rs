@@ -3,6 +3,7 @@
 //! One SQL implementation ([`sql::SqlStore`]) serves both Postgres and SQLite through sqlx's
 //! `Any` driver; [`postgres`] and [`sqlite`] own connecting, tuning and migrating each.
 
+pub mod lock;
 pub mod notify;
 pub mod postgres;
 mod query;

@@ -147,3 +147,45 @@ async fn refuses_unauthenticated_non_loopback_unless_allowed() {
         .expect("explicitly allowed");
     running.stop().await;
 }
+
+#[tokio::test]
+async fn one_server_per_sqlite_data_directory() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let s = crate::support::TestServer::boot(
+        test_config(dir.path().to_path_buf(), None, &Options::default()),
+        Backend::Sqlite,
+    )
+    .await;
+    let out = mast(&["serve", "--listen", "127.0.0.1:0"], dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a second server started: {err}");
+    assert!(
+        err.contains(&format!(
+            "(pid {}) is already serving from",
+            std::process::id()
+        )),
+        "{err}"
+    );
+    drop(s);
+}
+
+#[test]
+fn openapi_survives_a_closed_pipe() {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mast"))
+        .arg("openapi")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 64];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The read end is closed here, as `| head -c 64` would.
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
