@@ -790,6 +790,9 @@ mod shell;
 
 mod sed;
 
+mod narrow;
+pub use narrow::{narrow, stricter};
+
 #[cfg(test)]
 mod tests {
     use super::*;

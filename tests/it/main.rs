@@ -8,6 +8,7 @@ mod crash;
 mod engine;
 mod environments;
 mod errors;
+mod escalation;
 mod logs;
 mod multiagent;
 mod openai;
