@@ -1,18 +1,20 @@
-//! Permission escalation through delegation: a delegate the model defines never holds more
-//! than its coordinator.
+//! Permission escalation through delegation and through `auto`: a delegate the model defines
+//! never holds more than its coordinator, and `auto` does not read secrets or wander outside
+//! the workspace without asking.
 
 use serde_json::{Value, json};
 
 use crate::backend_tests;
 use crate::support::sse::Stream;
 use crate::support::{Backend, TestServer};
-use crate::toolset::{call, results, toolset};
+use crate::toolset::{call, results, session, steps, toolset, turn};
 
 backend_tests!(
     inline_delegates_inherit_an_always_ask_policy_by_default,
     inline_delegates_inherit_an_always_ask_policy_when_enabled_explicitly,
     self_as_a_delegate_keeps_the_sessions_policy,
     inline_delegates_get_no_tools_their_coordinator_lacks,
+    auto_denies_secrets_and_asks_outside_known_places,
 );
 
 const ALWAYS_ASK: &str = "always_ask";
@@ -308,4 +310,82 @@ async fn inline_delegates_get_no_tools_their_coordinator_lacks(b: Backend) {
     assert_eq!(uses[0]["evaluated_permission"], "deny");
     assert!(results(&events)[0].0.contains("disabled"), "{events:#?}");
     assert!(!pwned(&s, &sid));
+}
+
+/// `auto` denies the well-known secrets wherever they are and asks before reading or listing
+/// anything outside the workspace, /tmp and the read-only system directories.
+async fn auto_denies_secrets_and_asks_outside_known_places(b: Backend) {
+    let s = TestServer::start(b).await;
+    let mut sess = session(&s, toolset(json!([]), "auto"), None).await;
+    let evaluation = |verdict: &str| match verdict {
+        "allow" => json!({"type": "auto", "evaluated_permission": {"type": "allow"}}),
+        "ask" => {
+            json!({"type": "auto", "evaluated_permission": {"type": "ask", "reason_code": "indeterminate"}})
+        }
+        _ => {
+            json!({"type": "auto", "evaluated_permission": {"type": "deny", "reason_code": "high_risk"}})
+        }
+    };
+    let cases = [
+        (
+            "bash",
+            json!({"command": "echo SECRET=1 > .env && ls /workspace"}),
+            "allow",
+        ),
+        ("bash", json!({"command": "cat .env"}), "allow"),
+        ("read", json!({"file_path": "/workspace/.env"}), "allow"),
+        (
+            "bash",
+            json!({"command": "head -c 16 /usr/bin/env | wc -c"}),
+            "allow",
+        ),
+        ("bash", json!({"command": "cat /etc/os-release"}), "allow"),
+        (
+            "bash",
+            json!({"command": "cat /etc/ssh/ssh_host_ed25519_key"}),
+            "deny",
+        ),
+        ("bash", json!({"command": "cat ~/.pgpass"}), "deny"),
+        (
+            "bash",
+            json!({"command": "ls /var/run/secrets/kubernetes.io"}),
+            "deny",
+        ),
+        (
+            "bash",
+            json!({"command": "cat ~/.config/gcloud/credentials.db"}),
+            "deny",
+        ),
+        ("bash", json!({"command": "cat /srv/app/.env"}), "deny"),
+        ("read", json!({"file_path": "/root/.npmrc"}), "deny"),
+        ("bash", json!({"command": "ls /home"}), "ask"),
+        ("bash", json!({"command": "cat ~/.bash_history"}), "ask"),
+        ("bash", json!({"command": "grep -r password /srv"}), "ask"),
+        ("read", json!({"file_path": "/proc/self/status"}), "ask"),
+        ("glob", json!({"pattern": "*", "path": "/home"}), "ask"),
+        (
+            "grep",
+            json!({"pattern": "token", "path": "/var/lib"}),
+            "ask",
+        ),
+    ];
+    for (tool, input, verdict) in cases {
+        sess.st.seen.clear();
+        let idle = turn(&s, &mut sess, &steps(&[call(tool, input.clone())])).await;
+        let uses = tool_uses(&sess.st.seen);
+        assert_eq!(
+            uses[0]["evaluation"],
+            evaluation(verdict),
+            "{tool} {input} should be {verdict}"
+        );
+        if verdict == "ask" {
+            assert_eq!(idle["stop_reason"]["type"], "requires_action");
+            s.client
+                .send_events(&sess.id, json!([{"type": "user.tool_confirmation", "tool_use_id": uses[0]["id"], "result": "deny"}]))
+                .await;
+            sess.st.until_idle(30).await;
+        } else {
+            assert_eq!(idle["stop_reason"]["type"], "end_turn", "{tool} {input}");
+        }
+    }
 }
