@@ -63,6 +63,25 @@ fn snapshots(list: Option<&Value>) -> Vec<RosterAgent> {
 impl Roster {
     /// The roster of a coordinator's snapshot; None for agents without `multiagent`.
     pub fn of(agent: &SessionAgent) -> Option<Roster> {
+        let mut roster = Roster::listed(agent)?;
+        // `self` is the coordinator as this session runs it. The roster holds the stored
+        // version, which a session's overrides (tools, model, system) may have replaced;
+        // delegating to it must not undo them.
+        for member in roster
+            .agents
+            .iter_mut()
+            .filter(|a| a.snapshot.id == agent.id)
+        {
+            member.snapshot = SessionAgent {
+                multiagent: None,
+                ..agent.clone()
+            };
+        }
+        Some(roster)
+    }
+
+    /// The roster as the snapshot lists it.
+    fn listed(agent: &SessionAgent) -> Option<Roster> {
         let m = agent.multiagent.as_ref()?;
         match m.get("type").and_then(Value::as_str)? {
             "coordinator" => {
@@ -135,7 +154,8 @@ impl Roster {
                 {"type": "object", "description": "An agent defined for this task.", "properties": {
                     "name": {"type": "string"}, "system": {"type": "string"}, "description": {"type": "string"},
                     "model": {"type": "string", "description": "defaults to yours"},
-                    "tools": {"type": "array", "items": {"type": "object"}, "description": "tool definitions, as on an agent"}},
+                    "tools": {"type": "array", "items": {"type": "object"}, "description": "tool definitions, as on an agent; \
+                        limited to tools you have yourself, each with a permission policy at least as strict as yours"}},
                  "required": ["name"]}]});
         }
         vec![
@@ -292,6 +312,9 @@ fn inline_agent(
     };
     let (tools, _) = crate::domain::tools::resolve_tools(&tools_raw, &[])
         .map_err(|e| format!("the inline agent's tools are invalid: {e}"))?;
+    // The model wrote this definition: it gets no tool, and no looser policy, than the agent
+    // defining it already has (see `permissions::narrow` for why it is clamped, not refused).
+    let tools = super::permissions::narrow(&tools, &coordinator.tools);
     let agent = SessionAgent {
         tag: coordinator.tag,
         id: format!("inline:{name}"),

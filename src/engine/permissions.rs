@@ -3,13 +3,19 @@
 //! the toolset default — and `auto` is decided by a deterministic risk evaluator in code.
 //!
 //! The `auto` rules, in order:
-//! - `read`, `glob`, `grep` and `web_search` are allowed;
+//! - `read`, `glob` and `grep` are denied (`high_risk`) on a well-known secret (below) and
+//!   allowed on paths in /workspace, /tmp, the read-only system directories (/usr, /bin,
+//!   /lib…) and the harmless part of /etc the sandbox mounts; anywhere else they ask — on a
+//!   self-hosted worker the policy is the only guard of the machine's files;
+//! - `web_search` is allowed;
 //! - `write` and `edit` are allowed inside `/workspace` and denied (`high_risk`) elsewhere;
 //! - `web_fetch` is allowed when the environment's networking reaches the host, else denied;
 //! - `bash` is read with a small shell lexer (quotes, escapes, operators, redirections,
 //!   here-documents). It is denied (`high_risk`) when a command in it, or in one of its
 //!   substitutions, escalates privileges (sudo, su, doas), acts on the machine, touches
-//!   credentials or host secrets (~/.ssh, ~/.aws, /etc/shadow, /proc/*/environ), lists the
+//!   credentials or host secrets (`SECRETS`, `SECRET_NAMES`: ~/.ssh, ~/.aws, ~/.kube, ssh
+//!   host keys, service-account tokens, .pgpass, .npmrc, .netrc, /etc/shadow,
+//!   /proc/*/environ…, wherever they are, and `.env` files outside /workspace), lists the
 //!   environment (printenv, bare env/export/declare/set), deletes or writes outside /workspace
 //!   and /tmp (a writer's operands or `-t`/`--target-directory=`/`of=` target, or an output
 //!   redirection: `>`, `N>`, `>>`, `>|`, `&>`, `>&file`, `<>`), pipes a download into a
@@ -22,7 +28,8 @@
 //!   `$((…))`, `<(…)`, braces, here-documents with an unquoted delimiter and a `$`),
 //!   assignments and `export`, subshells and control flow, eval/source/exec/env/xargs/awk,
 //!   `git` (a repository's config can run commands), `sed` beyond printing and plain `s///`,
-//!   `find` with actions, and paths not provably under /workspace or /tmp.
+//!   `find` with actions, writes not provably under /workspace or /tmp, and reads or
+//!   listings (operands, option values, `<` redirections) outside the places `read` may go.
 
 use serde_json::{Value, json};
 
@@ -143,9 +150,8 @@ fn stays_below(rel: &str) -> bool {
     true
 }
 
-/// Whether an absolute path lies under one of `roots` once `.` and `..` are resolved; whole
-/// components are compared, so `/workspace2` is not under `/workspace`.
-fn under_root(abs: &str, roots: &[&str]) -> bool {
+/// The components of an absolute path once `.` and `..` are resolved.
+fn components(abs: &str) -> Vec<&str> {
     let mut parts: Vec<&str> = Vec::new();
     for part in abs.split('/') {
         match part {
@@ -156,13 +162,123 @@ fn under_root(abs: &str, roots: &[&str]) -> bool {
             p => parts.push(p),
         }
     }
-    parts.first().is_some_and(|first| roots.contains(first))
+    parts
+}
+
+/// Whether an absolute path lies under one of `roots` once `.` and `..` are resolved; whole
+/// components are compared, so `/workspace2` is not under `/workspace`.
+fn under_root(abs: &str, roots: &[&str]) -> bool {
+    components(abs)
+        .first()
+        .is_some_and(|first| roots.contains(first))
+}
+
+/// Whether `auto` may read or list an absolute path without asking: /workspace, /tmp, the
+/// system's programs and libraries, the harmless part of /etc and a few devices.
+fn readable_absolute(abs: &str) -> bool {
+    if READABLE_DEVICES.contains(&abs) {
+        return true;
+    }
+    match components(abs).as_slice() {
+        [first, ..] if WRITABLE_ROOTS.contains(first) || SYSTEM_ROOTS.contains(first) => true,
+        ["etc", rest @ ..] => rest.first().is_some_and(|entry| {
+            ETC_READABLE_PREFIXES.iter().any(|p| entry.starts_with(p))
+                || ETC_READABLE.iter().any(|e| {
+                    let e: Vec<&str> = e.split('/').collect();
+                    rest.starts_with(&e)
+                })
+        }),
+        _ => false,
+    }
+}
+
+/// Whether a path a command or file tool reads stays where `auto` may read without asking.
+/// Relative paths resolve against the working directory, which `auto` keeps inside
+/// /workspace or /tmp, so they stay there unless they climb; `~` is the home directory,
+/// which on a self-hosted worker is the machine's.
+fn readable(path: &str, moved: bool) -> bool {
+    if path.starts_with('~') {
+        return false;
+    }
+    if is_dotenv(path) && in_workspace(path, false, moved) != Some(true) {
+        return false;
+    }
+    if path.starts_with('/') {
+        readable_absolute(path)
+    } else {
+        stays_below(path)
+    }
+}
+
+/// Whether a path names an environment file (`.env`, `.env.local`, …).
+fn is_dotenv(path: &str) -> bool {
+    let name = path
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or(path);
+    name == ".env" || name.starts_with(".env.")
+}
+
+/// Whether a path is in /workspace: `None` when the text cannot tell (a relative path after a
+/// `cd`, which may have gone to /tmp).
+fn in_workspace(path: &str, tilde: bool, moved: bool) -> Option<bool> {
+    if tilde || path.starts_with('~') {
+        Some(false)
+    } else if path.starts_with('/') {
+        Some(under_root(path, &["workspace"]))
+    } else if !stays_below(path) {
+        if moved { None } else { Some(false) }
+    } else if moved {
+        None
+    } else {
+        Some(true)
+    }
+}
+
+/// Why a path or word touches a well-known secret, if it does. Environment files are decided
+/// apart (by place): a `.env` in /workspace was put there for the agent, one elsewhere on a
+/// self-hosted worker belongs to the machine's services.
+fn secret_denial(text: &str) -> Option<String> {
+    let found = SECRETS.iter().find(|s| text.contains(**s)).or_else(|| {
+        SECRET_NAMES
+            .iter()
+            .find(|n| text.split(['/', '=']).any(|c| c == **n))
+    });
+    found.map(|s| format!("it touches credentials or host secrets (`{s}`)"))
+}
+
+/// `read`, `glob` and `grep`: denied on secrets, allowed where reads may go, else asked.
+fn file_read<const N: usize>(keys: [&str; N], input: &Value) -> Verdict {
+    let mut verdict = Verdict::Allow;
+    for key in keys {
+        let Some(path) = input.get(key).and_then(Value::as_str).map(str::trim) else {
+            continue;
+        };
+        if let Some(reason) = secret_denial(path) {
+            return Verdict::Deny(reason);
+        }
+        if is_dotenv(path) && in_workspace(path, false, false) == Some(false) {
+            return Verdict::Deny(format!(
+                "`{path}` is an environment file outside /workspace, where credentials live"
+            ));
+        }
+        // A glob component such as `.*` can match `..` and climb out.
+        if !readable(path, false) || !glob_cannot_climb(path) {
+            verdict = Verdict::Ask;
+        }
+    }
+    verdict
 }
 
 /// The `auto` policy's verdict on one call.
 pub fn evaluate(name: &str, input: &Value, egress: &EgressPolicy) -> Verdict {
     match name {
-        "read" | "glob" | "grep" | "web_search" => Verdict::Allow,
+        "read" => file_read(["file_path"], input),
+        // A glob pattern can climb out of its directory (`../*`), so it counts as a path.
+        "glob" => file_read(["path", "pattern"], input),
+        "grep" => file_read(["path"], input),
+        "web_search" => Verdict::Allow,
         "write" | "edit" => match input.get("file_path").and_then(Value::as_str) {
             Some(p) if inside_workspace(p) => Verdict::Allow,
             Some(p) => Verdict::Deny(format!("`{p}` is outside /workspace")),
@@ -302,21 +418,162 @@ const PREFIXES: &[&str] = &[
 const HARMLESS_DEVICES: &[&str] = &["/dev/null", "/dev/stdout", "/dev/stderr"];
 /// Top-level directories a command may write under without asking.
 const WRITABLE_ROOTS: &[&str] = &["workspace", "tmp"];
+/// Text that marks credentials or host secrets wherever it appears in a command or path (also
+/// inside /workspace: a key copied there is still a key).
 const SECRETS: &[&str] = &[
     "/.ssh",
     ".ssh/",
+    "ssh_host_",
     "/.aws",
     ".aws/",
+    "/.azure",
+    ".azure/",
+    ".config/gcloud",
+    ".config/gh/",
+    "/.kube",
+    ".kube/",
+    "/.gnupg",
+    ".gnupg/",
+    "/run/secrets",
     "/etc/shadow",
     "/etc/gshadow",
+    "/etc/sudoers",
+    "/etc/ssl/private",
     "/environ",
     "id_rsa",
+    "id_dsa",
+    "id_ecdsa",
     "id_ed25519",
     ".netrc",
+    ".pgpass",
+    ".npmrc",
+    ".pypirc",
     ".git-credentials",
-    "/etc/sudoers",
     ".docker/config.json",
-    ".kube/config",
+    ".cargo/credentials",
+    ".vault-token",
+    "krb5cc_",
+];
+/// Names of credential directories and files, matched as whole path components (`ls .ssh`,
+/// which the text patterns above do not see).
+const SECRET_NAMES: &[&str] = &[".ssh", ".aws", ".azure", ".kube", ".gnupg"];
+/// Top-level directories of the system's programs and libraries, read-only in the sandbox
+/// (`SYSTEM_DIRS` in src/tools/sandbox.rs).
+const SYSTEM_ROOTS: &[&str] = &["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
+/// The `/etc` entries reads may reach without asking: the harmless ones the sandbox mounts
+/// (`ETC_ALLOWED` in src/tools/sandbox.rs; kept the same or narrower). Keys, service configs,
+/// environment files and account lists elsewhere in /etc ask.
+const ETC_READABLE: &[&str] = &[
+    "alternatives",
+    "bash.bashrc",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "debian_version",
+    "gai.conf",
+    "gitconfig",
+    "host.conf",
+    "hosts",
+    "inputrc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "locale.alias",
+    "localtime",
+    "magic",
+    "magic.mime",
+    "mime.types",
+    "nsswitch.conf",
+    "os-release",
+    "perl",
+    "profile",
+    "protocols",
+    "resolv.conf",
+    "services",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "timezone",
+    "xdg",
+];
+/// `/etc` entries readable by prefix (`ETC_ALLOWED_PREFIXES` in src/tools/sandbox.rs).
+const ETC_READABLE_PREFIXES: &[&str] = &["python3", "java-"];
+/// Devices any command may read.
+const READABLE_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/stdin",
+];
+/// Programs whose arguments are never files they read (text to print, sets, names), or
+/// which at most test that a path exists.
+const READS_NOTHING: &[&str] = &[
+    "echo", "printf", "tr", "seq", "sleep", "true", "false", "pwd", "whoami", "id", "uname",
+    "basename", "dirname", "which", "hostname", "ps", "test", "[",
+];
+/// Short options of grep that take no value (`-e`, `-f`, `-m`, `-A`, `-B`, `-C`, `-d`, `-D`
+/// do).
+const GREP_PLAIN: &str = "EFGPiywxvcLloqsbHhnTZzrRaIU";
+/// Short options of ripgrep that take no value (`-r`, `-E`, `-g`, `-t`, `-j`… do).
+const RG_PLAIN: &str = "iSsnNlcvwxFHIuLoqaPUzpb.";
+/// Long options of grep and ripgrep that take no value.
+const GREP_PLAIN_LONG: &[&str] = &[
+    "recursive",
+    "dereference-recursive",
+    "ignore-case",
+    "no-ignore-case",
+    "smart-case",
+    "line-number",
+    "count",
+    "files-with-matches",
+    "files-without-match",
+    "only-matching",
+    "quiet",
+    "silent",
+    "no-messages",
+    "with-filename",
+    "no-filename",
+    "word-regexp",
+    "line-regexp",
+    "invert-match",
+    "extended-regexp",
+    "fixed-strings",
+    "basic-regexp",
+    "perl-regexp",
+    "text",
+    "null",
+    "null-data",
+    "byte-offset",
+    "initial-tab",
+    "hidden",
+    "color",
+    "colour",
+];
+/// Short options of jq that take no value.
+const JQ_PLAIN: &str = "ncrjasSCMeh";
+/// Long options of jq that take no value.
+const JQ_PLAIN_LONG: &[&str] = &[
+    "null-input",
+    "compact-output",
+    "raw-output",
+    "join-output",
+    "ascii-output",
+    "slurp",
+    "sort-keys",
+    "tab",
+    "exit-status",
+    "color-output",
+    "monochrome-output",
+    "raw-input",
+    "seq",
+    "stream",
+];
+/// Options whose value is a separator character, not a path (`cut -d/`, `sort -t/`).
+const SEPARATOR_OPTIONS: &[(&str, char, &str)] = &[
+    ("cut", 'd', "delimiter"),
+    ("cut", 'd', "output-delimiter"),
+    ("sort", 't', "field-separator"),
+    ("column", 's', "separator"),
+    ("column", 'o', "output-separator"),
 ];
 /// How deep command substitutions are searched for something to deny.
 const MAX_NESTING: usize = 8;
@@ -382,9 +639,18 @@ fn script_denial(script: &Script, egress: &EgressPolicy) -> Option<String> {
 /// working directory.
 fn command_denial(command: &Command, egress: &EgressPolicy, moved: bool) -> Option<String> {
     // Quote removal can join a secret's name back together (`~/.s"s"h`).
-    let mut texts = command.words.iter().chain(targets(command));
-    if let Some(s) = texts.find_map(|w| SECRETS.iter().find(|s| w.text.contains(**s))) {
-        return Some(format!("it touches credentials or host secrets (`{s}`)"));
+    for word in command.words.iter().chain(targets(command)) {
+        if let Some(reason) = secret_denial(&word.text) {
+            return Some(reason);
+        }
+        if let Some(path) = path_part(&word.text)
+            && is_dotenv(path)
+            && in_workspace(path, word.tilde, moved) == Some(false)
+        {
+            return Some(format!(
+                "`{path}` is an environment file outside /workspace, where credentials live"
+            ));
+        }
     }
     let (name, args) = program(command).unwrap_or(("", &[]));
     if PRIVILEGE.contains(&name) {
@@ -515,6 +781,145 @@ fn glob_stays_local(word: &Word) -> bool {
         && !word.text.starts_with('/')
         && stays_below(&word.text)
         && glob_cannot_climb(&word.text)
+}
+
+/// The part of an argument that may name a path: the word itself, the value of a long option
+/// (`--file=PATH`), or what follows a short option's letters where a path could start
+/// (`-f/etc/x`, `-f../x`, `-f.env`); `None` for options without one.
+fn path_part(text: &str) -> Option<&str> {
+    if let Some(long) = text.strip_prefix("--") {
+        return long.split_once('=').map(|(_, value)| value);
+    }
+    if let Some(flags) = text.strip_prefix('-').filter(|f| !f.is_empty()) {
+        return flags.find(['/', '~', '.']).map(|at| &flags[at..]);
+    }
+    Some(text)
+}
+
+/// Whether every file a read-only program reads or lists stays where `auto` may read:
+/// operands, option values, but not the words that are patterns, scripts or separators.
+fn reads_stay_known(name: &str, args: &[Word], moved: bool) -> bool {
+    if READS_NOTHING.contains(&name) {
+        return true;
+    }
+    let mut not_paths: Vec<usize> = match name {
+        "grep" | "egrep" | "fgrep" => grep_patterns(args, GREP_PLAIN),
+        "rg" => grep_patterns(args, RG_PLAIN),
+        "sed" => sed::script_words(args),
+        "jq" => leading_operand(args, JQ_PLAIN, JQ_PLAIN_LONG)
+            .into_iter()
+            .collect(),
+        _ => vec![],
+    };
+    not_paths.extend(separator_values(name, args));
+    args.iter()
+        .enumerate()
+        .filter(|(i, _)| !not_paths.contains(i))
+        .all(|(_, a)| path_part(&a.text).is_none_or(|p| readable(p, moved)))
+}
+
+/// The arguments of grep or ripgrep that are patterns, not files: the first operand when no
+/// `-e`/`-f` gives the pattern, and the word after a bare `-e`. An option not known to take
+/// no value may take the next word as its value, so after one no operand is taken for the
+/// pattern, and every operand counts as a file.
+fn grep_patterns(args: &[Word], plain: &str) -> Vec<usize> {
+    let by_option = args.iter().any(|a| match long_option(&a.text) {
+        Some(o) => !o.is_empty() && ("regexp".starts_with(o) || "file".starts_with(o)),
+        None => a.text.starts_with('-') && a.text[1..].contains(['e', 'f']),
+    });
+    let mut out = Vec::new();
+    let mut understood = true;
+    let mut first_taken = false;
+    let mut i = 0;
+    while i < args.len() {
+        let text = args[i].text.as_str();
+        if text == "--" {
+            if !by_option && understood && !first_taken && i + 1 < args.len() {
+                out.push(i + 1);
+            }
+            break;
+        }
+        if let Some(option) = long_option(text) {
+            if text.contains('=') || GREP_PLAIN_LONG.contains(&option) {
+            } else if option.len() >= 3 && "regexp".starts_with(option) {
+                out.push(i + 1);
+                i += 1;
+            } else {
+                understood = false;
+            }
+        } else if let Some(flags) = text.strip_prefix('-').filter(|f| !f.is_empty()) {
+            for (at, flag) in flags.char_indices() {
+                if plain.contains(flag) || flag.is_ascii_digit() {
+                    continue;
+                }
+                if flag == 'e' {
+                    // The pattern is the rest of this word, or the next word.
+                    if at + 1 == flags.len() {
+                        out.push(i + 1);
+                        i += 1;
+                    } else {
+                        out.push(i);
+                    }
+                } else if flag != 'f' {
+                    understood = false;
+                }
+                break;
+            }
+        } else if !by_option && understood && !first_taken {
+            out.push(i);
+            first_taken = true;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The name of a long option (`--name` or `--name=value`).
+fn long_option(text: &str) -> Option<&str> {
+    text.strip_prefix("--")
+        .map(|l| l.split('=').next().unwrap_or(l))
+}
+
+/// The first operand, when every word before it is an option known to take no value.
+fn leading_operand(args: &[Word], plain: &str, plain_long: &[&str]) -> Option<usize> {
+    for (i, a) in args.iter().enumerate() {
+        let text = a.text.as_str();
+        if text == "--" {
+            return (i + 1 < args.len()).then_some(i + 1);
+        }
+        if let Some(long) = text.strip_prefix("--") {
+            if !long.contains('=') && !plain_long.contains(&long) {
+                return None;
+            }
+        } else if let Some(flags) = text.strip_prefix('-').filter(|f| !f.is_empty()) {
+            if !flags.chars().all(|c| plain.contains(c)) {
+                return None;
+            }
+        } else {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// The arguments that are a separator's value (`cut -d /`, `sort -t/`): text, never read.
+fn separator_values(name: &str, args: &[Word]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        let text = a.text.as_str();
+        for (_, short, long) in SEPARATOR_OPTIONS.iter().filter(|(p, ..)| *p == name) {
+            if let Some(l) = text.strip_prefix("--") {
+                if l.split_once('=').is_some_and(|(o, _)| o == *long) {
+                    out.push(i);
+                } else if l == *long {
+                    out.push(i + 1);
+                }
+            } else if text.strip_prefix('-').and_then(|f| f.chars().next()) == Some(*short) {
+                out.push(if text.len() == 2 { i + 1 } else { i });
+            }
+        }
+    }
+    out
 }
 
 /// Whether a command may write to `target` without asking.
@@ -659,14 +1064,21 @@ fn command_is_safe(command: &Command, moved: bool) -> bool {
     if first.glob || first.tilde || first.text.contains('/') {
         return false;
     }
-    args.iter().all(|a| !a.glob || glob_stays_local(a)) && program_allows(&first.text, args, moved)
+    args.iter().all(|a| !a.glob || glob_stays_local(a))
+        && program_allows(&first.text, args, moved)
+        && reads_stay_known(&first.text, args, moved)
 }
 
 fn redirect_is_safe(redirect: &shell::Redirect, moved: bool) -> bool {
     let target = &redirect.target;
     match redirect.kind {
         RedirectKind::Output => writable(target, moved),
-        RedirectKind::Input => !target.glob && !is_socket(&target.text),
+        RedirectKind::Input => {
+            !target.glob
+                && !is_socket(&target.text)
+                && !target.tilde
+                && readable(&target.text, moved)
+        }
         RedirectKind::Duplicate | RedirectKind::HereDoc | RedirectKind::HereString => true,
     }
 }
@@ -790,6 +1202,9 @@ mod shell;
 
 mod sed;
 
+mod narrow;
+pub use narrow::{narrow, stricter};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -849,10 +1264,216 @@ mod tests {
             evaluate("web_fetch", &json!({"url": "https://example.com"}), &closed),
             Verdict::Deny(_)
         ));
+        // On a self-hosted worker /etc/passwd lists the machine's accounts: it asks.
         assert_eq!(
             evaluate("read", &json!({"file_path": "/etc/passwd"}), &closed),
+            Verdict::Ask
+        );
+        assert_eq!(
+            evaluate(
+                "read",
+                &json!({"file_path": "/usr/share/dict/words"}),
+                &closed
+            ),
             Verdict::Allow
         );
+    }
+
+    /// `auto` on reads and listings: secrets are denied wherever they are, a `.env` outside
+    /// /workspace too; known places are allowed; everything else asks.
+    #[test]
+    fn reads_outside_known_places_ask_and_secrets_are_denied() {
+        let open = EgressPolicy::Open;
+        let file = |tool: &str, input: Value| evaluate(tool, &input, &open);
+        let read = |path: &str| file("read", json!({ "file_path": path }));
+        let deny = |v: &Verdict| matches!(v, Verdict::Deny(_));
+        let table: &[(&str, Verdict)] = &[
+            // Known places.
+            ("/workspace/src/main.rs", Verdict::Allow),
+            ("src/main.rs", Verdict::Allow),
+            ("/tmp/scratch.txt", Verdict::Allow),
+            ("/usr/share/doc/bash/README", Verdict::Allow),
+            ("/lib/x86_64-linux-gnu/libc.so.6", Verdict::Allow),
+            ("/etc/os-release", Verdict::Allow),
+            ("/etc/ssl/certs/ca-certificates.crt", Verdict::Allow),
+            ("/etc/python3.11/sitecustomize.py", Verdict::Allow),
+            ("/workspace/.env", Verdict::Allow),
+            (".env.local", Verdict::Allow),
+            ("/workspace/../usr/bin/env", Verdict::Allow),
+            // Elsewhere: ask.
+            ("/", Verdict::Ask),
+            ("/etc", Verdict::Ask),
+            ("/etc/ssl", Verdict::Ask),
+            ("/etc/passwd", Verdict::Ask),
+            ("/etc/nginx/nginx.conf", Verdict::Ask),
+            ("/home/dev/notes.txt", Verdict::Ask),
+            ("/root/.bash_history", Verdict::Ask),
+            ("/proc/self/status", Verdict::Ask),
+            ("/var/lib/postgresql/data/pg_hba.conf", Verdict::Ask),
+            ("/workspace/../etc/hostname", Verdict::Ask),
+            ("/usr/../srv/x", Verdict::Ask),
+            ("../x", Verdict::Ask),
+            ("~/notes.txt", Verdict::Ask),
+            ("/workspace2/x", Verdict::Ask),
+        ];
+        for (path, expected) in table {
+            assert_eq!(&read(path), expected, "read {path}");
+        }
+        let denied = [
+            "/etc/ssh/ssh_host_ed25519_key",
+            "/etc/ssh/ssh_host_rsa_key",
+            "/root/.ssh/id_ed25519",
+            "/home/dev/.ssh",
+            "/var/run/secrets/kubernetes.io/serviceaccount/token",
+            "/run/secrets/db_password",
+            "/root/.aws/credentials",
+            "/root/.config/gcloud/application_default_credentials.json",
+            "/root/.azure/accessTokens.json",
+            "/root/.kube/config",
+            "/root/.pgpass",
+            "/root/.npmrc",
+            "/root/.netrc",
+            "/root/.pypirc",
+            "/root/.docker/config.json",
+            "/root/.git-credentials",
+            "/root/.gnupg/private-keys-v1.d",
+            "/etc/shadow",
+            "/proc/1/environ",
+            "/tmp/krb5cc_1000",
+            "/srv/app/.env",
+            "/srv/app/.env.production",
+            "/tmp/.env",
+            "../.env",
+            "~/.env",
+            // Secrets other than environment files are denied inside the workspace too.
+            "/workspace/.npmrc",
+            ".aws/credentials",
+            "deploy/id_rsa",
+        ];
+        for path in denied {
+            assert!(deny(&read(path)), "read {path}: {:?}", read(path));
+        }
+        // glob and grep: the directory, and a pattern that may climb out of it.
+        assert_eq!(file("glob", json!({"pattern": "**/*.rs"})), Verdict::Allow);
+        assert_eq!(
+            file("glob", json!({"pattern": "*", "path": "/usr/include"})),
+            Verdict::Allow
+        );
+        assert_eq!(
+            file("glob", json!({"pattern": "*", "path": "/home"})),
+            Verdict::Ask
+        );
+        assert_eq!(file("glob", json!({"pattern": "../*"})), Verdict::Ask);
+        assert_eq!(file("glob", json!({"pattern": ".*/x"})), Verdict::Ask);
+        assert_eq!(file("glob", json!({"pattern": "/etc/*"})), Verdict::Ask);
+        assert!(deny(&file(
+            "glob",
+            json!({"pattern": "*", "path": "/root/.ssh"})
+        )));
+        assert_eq!(
+            file("grep", json!({"pattern": "/etc/passwd"})),
+            Verdict::Allow
+        );
+        assert_eq!(
+            file("grep", json!({"pattern": "token", "path": "/var/lib"})),
+            Verdict::Ask
+        );
+        assert!(deny(&file(
+            "grep",
+            json!({"pattern": "x", "path": "/home/dev/.env"})
+        )));
+    }
+
+    #[test]
+    fn bash_reads_and_listings_outside_known_places_ask() {
+        let allows = [
+            "ls /workspace",
+            "ls -la /tmp",
+            "cat /usr/share/doc/bash/README | head -5",
+            "cat /etc/os-release /etc/hosts",
+            "ls /usr/bin",
+            "head -c 16 /dev/urandom | base64",
+            "cat .env",
+            "grep -n KEY .env.local",
+            "echo A=1 > .env && cat .env",
+            "grep -rn /api/v1 src",
+            "grep -e /api/v1 -n src",
+            "rg -n '/usr/local' src",
+            "sed -n -e '/^fn/p' src/lib.rs",
+            "sed '/a/d' notes.txt",
+            "cut -d/ -f2 paths.txt",
+            "cut -f 2 -d / paths.txt",
+            "sort -t/ -k2 paths.txt",
+            "jq '.a' data.json",
+            "echo /root is printed, not read",
+            "printf '%s' /root",
+            "test -f /etc/nginx/nginx.conf && echo yes",
+            "find /workspace -name '*.rs'",
+            "cd /tmp && ls",
+            "wc -l < /workspace/a.txt",
+            "cat < /dev/null",
+        ];
+        assert_all(&allows, |v| *v == Verdict::Allow, "be allowed");
+        let asks = [
+            "ls /",
+            "ls /home",
+            "ls ..",
+            "cat ../x",
+            "cat ~/.bash_history",
+            "ls ~",
+            "cat /etc/passwd",
+            "cat /etc/nginx/nginx.conf",
+            "head /proc/self/status",
+            "grep -r password /srv",
+            "grep -rn x -- /srv",
+            "grep --color password /srv",
+            "grep -A 3 needle /srv/app.log",
+            "grep -f /srv/patterns src",
+            "grep --file=/srv/patterns src",
+            "grep /srv/x -e y",
+            "rg -g '*.log' needle /var/log",
+            "find / -name '*.key'",
+            "find . -newer /srv/x",
+            "du -sh /var/lib",
+            "stat /root",
+            "tree /opt",
+            "diff a.txt /srv/b.txt",
+            "sort -o/dev/null /srv/x",
+            "cat < /srv/x",
+            "wc -l < ~/x",
+            "cd /tmp && cat .env",
+            "jq --arg x y . /srv/data.json",
+            "sed -n 1p /var/log/syslog",
+            "cat -- -/../../srv/x",
+            "realpath ../..",
+        ];
+        assert_all(&asks, |v| *v == Verdict::Ask, "ask");
+        let denies = [
+            "cat /etc/ssh/ssh_host_ed25519_key",
+            "ls /etc/ssh/ssh_host_rsa_key.pub",
+            "cat ~/.pgpass",
+            "cat /root/.npmrc",
+            "ls /var/run/secrets/kubernetes.io/serviceaccount",
+            "cat /run/secrets/token",
+            "ls ~/.config/gcloud",
+            "ls ~/.azure",
+            "cat ~/.kube/config",
+            "cat ~/.netrc",
+            "cat ~/.pypirc",
+            "cat ~/.docker/config.json",
+            "cat ~/.git-credentials",
+            "ls .ssh",
+            "ls -a /home/dev/.aws",
+            "cat /srv/app/.env",
+            "cat /srv/app/.env.production",
+            "grep KEY ../.env",
+            "cat < /srv/.env",
+            "grep --file=/srv/.env x",
+            "head -c 10 ~/.env",
+            "cat /tmp/.env",
+            "cat deploy/id_ecdsa",
+        ];
+        assert_all(&denies, |v| matches!(v, Verdict::Deny(_)), "be denied");
     }
 
     fn closed(cmd: &str) -> Verdict {

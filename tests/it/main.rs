@@ -8,6 +8,7 @@ mod crash;
 mod engine;
 mod environments;
 mod errors;
+mod escalation;
 mod host_addresses;
 mod logs;
 mod multiagent;

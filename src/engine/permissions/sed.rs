@@ -10,20 +10,35 @@ const QUIET: &str = "pPdDnNgGhHxz=F";
 /// Whether `sed` with these arguments only prints: no `-i`, no script file, and every
 /// script within the accepted grammar.
 pub(super) fn only_prints(args: &[Word]) -> bool {
+    scripts(args).is_some_and(|(scripts, _)| {
+        !scripts.is_empty() && scripts.iter().all(|s| script_only_prints(s))
+    })
+}
+
+/// The positions of the arguments that hold scripts rather than input files (an `-e` word
+/// with its script attached, the word after a bare `-e`, or the first operand); empty when
+/// the options are not understood, so that every argument counts as a file.
+pub(super) fn script_words(args: &[Word]) -> Vec<usize> {
+    scripts(args).map(|(_, at)| at).unwrap_or_default()
+}
+
+/// The scripts and the positions of the words holding them, if every option is understood.
+fn scripts(args: &[Word]) -> Option<(Vec<&str>, Vec<usize>)> {
     let mut scripts: Vec<&str> = Vec::new();
+    let mut at: Vec<usize> = Vec::new();
     let mut first_operand = None;
     let mut options_done = false;
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
+    let mut args = args.iter().enumerate();
+    while let Some((i, arg)) = args.next() {
         if arg.glob {
-            return false; // may expand to anything, options included
+            return None; // may expand to anything, options included
         }
         let text = arg.text.as_str();
         if options_done || text == "-" || !text.starts_with('-') {
-            first_operand.get_or_insert(text);
+            first_operand.get_or_insert((i, text));
         } else if first_operand.is_some() {
             // With POSIXLY_CORRECT set, options after an operand are operands too.
-            return false;
+            return None;
         } else if text == "--" {
             options_done = true;
         } else if let Some(long) = text.strip_prefix("--") {
@@ -34,47 +49,58 @@ pub(super) fn only_prints(args: &[Word]) -> bool {
                 "quiet" | "silent" | "regexp-extended" | "separate" | "unbuffered"
                 | "null-data" | "zero-terminated" | "posix" | "debug" | "sandbox"
                     if value.is_none() => {}
-                "expression" => match value.or_else(|| args.next().map(|a| a.text.as_str())) {
-                    Some(script) => scripts.push(script),
-                    None => return false,
+                "expression" => match value {
+                    Some(script) => {
+                        scripts.push(script);
+                        at.push(i);
+                    }
+                    None => {
+                        let (j, next) = args.next()?;
+                        scripts.push(next.text.as_str());
+                        at.push(j);
+                    }
                 },
                 "line-length" => {
                     if value.is_none() {
                         args.next();
                     }
                 }
-                _ => return false, // --in-place, --file, abbreviations, …
+                _ => return None, // --in-place, --file, abbreviations, …
             }
         } else {
             let flags = &text[1..];
-            for (at, flag) in flags.char_indices() {
+            for (pos, flag) in flags.char_indices() {
                 match flag {
                     'n' | 'r' | 'E' | 's' | 'u' | 'z' => {}
                     'e' | 'l' => {
-                        let rest = &flags[at + 1..];
-                        let value = if rest.is_empty() {
+                        let rest = &flags[pos + 1..];
+                        let (j, value) = if rest.is_empty() {
                             match args.next() {
-                                Some(a) if !a.glob => a.text.as_str(),
-                                _ => return false,
+                                Some((j, a)) if !a.glob => (j, a.text.as_str()),
+                                _ => return None,
                             }
                         } else {
-                            rest
+                            (i, rest)
                         };
                         if flag == 'e' {
                             scripts.push(value);
+                            at.push(j);
                         }
                         break;
                     }
-                    _ => return false, // -i edits files, -f reads a script we cannot see
+                    _ => return None, // -i edits files, -f reads a script we cannot see
                 }
             }
         }
     }
     // Without `-e` the first operand is the script.
-    if scripts.is_empty() {
-        scripts.extend(first_operand);
+    if scripts.is_empty()
+        && let Some((i, text)) = first_operand
+    {
+        scripts.push(text);
+        at.push(i);
     }
-    !scripts.is_empty() && scripts.iter().all(|s| script_only_prints(s))
+    Some((scripts, at))
 }
 
 /// Whether a script is made only of [address[,address]][!] followed by a printing command,
