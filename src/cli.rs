@@ -31,8 +31,9 @@ pub struct StoreArgs {
 pub enum Command {
     /// Run the server.
     Serve {
-        /// Address to listen on.
-        #[arg(long, env = "MAST_LISTEN", default_value = "127.0.0.1:8080")]
+        /// Address to listen on: `HOST:PORT` (`localhost:8080`, `0.0.0.0:8080`, `[::1]:8080`) or
+        /// a bare port (`8080`, on 127.0.0.1).
+        #[arg(long, env = "MAST_LISTEN", default_value = "127.0.0.1:8080", value_parser = parse_listen)]
         listen: SocketAddr,
         #[command(flatten)]
         store: StoreArgs,
@@ -82,11 +83,62 @@ pub enum KeysCommand {
     },
 }
 
+/// Reads `--listen`: a socket address, `HOST:PORT` with a name to resolve, or a bare port on
+/// loopback (a public bind is always spelled out).
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs as _;
+    let s = s.trim();
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let resolved = s
+        .to_socket_addrs()
+        .map_err(|e| format!("`{s}` is not HOST:PORT or a port ({e})"))?
+        .collect::<Vec<_>>();
+    // `localhost` resolves to both loopback addresses; IPv4 is what clients try first.
+    resolved
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(resolved.first())
+        .copied()
+        .ok_or_else(|| format!("`{s}` resolves to no address"))
+}
+
 impl StoreArgs {
     /// A config that only carries the store settings.
     pub fn config(&self) -> Config {
         let mut c = Config::new(SocketAddr::from(([127, 0, 0, 1], 0)), self.data_dir.clone());
         c.database_url = self.database_url.clone().filter(|u| !u.is_empty());
         c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_takes_ports_names_and_addresses() {
+        assert_eq!(
+            parse_listen("8080").unwrap(),
+            "127.0.0.1:8080".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen("localhost:9000").unwrap(),
+            "127.0.0.1:9000".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen("0.0.0.0:80").unwrap(),
+            "0.0.0.0:80".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen("[::1]:81").unwrap(),
+            "[::1]:81".parse().unwrap()
+        );
+        assert!(parse_listen("nowhere").is_err());
+        assert!(parse_listen("70000").is_err());
     }
 }

@@ -96,6 +96,8 @@ pub struct Running {
     grace: std::time::Duration,
     /// The SQLite data directory, held until the server stops.
     _data_dir_lock: Option<store::lock::DataDirLock>,
+    /// What the start-up banner says, as (label, text) lines.
+    banner: Vec<(&'static str, String)>,
 }
 
 impl Running {
@@ -104,6 +106,26 @@ impl Running {
         self.shutdown.cancel();
         self.engine.shutdown(self.grace).await;
         let _ = tokio::time::timeout(self.grace, self.server).await;
+    }
+
+    /// The start-up banner: where the server listens, its store, its model providers, its
+    /// sandbox, and where the docs and metrics are. Printed to stderr for people, or logged
+    /// as one structured event with `MAST_LOG_FORMAT=json`.
+    pub fn announce(&self) {
+        if std::env::var("MAST_LOG_FORMAT").is_ok_and(|f| f == "json") {
+            let fields: serde_json::Map<String, serde_json::Value> = self
+                .banner
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), v.clone().into()))
+                .collect();
+            tracing::info!(banner = %serde_json::Value::Object(fields), "mast is ready");
+            return;
+        }
+        let mut text = format!("\n  Mast {} is ready\n\n", env!("CARGO_PKG_VERSION"));
+        for (label, line) in &self.banner {
+            text.push_str(&format!("  {label:<9} {line}\n"));
+        }
+        eprintln!("{text}");
     }
 
     /// Number of session runners alive (for tests and metrics).
@@ -115,6 +137,54 @@ impl Running {
     pub fn stream_topics(&self) -> usize {
         self.hub.topic_count()
     }
+}
+
+/// The banner's lines (see [`Running::announce`]).
+fn banner(
+    config: &Config,
+    addr: SocketAddr,
+    app: &AppState,
+    open: bool,
+) -> Vec<(&'static str, String)> {
+    let host = match addr.ip() {
+        ip if ip.is_unspecified() => "127.0.0.1".to_string(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
+    };
+    let url = format!("http://{host}:{}", addr.port());
+    let mut lines = vec![("API", url.clone())];
+    if addr.ip().is_unspecified() {
+        lines.push(("listening", format!("on every interface ({addr})")));
+    }
+    let data_dir =
+        std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
+    lines.push(match &config.database_url {
+        None => (
+            "store",
+            format!("SQLite, {}", data_dir.join("mast.db").display()),
+        ),
+        Some(url) => ("store", format!("Postgres, {}", store::redacted_url(url))),
+    });
+    lines.push(("data", data_dir.display().to_string()));
+    for (i, line) in app.models.describe().into_iter().enumerate() {
+        lines.push((if i == 0 { "models" } else { "" }, line));
+    }
+    lines.push(("tools", app.toolbox.describe()));
+    lines.push((
+        "auth",
+        if open {
+            "open while no API key exists (loopback only); create one with `mast keys create`"
+                .into()
+        } else {
+            "API keys (`x-api-key` or `Authorization: Bearer`)".into()
+        },
+    ));
+    lines.push(("docs", format!("{url}/docs")));
+    lines.push((
+        "metrics",
+        format!("{url}/metrics  (also /healthz, /readyz)"),
+    ));
+    lines
 }
 
 /// Starts serving on `listener` with `config`.
@@ -162,6 +232,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     engine_config.single_replica = config.database_url.is_none();
     let hub = Arc::new(Hub::default());
     let models = Arc::new(Models::new(config.anthropic.clone(), &config.providers)?);
+    models.check_not_self(addr)?;
     let toolbox = Arc::new(tools::Toolbox::new(&config.data_dir, config.tools.clone()).await);
     let engine = Engine::new(
         store.clone(),
@@ -185,6 +256,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         engine.join_replicas(url);
     }
     engine.start().await?;
+    let banner = banner(&config, addr, &state, keys == 0);
     let app = api::router(state);
     let token = shutdown.clone();
     // Small SSE frames must leave immediately, not wait on Nagle's algorithm.
@@ -208,5 +280,6 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         server,
         grace: config.shutdown_grace,
         _data_dir_lock: data_dir_lock,
+        banner,
     })
 }

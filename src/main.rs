@@ -4,17 +4,46 @@ use clap::Parser;
 use mast::cli::{Cli, Command, KeysCommand};
 use tracing_subscriber::EnvFilter;
 
-fn init_logging() {
-    let filter =
-        EnvFilter::try_from_env("MAST_LOG").unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
-    let json = std::env::var("MAST_LOG_FORMAT").is_ok_and(|f| f == "json");
+/// Logging from `MAST_LOG` (a filter such as `info` or `warn,mast=debug`) and
+/// `MAST_LOG_FORMAT` (`text` or `json`); a value that cannot be understood is an error rather
+/// than a silent default, so a typo never hides the logs someone asked for.
+fn init_logging() -> anyhow::Result<()> {
+    let filter = match std::env::var("MAST_LOG") {
+        Ok(v) if !v.trim().is_empty() => EnvFilter::try_new(&v).map_err(|e| {
+            anyhow::anyhow!(
+                "MAST_LOG={v:?} is not a log filter ({e}); try `info`, `debug` or `warn,mast=debug`"
+            )
+        })?,
+        _ => EnvFilter::new("info,sqlx=warn"),
+    };
+    let json = match std::env::var("MAST_LOG_FORMAT").as_deref() {
+        Ok("json") => true,
+        Ok("text") | Ok("") | Err(_) => false,
+        Ok(other) => anyhow::bail!("MAST_LOG_FORMAT={other:?} must be `text` or `json`"),
+    };
+    use std::io::IsTerminal as _;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     if json {
         builder.json().init();
     } else {
         builder.init();
+    }
+    Ok(())
+}
+
+/// Why `mast serve` cannot listen, with what to do about it.
+fn listen_error(addr: std::net::SocketAddr, e: std::io::Error) -> anyhow::Error {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
+            "cannot listen on {addr}: the address is already in use (is another server running there?); pick another with --listen or MAST_LISTEN"
+        ),
+        std::io::ErrorKind::PermissionDenied => anyhow::anyhow!(
+            "cannot listen on {addr}: permission denied (ports below 1024 need privileges); pick another with --listen"
+        ),
+        _ => anyhow::anyhow!("cannot listen on {addr}: {e}"),
     }
 }
 
@@ -43,7 +72,7 @@ async fn main() -> anyhow::Result<()> {
             allow_unauthenticated,
             config: config_file,
         } => {
-            init_logging();
+            init_logging()?;
             // Every stream, proxy connection and sandbox pipe is a descriptor; the default
             // soft limit (often 1024) would let one busy session starve the listener.
             match rlimit::increase_nofile_limit(u64::MAX) {
@@ -64,14 +93,17 @@ async fn main() -> anyhow::Result<()> {
             config.providers =
                 mast::models::registry::load_providers(providers_env.as_deref(), file.as_deref())?;
             let config = config.with_env_tuning()?;
-            let listener = tokio::net::TcpListener::bind(config.listen).await?;
+            let listener = tokio::net::TcpListener::bind(config.listen)
+                .await
+                .map_err(|e| listen_error(config.listen, e))?;
             let running = mast::start(config, listener).await?;
+            running.announce();
             shutdown_signal().await;
             tracing::info!("shutting down");
             running.stop().await;
         }
         Command::Migrate { store } => {
-            init_logging();
+            init_logging()?;
             mast::open_store(&store.config()).await?;
             eprintln!("migrations are up to date");
         }

@@ -62,8 +62,19 @@ pub async fn track(req: Request, next: Next) -> Response {
     let started = Instant::now();
     let resp = next.run(req).await;
     let status = resp.status();
+    let elapsed = started.elapsed();
+    // The access log: one line per request, inside the request's span (so with its id).
+    tracing::info!(
+        target: "mast::access",
+        %method,
+        %route,
+        status = status.as_u16(),
+        latency_ms = elapsed.as_secs_f64() * 1000.0,
+        "{method} {route} {}",
+        status.as_u16()
+    );
     metrics::histogram!(telemetry::HTTP_DURATION, "route" => route.clone(), "method" => method.clone())
-        .record(started.elapsed().as_secs_f64());
+        .record(elapsed.as_secs_f64());
     metrics::counter!(telemetry::HTTP_REQUESTS, "route" => route, "method" => method,
         "status" => status.as_u16().to_string())
     .increment(1);

@@ -106,6 +106,25 @@ impl Drop for Subscription {
     }
 }
 
+/// One log line per session status change: every committed event passes through
+/// [`Hub::publish`], so this is where an operator's `info` log learns what sessions do.
+fn log_status_changes(session_id: &str, events: &[EventRecord]) {
+    for e in events {
+        let Some(status) = e.kind.strip_prefix("session.status_") else {
+            continue;
+        };
+        match e.body.pointer("/stop_reason/type").and_then(|v| v.as_str()) {
+            Some(reason) => tracing::info!(
+                session_id,
+                status,
+                stop_reason = reason,
+                "session is {status} ({reason})"
+            ),
+            None => tracing::info!(session_id, status, "session is {status}"),
+        }
+    }
+}
+
 impl Hub {
     /// Subscribes to a session; `previews` marks a subscriber that wants preview frames.
     pub fn subscribe(&self, session_id: &str, previews: bool) -> Subscription {
@@ -167,6 +186,7 @@ impl Hub {
 
     /// Publishes committed events, in order. Sessions nobody watches cost a map lookup.
     pub fn publish(&self, session_id: &str, events: &[EventRecord]) {
+        log_status_changes(session_id, events);
         if let Some(last) = events.last() {
             self.tell(Signal::Appended {
                 session_id: session_id.to_string(),

@@ -29,17 +29,21 @@ impl AnthropicConfig {
         self.base_url.trim_end_matches('/') != "https://api.anthropic.com"
     }
 
-    /// Reads the same environment variables as the official SDKs.
+    /// Reads the same environment variables as the official SDKs, each overridden by its
+    /// `MAST_`-prefixed twin: a shell that points the SDK at Mast (`ANTHROPIC_BASE_URL`) can
+    /// still point Mast at Anthropic.
     pub fn from_env() -> Self {
+        let var = |name: &str| {
+            std::env::var(format!("MAST_{name}"))
+                .ok()
+                .filter(|v| !v.is_empty())
+                .or_else(|| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        };
         AnthropicConfig {
-            base_url: std::env::var("ANTHROPIC_BASE_URL")
-                .unwrap_or_else(|_| "https://api.anthropic.com".into()),
-            api_key: std::env::var("ANTHROPIC_API_KEY")
-                .ok()
-                .filter(|k| !k.is_empty()),
-            auth_token: std::env::var("ANTHROPIC_AUTH_TOKEN")
-                .ok()
-                .filter(|k| !k.is_empty()),
+            base_url: var("ANTHROPIC_BASE_URL")
+                .unwrap_or_else(|| "https://api.anthropic.com".into()),
+            api_key: var("ANTHROPIC_API_KEY"),
+            auth_token: var("ANTHROPIC_AUTH_TOKEN"),
             read_timeout: Duration::from_secs(300),
         }
     }
@@ -52,6 +56,11 @@ pub struct AnthropicClient {
 }
 
 impl AnthropicClient {
+    /// The endpoint this client talks to.
+    pub fn base_url(&self) -> &str {
+        &self.config.base_url
+    }
+
     /// Builds a client; the HTTP connection pool is shared by every session.
     pub fn new(config: AnthropicConfig) -> Self {
         let http = reqwest::Client::builder()

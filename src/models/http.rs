@@ -24,14 +24,17 @@ pub async fn stream_events(
         .map_err(|e| {
             ModelError::transient(
                 ErrorKind::RequestFailed,
-                format!("could not reach the model provider: {e}"),
+                format!("could not reach the model provider: {}", describe(&e)),
             )
         })?;
     let status = resp.status().as_u16();
     if status >= 400 {
+        let url = resp.url().clone();
         let after = retry_after(resp.headers());
         let text = resp.text().await.unwrap_or_default();
-        return Err(classify_status(status, &text, after));
+        let mut e = classify_status(status, &text, after);
+        e.message = format!("{} (HTTP {status} from {url})", e.message);
+        return Err(e);
     }
     let mut decoder = SseDecoder::default();
     let mut stream = resp.bytes_stream();
@@ -39,7 +42,7 @@ pub async fn stream_events(
         let chunk = chunk.map_err(|e| {
             ModelError::transient(
                 ErrorKind::RequestFailed,
-                format!("model stream interrupted: {e}"),
+                format!("model stream interrupted: {}", describe(&e)),
             )
         })?;
         for ev in decoder.feed(&chunk) {
@@ -47,6 +50,22 @@ pub async fn stream_events(
         }
     }
     Ok(())
+}
+
+/// A request error with its causes: reqwest's own text ("error sending request for url (…)")
+/// leaves out why ("Connection refused"), which is what an operator needs.
+pub fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            text.push_str(": ");
+            text.push_str(&c);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// Parses one SSE data payload.

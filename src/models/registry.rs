@@ -4,6 +4,7 @@
 //! (when `ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN` or `ANTHROPIC_BASE_URL` is set).
 
 use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -203,6 +204,65 @@ impl Models {
                 .expect("http client"),
             remote: Mutex::new(None),
         })
+    }
+
+    /// Refuses provider endpoints that are this server itself (listening on `listen`): a shell
+    /// that exports `ANTHROPIC_BASE_URL` for the SDK would otherwise make Mast call itself.
+    pub fn check_not_self(&self, listen: SocketAddr) -> anyhow::Result<()> {
+        if let Some(a) = &self.anthropic
+            && points_at(a.base_url(), listen)
+        {
+            anyhow::bail!(
+                "the Anthropic base URL {} points at this server itself (it listens on {listen}), so every Claude \
+                 request would loop back into Mast. ANTHROPIC_BASE_URL is probably set for the SDK in this shell: \
+                 unset it for the server, or set MAST_ANTHROPIC_BASE_URL (which the server reads first) to the real \
+                 endpoint",
+                a.base_url()
+            );
+        }
+        for p in &self.providers {
+            if let Some(url) = &p.config.base_url
+                && points_at(url, listen)
+            {
+                anyhow::bail!(
+                    "provider `{}`'s base_url {url} points at this server itself (it listens on {listen}); \
+                     point it at the provider's own endpoint",
+                    p.config.name
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// One line per model source, for the start-up banner: what is live, and how to turn
+    /// Claude on when it is not.
+    pub fn describe(&self) -> Vec<String> {
+        let mut out = vec![format!("{} (built in, no network)", scripted::MODEL_ID)];
+        match &self.anthropic {
+            Some(a) => out.push(format!(
+                "claude-… via the Anthropic Messages API at {}",
+                a.base_url()
+            )),
+            None => out.push(
+                "claude-… off: set ANTHROPIC_API_KEY (or MAST_ANTHROPIC_API_KEY) to turn Claude on"
+                    .into(),
+            ),
+        }
+        for p in &self.providers {
+            let serves = match (&p.config.model_prefix, p.config.models.is_empty()) {
+                (Some(prefix), _) if !prefix.is_empty() => format!("{prefix}…"),
+                _ => p.config.models.join(", "),
+            };
+            out.push(format!(
+                "{serves} via `{}` at {}",
+                p.config.name,
+                p.config
+                    .base_url
+                    .as_deref()
+                    .unwrap_or("https://api.anthropic.com")
+            ));
+        }
+        out
     }
 
     /// The provider for a model id.
@@ -464,5 +524,49 @@ mod tests {
             display_name("claude-haiku-4-5-20251001"),
             "Claude Haiku 4.5"
         );
+    }
+}
+
+/// Whether `url` reaches the server listening on `listen`.
+fn points_at(url: &str, listen: SocketAddr) -> bool {
+    use std::net::ToSocketAddrs as _;
+    let Ok(u) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    let (Some(host), Some(port)) = (u.host_str(), u.port_or_known_default()) else {
+        return false;
+    };
+    if port != listen.port() {
+        return false;
+    }
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let ips: Vec<std::net::IpAddr> = match host.parse() {
+        Ok(ip) => vec![ip],
+        Err(_) => (host, port)
+            .to_socket_addrs()
+            .map(|a| a.map(|a| a.ip()).collect())
+            .unwrap_or_default(),
+    };
+    ips.iter().any(|ip| {
+        *ip == listen.ip()
+            || (listen.ip().is_unspecified()
+                && (ip.is_loopback() || crate::tools::netguard::is_local(*ip)))
+    })
+}
+
+#[cfg(test)]
+mod self_url_tests {
+    use super::points_at;
+
+    #[test]
+    fn a_url_of_this_server_is_recognised() {
+        let local = "127.0.0.1:8080".parse().unwrap();
+        assert!(points_at("http://127.0.0.1:8080", local));
+        assert!(points_at("http://localhost:8080/", local));
+        assert!(!points_at("http://127.0.0.1:8081", local));
+        assert!(!points_at("https://api.anthropic.com", local));
+        let any = "0.0.0.0:443".parse().unwrap();
+        assert!(points_at("https://127.0.0.1", any));
+        assert!(!points_at("https://127.0.0.1:8443", any));
     }
 }

@@ -316,6 +316,18 @@ pub struct ExpiredWork {
     pub requeued_in: Vec<String>,
 }
 
+/// A database URL without its password, for logs and banners.
+pub fn redacted_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{user}@{}", &url[..scheme + 3], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
 /// A stopped work item whose session may still wait on a worker (see
 /// [`Store::work_needing_requeue_check`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

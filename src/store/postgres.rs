@@ -17,7 +17,7 @@ pub async fn connect(url: &str, max_connections: u32) -> StoreResult<SqlStore> {
         .max_connections(max_connections)
         // Fail fast while the database is down instead of hanging requests.
         .acquire_timeout(Duration::from_secs(5))
-        .connect(url)
+        .connect_with(super::sql::connect_options(url)?)
         .await?;
     MIGRATOR
         .run(&pool)

@@ -18,6 +18,19 @@ use crate::domain::environment::Environment;
 use crate::domain::ids::new_id;
 use crate::domain::time::{self, Micros};
 
+/// Connection options for `url`: statements are logged at `trace` only (they are noise at
+/// `debug`, and may carry user data); slow ones (over a second) at `warn`.
+pub(crate) fn connect_options(url: &str) -> StoreResult<sqlx::any::AnyConnectOptions> {
+    use sqlx::ConnectOptions as _;
+    use std::str::FromStr as _;
+    Ok(sqlx::any::AnyConnectOptions::from_str(url)?
+        .log_statements(tracing::log::LevelFilter::Trace)
+        .log_slow_statements(
+            tracing::log::LevelFilter::Warn,
+            std::time::Duration::from_secs(1),
+        ))
+}
+
 /// Which SQL dialect the pools speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {

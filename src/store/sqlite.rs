@@ -31,7 +31,9 @@ pub async fn open(data_dir: &Path) -> StoreResult<SqlStore> {
                 Box::pin(async move { conn.execute(PRAGMAS).await.map(|_| ()) })
             })
     };
-    let write = options(1).connect(&url).await?;
+    let write = options(1)
+        .connect_with(super::sql::connect_options(&url)?)
+        .await?;
     // The database is the server's alone (SQLite gives its WAL files the same mode).
     for name in ["mast.db", "mast.db-wal", "mast.db-shm"] {
         use std::os::unix::fs::PermissionsExt;
@@ -45,7 +47,9 @@ pub async fn open(data_dir: &Path) -> StoreResult<SqlStore> {
         .run(&write)
         .await
         .map_err(|e| anyhow::anyhow!("sqlite migrations failed: {e}"))?;
-    let read = options(4).connect(&url).await?;
+    let read = options(4)
+        .connect_with(super::sql::connect_options(&url)?)
+        .await?;
     Ok(SqlStore::new(write, read, Dialect::Sqlite))
 }
 

@@ -148,6 +148,21 @@ impl Toolbox {
         }
     }
 
+    /// One line for the start-up banner: how built-in tools run on this host.
+    pub fn describe(&self) -> String {
+        match (&self.isolation, &self.unreachable) {
+            (_, Some(why)) => format!("built-in tools cannot run: {why}"),
+            (Isolation::Bubblewrap, None) if self.session_users => {
+                "bubblewrap sandboxes, a host user per session".into()
+            }
+            (Isolation::Bubblewrap, None) => "bubblewrap sandboxes".into(),
+            (Isolation::Unsandboxed, None) => {
+                "UNSANDBOXED (MAST_UNSAFE_UNSANDBOXED_TOOLS=1): tools run on this host".into()
+            }
+            (Isolation::Unavailable(why), None) => format!("built-in tools are off: {why}"),
+        }
+    }
+
     /// How tools are isolated here.
     pub fn isolation(&self) -> &Isolation {
         &self.isolation
