@@ -9,6 +9,8 @@ pub mod files;
 pub mod identity;
 pub mod netguard;
 pub mod proxy;
+#[cfg(test)]
+mod races;
 pub mod sandbox;
 pub mod search;
 pub mod web;
