@@ -6,14 +6,16 @@
 //! with `O_NOFOLLOW`. A link is followed only by reading it and continuing the walk inside the
 //! workspace, the way the sandbox sees it (relative targets, or absolute ones under
 //! `/workspace`); one that leads anywhere else is refused. Only regular files are opened, never
-//! blocking, and never read past a size cap.
+//! blocking, and never read past a size cap. What the server creates there is handed to the
+//! sandbox's user through the handles the walk holds, never by path: a path is resolved again
+//! when used, and a directory on the way may have been swapped for a link by then.
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 
 use base64::Engine as _;
@@ -22,8 +24,8 @@ use rustix::io::Errno;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::ToolOutput;
 use super::sandbox::WORKSPACE;
+use super::{ToolOutput, identity};
 
 /// Lines `read` returns when no range is given.
 pub const DEFAULT_LINES: usize = 2000;
@@ -70,7 +72,15 @@ impl FileError {
 /// An open handle on the session's workspace directory: the root every path is walked from.
 pub(crate) struct Workspace {
     root: OwnedFd,
-    host: PathBuf,
+}
+
+/// What [`Workspace::locate`] does about a directory missing on the way.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Missing {
+    /// The path does not exist: [`FileError::Missing`].
+    Fail,
+    /// Make it, and give it to the sandbox's user (`owner`) when the sandbox has its own.
+    Create { owner: Option<u32> },
 }
 
 /// Where a path inside the workspace leads, with every symbolic link on the way resolved.
@@ -98,15 +108,7 @@ impl Workspace {
             Mode::empty(),
         )
         .map_err(|e| FileError::Refused(format!("the workspace is unavailable: {e}")))?;
-        Ok(Workspace {
-            root,
-            host: host.to_path_buf(),
-        })
-    }
-
-    /// The host path of an entry found by [`Workspace::locate`], for [`super::SessionTools::adopt`].
-    pub(crate) fn host_path(&self, rel: &Path) -> PathBuf {
-        self.host.join(rel)
+        Ok(Workspace { root })
     }
 
     /// The workspace root's own handle.
@@ -114,14 +116,9 @@ impl Workspace {
         self.root.as_fd()
     }
 
-    /// Follows a model-facing path (`/workspace/a/b`, or `a/b` relative to it). With `create`,
-    /// missing directories on the way are made and their host paths pushed onto it; without,
-    /// a missing directory is [`FileError::Missing`]. The final entry need not exist.
-    pub(crate) fn locate(
-        &self,
-        file_path: &str,
-        create: Option<&mut Vec<PathBuf>>,
-    ) -> Result<Located, FileError> {
+    /// Follows a model-facing path (`/workspace/a/b`, or `a/b` relative to it), doing what
+    /// `missing` says about missing directories on the way. The final entry need not exist.
+    pub(crate) fn locate(&self, file_path: &str, missing: Missing) -> Result<Located, FileError> {
         let pending = lexical_steps(file_path)?;
         Walk {
             ws: self,
@@ -130,7 +127,7 @@ impl Workspace {
             dirs: Vec::new(),
             rel: PathBuf::new(),
             links: 0,
-            create,
+            missing,
         }
         .run()
     }
@@ -178,7 +175,7 @@ struct Walk<'a> {
     dirs: Vec<OwnedFd>,
     rel: PathBuf,
     links: usize,
-    create: Option<&'a mut Vec<PathBuf>>,
+    missing: Missing,
 }
 
 impl Walk<'_> {
@@ -203,8 +200,10 @@ impl Walk<'_> {
                         shown(&self.rel.join(&name))
                     )));
                 }
-                Err(Errno::NOENT) if self.create.is_some() => self.make_dir(&name)?,
-                Err(Errno::NOENT) => return Err(FileError::Missing),
+                Err(Errno::NOENT) => match self.missing {
+                    Missing::Create { owner } => self.make_dir(&name, owner)?,
+                    Missing::Fail => return Err(FileError::Missing),
+                },
                 Err(e) => return Err(self.failed(e)),
             }
         }
@@ -244,23 +243,25 @@ impl Walk<'_> {
         Ok(())
     }
 
-    fn make_dir(&mut self, name: &OsStr) -> Result<(), FileError> {
-        match rustix::fs::mkdirat(self.current(), name, Mode::from_bits_truncate(0o777)) {
-            Ok(()) => {
-                let host = self.ws.host_path(&self.rel.join(name));
-                if let Some(created) = self.create.as_deref_mut() {
-                    created.push(host);
-                }
-            }
-            Err(Errno::EXIST) => {}
+    /// Makes a missing directory and enters it; one made here is given to `owner` through the
+    /// handle `enter` opened (another writer may have made it first: that one is left as is).
+    fn make_dir(&mut self, name: &OsStr, owner: Option<u32>) -> Result<(), FileError> {
+        let made = match rustix::fs::mkdirat(self.current(), name, Mode::from_bits_truncate(0o777))
+        {
+            Ok(()) => true,
+            Err(Errno::EXIST) => false,
             Err(e) => {
                 return Err(FileError::Refused(format!(
                     "could not create the directory for `{}`: {e}",
                     self.file_path
                 )));
             }
+        };
+        self.enter(name)?;
+        if made && let Some(uid) = owner {
+            adopt(self.current(), uid, &self.rel);
         }
-        self.enter(name)
+        Ok(())
     }
 
     /// Continues the walk at a link's target, as the sandbox would resolve it.
@@ -312,6 +313,15 @@ impl Walk<'_> {
     }
 }
 
+/// Gives an entry the server just created (open as `fd`) to the sandbox's user, so commands in
+/// the sandbox can change it too. A failure leaves it the server's, as it was before sandboxes
+/// had users of their own: worth a warning, not a failed call.
+fn adopt(fd: impl AsFd, uid: u32, rel: &Path) {
+    if let Err(e) = identity::give(fd, uid) {
+        tracing::warn!(path = %shown(rel), error = %e, "could not hand a workspace entry to the sandbox user");
+    }
+}
+
 fn is_kind(st: &rustix::fs::Stat, kind: FileType) -> bool {
     FileType::from_raw_mode(st.st_mode) == kind
 }
@@ -324,6 +334,32 @@ pub(crate) fn open_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> std::io::Result<
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )?)
+}
+
+/// A directory's entries with their types (links as links), sorted by name so results are
+/// stable.
+pub(crate) fn entries(dir: BorrowedFd<'_>) -> Vec<(OsString, FileType)> {
+    let Ok(reader) = rustix::fs::Dir::read_from(dir) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    for entry in reader.flatten() {
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        // Some filesystems do not report types in directory entries.
+        let kind = match entry.file_type() {
+            FileType::Unknown => match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => FileType::from_raw_mode(st.st_mode),
+                Err(_) => continue,
+            },
+            kind => kind,
+        };
+        out.push((name.to_os_string(), kind));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
 }
 
 /// The words for a file type that is not a regular file.
@@ -435,24 +471,14 @@ fn parse<T: serde::de::DeserializeOwned>(
         .map_err(|e| ToolOutput::error(format!("Invalid {tool} input ({e}). Send {form}.")))
 }
 
-/// Runs a tool's file work off the async workers (opens and reads block), returning its output
-/// and the host paths of everything it created.
-async fn blocking<F>(tool: &str, work: F) -> (ToolOutput, Vec<PathBuf>)
+/// Runs a tool's file work off the async workers (opens and reads block).
+async fn blocking<F>(tool: &str, work: F) -> ToolOutput
 where
-    F: FnOnce(&mut Vec<PathBuf>) -> ToolOutput + Send + 'static,
+    F: FnOnce() -> ToolOutput + Send + 'static,
 {
-    let result = tokio::task::spawn_blocking(move || {
-        let mut created = Vec::new();
-        let out = work(&mut created);
-        (out, created)
-    })
-    .await;
-    result.unwrap_or_else(|_| {
-        (
-            ToolOutput::error(format!("{tool} failed unexpectedly")),
-            vec![],
-        )
-    })
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|_| ToolOutput::error(format!("{tool} failed unexpectedly")))
 }
 
 #[derive(Deserialize)]
@@ -484,13 +510,13 @@ pub async fn read(workspace: &Path, input: &Value) -> ToolOutput {
         Err(e) => return e,
     };
     let host = workspace.to_path_buf();
-    blocking("read", move |_| read_file(&host, &input)).await.0
+    blocking("read", move || read_file(&host, &input)).await
 }
 
 fn read_file(host: &Path, input: &ReadInput) -> ToolOutput {
     let p = &input.file_path;
     let opened = Workspace::open(host)
-        .and_then(|ws| ws.locate(p, None))
+        .and_then(|ws| ws.locate(p, Missing::Fail))
         .and_then(|loc| Ok((loc.open_regular(OFlags::RDONLY)?, loc.rel)));
     let ((mut file, len), rel) = match opened {
         Ok(o) => o,
@@ -594,9 +620,9 @@ struct WriteInput {
     content: String,
 }
 
-/// `write`: creates or overwrites a file (and its parent directories). `adopt` is called with
-/// the host path of every file and directory it creates.
-pub async fn write(workspace: &Path, input: &Value, adopt: impl Fn(&Path)) -> ToolOutput {
+/// `write`: creates or overwrites a file (and its parent directories). What it creates is given
+/// to `owner`, the sandbox's own user if it has one.
+pub async fn write(workspace: &Path, input: &Value, owner: Option<u32>) -> ToolOutput {
     let input: WriteInput = match parse(
         input,
         "write",
@@ -606,18 +632,12 @@ pub async fn write(workspace: &Path, input: &Value, adopt: impl Fn(&Path)) -> To
         Err(e) => return e,
     };
     let host = workspace.to_path_buf();
-    let (out, created) = blocking("write", move |created| write_file(&host, &input, created)).await;
-    created.iter().for_each(|p| adopt(p));
-    out
+    blocking("write", move || write_file(&host, &input, owner)).await
 }
 
-fn write_file(host: &Path, input: &WriteInput, created: &mut Vec<PathBuf>) -> ToolOutput {
+fn write_file(host: &Path, input: &WriteInput, owner: Option<u32>) -> ToolOutput {
     let p = &input.file_path;
-    let ws = match Workspace::open(host) {
-        Ok(ws) => ws,
-        Err(e) => return ToolOutput::error(e.message(p)),
-    };
-    let loc = match ws.locate(p, Some(created)) {
+    let loc = match Workspace::open(host).and_then(|ws| ws.locate(p, Missing::Create { owner })) {
         Ok(l) => l,
         Err(e) => return ToolOutput::error(e.message(p)),
     };
@@ -625,8 +645,10 @@ fn write_file(host: &Path, input: &WriteInput, created: &mut Vec<PathBuf>) -> To
     // link or FIFO appearing in between is an error rather than followed.
     let file = match loc.open_regular(OFlags::WRONLY) {
         Ok((file, _)) => file.set_len(0).map(|()| file).map_err(|e| e.to_string()),
-        Err(FileError::Missing) => loc.create_file().map_err(|e| e.message(p)).inspect(|_| {
-            created.push(ws.host_path(&loc.rel));
+        Err(FileError::Missing) => loc.create_file().map_err(|e| e.message(p)).inspect(|file| {
+            if let Some(uid) = owner {
+                adopt(file, uid, &loc.rel);
+            }
         }),
         Err(e) => Err(e.message(p)),
     };
@@ -668,13 +690,13 @@ pub async fn edit(workspace: &Path, input: &Value) -> ToolOutput {
         return ToolOutput::error("`old_string` and `new_string` are the same; nothing to change.");
     }
     let host = workspace.to_path_buf();
-    blocking("edit", move |_| edit_file(&host, &input)).await.0
+    blocking("edit", move || edit_file(&host, &input)).await
 }
 
 fn edit_file(host: &Path, input: &EditInput) -> ToolOutput {
     let p = &input.file_path;
     let opened = Workspace::open(host)
-        .and_then(|ws| ws.locate(p, None))
+        .and_then(|ws| ws.locate(p, Missing::Fail))
         .and_then(|loc| Ok((loc.open_regular(OFlags::RDWR)?, loc.rel)));
     let ((mut file, len), rel) = match opened {
         Ok(o) => o,
@@ -757,8 +779,7 @@ fn replaced(input: &EditInput, text: &str) -> Result<(String, usize), ToolOutput
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::symlink;
-    use std::sync::Mutex;
+    use std::os::unix::fs::{MetadataExt, symlink};
     use std::time::Duration;
 
     use super::*;
@@ -770,7 +791,7 @@ mod tests {
 
     fn rel(ws: &Path, file_path: &str) -> Result<PathBuf, String> {
         Workspace::open(ws)
-            .and_then(|w| w.locate(file_path, None))
+            .and_then(|w| w.locate(file_path, Missing::Fail))
             .map(|l| l.rel)
             .map_err(|e| e.message(file_path))
     }
@@ -786,14 +807,30 @@ mod tests {
             .expect("the tool call blocked")
     }
 
-    async fn write_to(ws: &Path, file_path: &str, content: &str) -> (ToolOutput, Vec<PathBuf>) {
-        let adopted = Mutex::new(Vec::new());
+    /// The sandbox user writes hand what they create to: a session's own when the tests run as
+    /// root (as the server does), else none.
+    fn sandbox_user() -> Option<u32> {
+        identity::running_as_root().then(|| identity::session_uid("sesn_files_test"))
+    }
+
+    /// Who owns `path` (not following a link).
+    fn owner_of(path: &Path) -> u32 {
+        std::fs::symlink_metadata(path).unwrap().uid()
+    }
+
+    /// The owner of what the tests create themselves.
+    fn own_uid() -> u32 {
+        owner_of(Path::new("/proc/self"))
+    }
+
+    /// Who write's new entries should belong to.
+    fn adopter() -> u32 {
+        sandbox_user().unwrap_or_else(own_uid)
+    }
+
+    async fn write_to(ws: &Path, file_path: &str, content: &str) -> ToolOutput {
         let input = json!({"file_path": file_path, "content": content});
-        let out = bounded(write(ws, &input, |p| {
-            adopted.lock().unwrap().push(p.to_path_buf())
-        }))
-        .await;
-        (out, adopted.into_inner().unwrap())
+        bounded(write(ws, &input, sandbox_user())).await
     }
 
     async fn edit_in(ws: &Path, file_path: &str, old: &str, new: &str) -> ToolOutput {
@@ -859,9 +896,9 @@ mod tests {
         let (ws, out) = dirs();
         let escaped = out.path().join("ESCAPED");
         symlink(&escaped, ws.path().join("evil")).unwrap();
-        let (res, adopted) = write_to(ws.path(), "/workspace/evil", "x").await;
+        let res = write_to(ws.path(), "/workspace/evil", "x").await;
         assert!(res.is_error && text(&res).contains("outside"), "{res:?}");
-        assert!(!escaped.exists() && adopted.is_empty());
+        assert!(!escaped.exists());
     }
 
     #[tokio::test]
@@ -870,11 +907,11 @@ mod tests {
         symlink(out.path(), ws.path().join("d")).unwrap();
         symlink(out.path().join("missing"), ws.path().join("gone")).unwrap();
         for path in ["d/new.txt", "d/sub/new.txt", "gone/sub/new.txt"] {
-            let (res, adopted) = write_to(ws.path(), path, "x").await;
+            let res = write_to(ws.path(), path, "x").await;
             assert!(res.is_error && text(&res).contains("outside"), "{res:?}");
-            assert!(adopted.is_empty());
         }
         assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0);
+        assert_eq!(owner_of(out.path()), own_uid());
     }
 
     #[tokio::test]
@@ -898,9 +935,15 @@ mod tests {
         let (ws, _) = dirs();
         let dir = ws.path();
         symlink("made/here.txt", dir.join("ahead")).unwrap();
-        let (res, adopted) = write_to(dir, "ahead", "hi").await;
+        let res = write_to(dir, "ahead", "hi").await;
         assert!(!res.is_error && text(&res).contains("/workspace/made/here.txt"));
-        assert_eq!(adopted, [dir.join("made"), dir.join("made/here.txt")]);
+        assert_eq!(owner_of(&dir.join("made")), adopter());
+        assert_eq!(owner_of(&dir.join("made/here.txt")), adopter());
+        assert_eq!(
+            owner_of(&dir.join("ahead")),
+            own_uid(),
+            "the link is not given"
+        );
         assert_eq!(
             std::fs::read_to_string(dir.join("made/here.txt")).unwrap(),
             "hi"
@@ -914,19 +957,25 @@ mod tests {
     async fn write_adopts_what_it_creates_and_only_that() {
         let (ws, _) = dirs();
         let dir = ws.path();
-        let (res, adopted) = write_to(dir, "/workspace/a/b/c.txt", "one").await;
+        std::fs::create_dir(dir.join("a")).unwrap();
+        std::fs::write(dir.join("kept.txt"), "mine").unwrap();
+        let res = write_to(dir, "/workspace/a/b/c.txt", "one").await;
+        assert!(!res.is_error, "{res:?}");
+        assert_eq!(owner_of(&dir.join("a")), own_uid(), "it existed already");
+        assert_eq!(owner_of(&dir.join("a/b")), adopter());
+        assert_eq!(owner_of(&dir.join("a/b/c.txt")), adopter());
+        let res = write_to(dir, "kept.txt", "two").await;
         assert!(!res.is_error, "{res:?}");
         assert_eq!(
-            adopted,
-            [dir.join("a"), dir.join("a/b"), dir.join("a/b/c.txt")]
-        );
-        let (res, adopted) = write_to(dir, "a/b/c.txt", "two").await;
-        assert!(!res.is_error && adopted.is_empty());
-        assert_eq!(
-            std::fs::read_to_string(dir.join("a/b/c.txt")).unwrap(),
+            std::fs::read_to_string(dir.join("kept.txt")).unwrap(),
             "two"
         );
-        let (res, _) = write_to(dir, "a", "x").await;
+        assert_eq!(
+            owner_of(&dir.join("kept.txt")),
+            own_uid(),
+            "overwritten in place"
+        );
+        let res = write_to(dir, "a", "x").await;
         assert!(res.is_error && text(&res).contains("is a directory"));
     }
 
@@ -938,7 +987,7 @@ mod tests {
         rustix::fs::mknodat(&root, "pipe", FileType::Fifo, mode, 0).unwrap();
         let res = read_at(ws.path(), "pipe").await;
         assert!(res.is_error && text(&res).contains("named pipe"), "{res:?}");
-        let (res, _) = write_to(ws.path(), "pipe", "x").await;
+        let res = write_to(ws.path(), "pipe", "x").await;
         assert!(res.is_error && text(&res).contains("named pipe"), "{res:?}");
         let res = edit_in(ws.path(), "pipe", "a", "b").await;
         assert!(res.is_error && text(&res).contains("named pipe"), "{res:?}");

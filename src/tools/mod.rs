@@ -9,13 +9,18 @@ pub mod files;
 pub mod identity;
 pub mod netguard;
 pub mod proxy;
+#[cfg(test)]
+mod races;
 pub mod sandbox;
 pub mod search;
 pub mod web;
 
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use rustix::fs::{Mode, OFlags};
 use serde_json::{Value, json};
 
 use crate::domain::environment::EnvironmentConfig;
@@ -191,9 +196,10 @@ impl Toolbox {
         for dir in [&workspace, &state_dir] {
             std::fs::create_dir_all(dir)?;
             if let Some(uid) = user {
+                let dir = open_session_dir(dir)?;
                 // Only the session's own user (and the server) may enter.
-                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-                identity::give_tree(dir, uid)?;
+                rustix::fs::fchmod(&dir, Mode::from_bits_truncate(0o700))?;
+                identity::give_tree(dir.as_fd(), uid)?;
             }
         }
         let configs = tools
@@ -226,19 +232,26 @@ impl Toolbox {
 
     /// Removes a deleted session's workspace and sandbox state.
     pub async fn remove_session(&self, session_id: &str) {
+        // std's `remove_dir_all` (which tokio's runs) walks the tree from directory handles
+        // without following links (since Rust 1.58.1, CVE-2022-21658), so links a sandbox left,
+        // or swaps in while it runs, cannot make it delete anything outside these directories.
         let _ = tokio::fs::remove_dir_all(self.workspace_dir(session_id)).await;
         let _ = tokio::fs::remove_dir_all(self.state_dir(session_id)).await;
     }
 }
 
 impl SessionTools {
-    /// Hands a file or directory the server created in the workspace to the sandbox's user,
-    /// so commands in the sandbox can change it too. Call after creating anything there.
-    pub fn adopt(&self, path: &Path) {
-        if let Some(uid) = self.user
-            && let Err(e) = identity::give(path, uid)
-        {
-            tracing::warn!(path = %path.display(), error = %e, "could not hand a workspace file to the sandbox user");
+    /// Hands entry `name` of the sandbox's state directory (the proxy's socket, which the
+    /// sandbox must be allowed to connect to) to the sandbox's user. The sandbox can replace
+    /// the entry meanwhile, so it is given through the directory's handle and never followed.
+    fn adopt_state_entry(&self, name: &str) {
+        let Some(uid) = self.user else {
+            return;
+        };
+        let given = open_session_dir(&self.state_dir)
+            .and_then(|dir| identity::give_at(dir.as_fd(), OsStr::new(name), uid));
+        if let Err(e) = given {
+            tracing::warn!(name, error = %e, "could not hand the proxy socket to the sandbox user");
         }
     }
 
@@ -257,8 +270,8 @@ impl SessionTools {
                 let (guard, name) =
                     proxy::EgressProxy::start(&self.state_dir, p.clone(), self.netguard)
                         .map_err(|e| format!("the egress proxy could not start: {e}"))?;
+                self.adopt_state_entry(&name);
                 let socket = self.state_dir.join(&name);
-                self.adopt(&socket);
                 Ok((Network::Proxied { socket }, Some((guard, name))))
             }
         }
@@ -281,7 +294,7 @@ impl SessionTools {
         match name {
             "bash" => bash::run(self, input).await,
             "read" => files::read(&self.workspace, input).await,
-            "write" => files::write(&self.workspace, input, |p| self.adopt(p)).await,
+            "write" => files::write(&self.workspace, input, self.user).await,
             "edit" => files::edit(&self.workspace, input).await,
             "glob" => search::glob(&self.workspace, input).await,
             "grep" => search::grep(&self.workspace, input).await,
@@ -300,6 +313,13 @@ impl SessionTools {
             other => ToolOutput::error(format!("There is no built-in tool named `{other}`.")),
         }
     }
+}
+
+/// Opens a session's workspace or state directory (named by the server, in directories only
+/// the server writes) for changes made through its handle.
+fn open_session_dir(dir: &Path) -> std::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rustix::fs::open(dir, flags, Mode::empty())?)
 }
 
 /// Closes the data directory and the parents of workspaces to other host users — passable

@@ -4,7 +4,7 @@
 //! the server's memory. Matching uses the ripgrep crates (`globset`, `grep-searcher`, and
 //! `ignore`'s gitignore rules).
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -21,7 +21,8 @@ use serde_json::Value;
 
 use super::ToolOutput;
 use super::files::{
-    FileError, MAX_FILE_BYTES, Workspace, open_dir_at, open_regular_at, read_capped, shown,
+    FileError, MAX_FILE_BYTES, Missing, Workspace, entries, open_dir_at, open_regular_at,
+    read_capped, shown,
 };
 use super::sandbox::WORKSPACE;
 
@@ -80,32 +81,6 @@ fn walk(dir: &OwnedFd, rel: &Path, depth: usize, v: &mut impl Visitor) -> bool {
     too_deep
 }
 
-/// A directory's entries with their types (links as links), sorted by name so results are
-/// stable.
-fn entries(dir: BorrowedFd<'_>) -> Vec<(OsString, FileType)> {
-    let Ok(reader) = rustix::fs::Dir::read_from(dir) else {
-        return vec![];
-    };
-    let mut out = Vec::new();
-    for entry in reader.flatten() {
-        let name = OsStr::from_bytes(entry.file_name().to_bytes());
-        if name == "." || name == ".." {
-            continue;
-        }
-        // Some filesystems do not report types in directory entries.
-        let kind = match entry.file_type() {
-            FileType::Unknown => match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) => FileType::from_raw_mode(st.st_mode),
-                Err(_) => continue,
-            },
-            kind => kind,
-        };
-        out.push((name.to_os_string(), kind));
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
-}
-
 /// Collects the regular files whose path below `base` matches a glob, with their mtimes.
 struct GlobFiles<'a> {
     base: PathBuf,
@@ -160,7 +135,7 @@ pub async fn glob(workspace: &Path, input: &Value) -> ToolOutput {
 fn glob_files(host: &Path, input: &GlobInput, matcher: &GlobMatcher) -> ToolOutput {
     let path = input.path.as_deref().unwrap_or(WORKSPACE);
     let none = || ToolOutput::text(format!("No files match `{}`.", input.pattern));
-    let located = match Workspace::open(host).and_then(|ws| ws.locate(path, None)) {
+    let located = match Workspace::open(host).and_then(|ws| ws.locate(path, Missing::Fail)) {
         Ok(l) => l,
         Err(FileError::Missing) => return none(),
         Err(e) => return ToolOutput::error(e.message(path)),
@@ -396,7 +371,7 @@ fn grep_files(host: &Path, input: &GrepInput, matcher: &RegexMatcher) -> ToolOut
         Ok(ws) => ws,
         Err(e) => return ToolOutput::error(e.message(path)),
     };
-    let located = match ws.locate(path, None) {
+    let located = match ws.locate(path, Missing::Fail) {
         Ok(l) => l,
         Err(FileError::Missing) => return no_lines(input, ""),
         Err(e) => return ToolOutput::error(e.message(path)),

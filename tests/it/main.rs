@@ -16,6 +16,7 @@ mod openai;
 mod openapi;
 mod operability;
 mod outage;
+mod race;
 mod replicas;
 mod sandbox;
 mod sessions;
