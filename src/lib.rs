@@ -233,6 +233,17 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     let hub = Arc::new(Hub::default());
     let models = Arc::new(Models::new(config.anthropic.clone(), &config.providers)?);
     models.check_not_self(addr)?;
+    let shutdown = CancellationToken::new();
+    {
+        // Says early which providers do not answer; ends with the server.
+        let (models, token) = (models.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = token.cancelled() => {}
+                _ = models.probe() => {}
+            }
+        });
+    }
     let toolbox = Arc::new(tools::Toolbox::new(&config.data_dir, config.tools.clone()).await);
     let engine = Engine::new(
         store.clone(),
@@ -241,7 +252,6 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         toolbox.clone(),
         engine_config,
     );
-    let shutdown = CancellationToken::new();
     let state = AppState(Arc::new(Shared {
         store: store.clone(),
         auth: Authenticator::new(loopback || config.allow_unauthenticated),

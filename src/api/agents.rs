@@ -55,7 +55,8 @@ async fn resolve_multiagent(
 }
 
 /// Refuses models no configured provider serves, at save time rather than at the first turn.
-fn check_model(app: &AppState, spec: &AgentSpec) -> ApiResult<()> {
+async fn check_model(app: &AppState, spec: &AgentSpec) -> ApiResult<()> {
+    app.models.refresh().await;
     app.models
         .check_routable(&spec.model.id)
         .map_err(ApiError::invalid)
@@ -72,7 +73,7 @@ async fn create(
     Json(body): Json<AgentCreate>,
 ) -> ApiResult<axum::Json<Agent>> {
     let spec = body.into_spec()?;
-    check_model(&app, &spec)?;
+    check_model(&app, &spec).await?;
     let id = new_id("agent");
     let me = SelfAgent {
         id: &id,
@@ -142,7 +143,7 @@ async fn update(
         )));
     }
     let spec = body.apply(&current)?;
-    check_model(&app, &spec)?;
+    check_model(&app, &spec).await?;
     let next_version = current.version + 1;
     let me = SelfAgent {
         id: &id,

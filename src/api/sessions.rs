@@ -259,6 +259,7 @@ async fn create(
     }
     if let Some(o) = sel.overrides {
         snapshot = o.apply(snapshot)?;
+        app.models.refresh().await;
         app.models
             .check_routable(&snapshot.model.id)
             .map_err(ApiError::invalid)?;
@@ -418,6 +419,7 @@ async fn update(
     if let crate::domain::patch::Patch::Value(t) = &body.title {
         check_title(&Some(t.clone()))?;
     }
+    app.models.refresh().await;
     let models = app.models.clone();
     let (rec, _) = transact_session(&app, &ws, &id, move |rec| {
         if rec.archived_at.is_some() {

@@ -318,6 +318,62 @@ impl Accumulator {
     }
 }
 
+impl AnthropicClient {
+    /// A request to `path` with the version and credential headers every call carries.
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let url = format!("{}{path}", self.config.base_url.trim_end_matches('/'));
+        let mut http = self
+            .http
+            .request(method, url)
+            .header("anthropic-version", "2023-06-01");
+        if let Some(k) = &self.config.api_key {
+            http = http.header("x-api-key", k);
+        } else if let Some(t) = &self.config.auth_token {
+            http = http.bearer_auth(t);
+        }
+        http
+    }
+
+    /// The model ids the endpoint offers (`GET /v1/models`, every page), or why they could not
+    /// be read.
+    pub async fn list_models(&self) -> Result<Vec<String>, String> {
+        let mut ids = Vec::new();
+        let mut after: Option<String> = None;
+        // A bound on pages, against an endpoint whose cursor never ends.
+        for _ in 0..20 {
+            let mut req = self
+                .request(reqwest::Method::GET, "/v1/models")
+                .query(&[("limit", "1000")])
+                .timeout(Duration::from_secs(5));
+            if let Some(a) = &after {
+                req = req.query(&[("after_id", a)]);
+            }
+            let resp = req.send().await.map_err(|e| super::http::describe(&e))?;
+            let status = resp.status();
+            let url = resp.url().clone();
+            if !status.is_success() {
+                return Err(format!("HTTP {} from {url}", status.as_u16()));
+            }
+            let page: Value = resp
+                .json()
+                .await
+                .map_err(|e| format!("{url} did not answer a model list: {e}"))?;
+            let data = page["data"]
+                .as_array()
+                .ok_or_else(|| format!("{url} did not answer a model list"))?;
+            ids.extend(
+                data.iter()
+                    .filter_map(|m| m["id"].as_str().map(str::to_string)),
+            );
+            match (page["has_more"].as_bool(), page["last_id"].as_str()) {
+                (Some(true), Some(last)) => after = Some(last.to_string()),
+                _ => return Ok(ids),
+            }
+        }
+        Ok(ids)
+    }
+}
+
 #[async_trait]
 impl ModelClient for AnthropicClient {
     async fn complete(
@@ -325,16 +381,7 @@ impl ModelClient for AnthropicClient {
         req: &ModelRequest,
         deltas: DeltaSink<'_>,
     ) -> Result<ModelResponse, ModelError> {
-        let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
-        let mut http = self
-            .http
-            .post(url)
-            .header("anthropic-version", "2023-06-01");
-        if let Some(k) = &self.config.api_key {
-            http = http.header("x-api-key", k);
-        } else if let Some(t) = &self.config.auth_token {
-            http = http.bearer_auth(t);
-        }
+        let mut http = self.request(reqwest::Method::POST, "/v1/messages");
         if req.fast {
             http = http.header("anthropic-beta", "fast-mode-2026-02-01");
         }

@@ -107,7 +107,14 @@ pub struct Models {
     scripted: Arc<Scripted>,
     http: reqwest::Client,
     remote: Mutex<Option<(Instant, Vec<CatalogEntry>)>>,
+    /// What the built-in Anthropic endpoint offers (`GET /v1/models`), or why it could not be
+    /// read; refreshed by [`Models::refresh`].
+    claude: Mutex<Option<(Instant, Result<Vec<String>, String>)>>,
 }
+
+/// How long a reading of the Anthropic model list is kept, and a failed reading.
+const CLAUDE_LIST_TTL: Duration = Duration::from_secs(600);
+const CLAUDE_LIST_RETRY: Duration = Duration::from_secs(30);
 
 fn display_name(id: &str) -> String {
     if id == scripted::MODEL_ID {
@@ -203,6 +210,7 @@ impl Models {
                 .build()
                 .expect("http client"),
             remote: Mutex::new(None),
+            claude: Mutex::new(None),
         })
     }
 
@@ -329,9 +337,111 @@ impl Models {
         ))
     }
 
-    /// Fails with a clear message when no provider serves the id.
+    /// Fails with a clear message when no provider serves the id. A Claude id for the built-in
+    /// Anthropic endpoint must be one the endpoint lists (as last read by [`Models::refresh`]);
+    /// while the list cannot be read, one of the Claude models Mast knows.
     pub fn check_routable(&self, model_id: &str) -> Result<(), String> {
-        self.route(model_id).map(|_| ())
+        let route = self.route(model_id)?;
+        let Some(a) = self
+            .anthropic
+            .as_ref()
+            .filter(|_| route.provider == "anthropic")
+        else {
+            return Ok(());
+        };
+        let listed = self.claude.lock().expect("claude list lock").clone();
+        match listed.map(|(_, l)| l) {
+            Some(Ok(ids)) if !ids.is_empty() => {
+                if ids.iter().any(|m| m == model_id) {
+                    return Ok(());
+                }
+                let mut offered = ids.clone();
+                offered.truncate(12);
+                Err(format!(
+                    "`{model_id}` is not a model the Anthropic API at {} offers; it offers {}{} (GET /v1/models lists every model this server routes)",
+                    a.base_url(),
+                    offered.join(", "),
+                    if ids.len() > offered.len() {
+                        ", …"
+                    } else {
+                        ""
+                    }
+                ))
+            }
+            _ if CLAUDE_MODELS.contains(&model_id) => Ok(()),
+            Some(Err(why)) => Err(format!(
+                "`{model_id}` is not a Claude model Mast knows, and the Anthropic API's model list at {} could not be read to check it ({why})",
+                a.base_url()
+            )),
+            _ => Err(format!(
+                "`{model_id}` is not a Claude model Mast knows (GET /v1/models lists every model this server routes)"
+            )),
+        }
+    }
+
+    /// Re-reads the Anthropic endpoint's model list when the last reading is stale (call
+    /// before [`Models::check_routable`] where waiting is fine, such as saving an agent).
+    /// Returns the reading.
+    pub async fn refresh(&self) -> Option<Result<Vec<String>, String>> {
+        let a = self.anthropic.as_ref()?;
+        if let Some((at, listed)) = &*self.claude.lock().expect("claude list lock") {
+            let ttl = if listed.is_ok() {
+                CLAUDE_LIST_TTL
+            } else {
+                CLAUDE_LIST_RETRY
+            };
+            if at.elapsed() < ttl {
+                return Some(listed.clone());
+            }
+        }
+        let listed = a.list_models().await;
+        *self.claude.lock().expect("claude list lock") = Some((Instant::now(), listed.clone()));
+        Some(listed)
+    }
+
+    /// Checks at start-up that each configured provider answers, and logs the ones that do
+    /// not with the cause, so a typo in a URL or key shows before the first session fails.
+    pub async fn probe(&self) {
+        if let Some(a) = &self.anthropic {
+            match self.refresh().await {
+                Some(Ok(ids)) => tracing::info!(
+                    endpoint = a.base_url(),
+                    models = ids.len(),
+                    "the Anthropic API answers"
+                ),
+                Some(Err(why)) => tracing::warn!(
+                    endpoint = a.base_url(),
+                    "the Anthropic API's model list could not be read ({why}); Claude sessions may fail, and only the Claude models Mast knows are accepted"
+                ),
+                None => {}
+            }
+        }
+        for p in self
+            .providers
+            .iter()
+            .filter(|p| p.config.kind == ProviderKind::Openai)
+        {
+            let Some(base) = p.config.base_url.as_deref() else {
+                continue;
+            };
+            let mut req = self
+                .http
+                .get(format!("{}/models", base.trim_end_matches('/')));
+            if let Some(k) = &p.api_key {
+                req = req.bearer_auth(k);
+            }
+            match req.send().await {
+                Ok(r) if r.status().is_success() => {
+                    tracing::info!(provider = %p.config.name, endpoint = base, "the provider answers")
+                }
+                Ok(r) => {
+                    tracing::warn!(provider = %p.config.name, endpoint = base, status = r.status().as_u16(),
+                    "the provider answered its model list with an error; its sessions may fail")
+                }
+                Err(e) => tracing::warn!(provider = %p.config.name, endpoint = base,
+                    "the provider is unreachable ({}); its sessions will fail until it answers", super::http::describe(&e)),
+            }
+        }
     }
 
     /// Every model the configuration names: built-ins, explicit lists, and (best effort,
@@ -343,8 +453,13 @@ impl Models {
             provider: "scripted".into(),
         }];
         if self.anthropic.is_some() {
-            out.extend(CLAUDE_MODELS.iter().map(|id| CatalogEntry {
-                id: (*id).into(),
+            // What the endpoint lists when it can be read, else the models Mast knows.
+            let claude = match self.refresh().await {
+                Some(Ok(ids)) if !ids.is_empty() => ids,
+                _ => CLAUDE_MODELS.iter().map(|id| (*id).to_string()).collect(),
+            };
+            out.extend(claude.iter().map(|id| CatalogEntry {
+                id: id.clone(),
                 display_name: display_name(id),
                 provider: "anthropic".into(),
             }));

@@ -9,6 +9,7 @@ mod engine;
 mod environments;
 mod errors;
 mod escalation;
+mod first_hour;
 mod host_addresses;
 mod logs;
 mod multiagent;

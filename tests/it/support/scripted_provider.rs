@@ -27,12 +27,22 @@ pub enum Wire {
 pub async fn start(wire: Wire) -> String {
     let app = Router::new()
         .route("/v1/messages", post(anthropic))
+        .route("/v1/models", axum::routing::get(models))
         .route("/v1/chat/completions", post(openai))
         .with_state(Arc::new(wire));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.ok() });
     url
+}
+
+/// `GET /v1/models`, as the Messages API lists what it serves.
+async fn models() -> axum::Json<Value> {
+    axum::Json(json!({
+        "data": [{"type": "model", "id": "claude-scripted-test", "display_name": "Scripted test model",
+                  "created_at": "2026-01-01T00:00:00Z"}],
+        "has_more": false, "first_id": "claude-scripted-test", "last_id": "claude-scripted-test"
+    }))
 }
 
 fn blocks(v: &Value) -> Vec<Value> {
