@@ -109,8 +109,11 @@ pub struct Models {
     remote: Mutex<Option<(Instant, Vec<CatalogEntry>)>>,
     /// What the built-in Anthropic endpoint offers (`GET /v1/models`), or why it could not be
     /// read; refreshed by [`Models::refresh`].
-    claude: Mutex<Option<(Instant, Result<Vec<String>, String>)>>,
+    claude: Mutex<Option<(Instant, ModelList)>>,
 }
+
+/// A provider's model ids, or why they could not be read.
+type ModelList = Result<Vec<String>, String>;
 
 /// How long a reading of the Anthropic model list is kept, and a failed reading.
 const CLAUDE_LIST_TTL: Duration = Duration::from_secs(600);
@@ -382,7 +385,7 @@ impl Models {
     /// Re-reads the Anthropic endpoint's model list when the last reading is stale (call
     /// before [`Models::check_routable`] where waiting is fine, such as saving an agent).
     /// Returns the reading.
-    pub async fn refresh(&self) -> Option<Result<Vec<String>, String>> {
+    pub async fn refresh(&self) -> Option<ModelList> {
         let a = self.anthropic.as_ref()?;
         if let Some((at, listed)) = &*self.claude.lock().expect("claude list lock") {
             let ttl = if listed.is_ok() {
