@@ -16,7 +16,7 @@ use crate::domain::environment::{
 };
 use crate::domain::ids::new_id;
 use crate::domain::time;
-use crate::store::{Direction, StoreError};
+use crate::store::{Direction, EnvironmentDeletion, StoreError};
 use crate::type_tag;
 
 type_tag!(
@@ -209,16 +209,33 @@ async fn archive(
 
 /// Delete an environment.
 ///
-/// Deletes an environment.
+/// Deletes an environment with its worker keys and work queue. An environment that sessions still use (any not archived) is not deleted: archive or delete those sessions first, or archive the environment instead, which stops new sessions and lets existing ones finish.
 #[utoipa::path(delete, path = "/v1/environments/{environment_id}", tag = "environments", operation_id = "environments_delete", params(("environment_id" = String, Path)),
-    responses((status = 200, body = EnvironmentDeleted), (status = 404, body = super::openapi::ErrorBody)))]
+    responses((status = 200, body = EnvironmentDeleted), (status = 404, body = super::openapi::ErrorBody),
+        (status = 409, body = super::openapi::ErrorBody, description = "sessions that are not archived use the environment")))]
 async fn delete(
     State(app): State<AppState>,
     Workspace(ws): Workspace,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<EnvironmentDeleted>> {
-    if !app.store.delete_environment(&ws, &id).await? {
-        return Err(not_found(&id));
+    match app.store.delete_environment(&ws, &id).await? {
+        EnvironmentDeletion::Deleted => {}
+        EnvironmentDeletion::Missing => return Err(not_found(&id)),
+        EnvironmentDeletion::InUse { sessions, total } => {
+            return Err(ApiError::conflict(format!(
+                "environment `{id}` is used by {total} session{} that {} not archived ({}{}); archive or delete {} first, \
+                 or archive the environment instead (no new sessions start in it, existing ones carry on)",
+                if total == 1 { "" } else { "s" },
+                if total == 1 { "is" } else { "are" },
+                sessions.join(", "),
+                if total > sessions.len() as i64 {
+                    ", …"
+                } else {
+                    ""
+                },
+                if total == 1 { "it" } else { "them" },
+            )));
+        }
     }
     Ok(axum::Json(EnvironmentDeleted {
         id,

@@ -87,6 +87,7 @@ pub fn view(rec: &SessionRecord) -> ApiResult<Session> {
         stats: SessionStats {
             active_seconds: seconds(active),
             duration_seconds: seconds(rec.terminated_at.unwrap_or(now) - rec.created_at),
+            waiting_for_worker: None,
         },
         usage,
         deployment_id: body.deployment_id,
@@ -367,7 +368,36 @@ async fn retrieve(
         .get_session(&ws, &id)
         .await?
         .ok_or_else(|| not_found(&id))?;
-    Ok(axum::Json(view(&rec)?))
+    let mut session = view(&rec)?;
+    session.stats.waiting_for_worker = waiting_for_worker(&app, &rec).await?;
+    Ok(axum::Json(session))
+}
+
+/// Whether a self-hosted session waits on a worker that nobody runs (see
+/// [`crate::domain::session::SessionStats::waiting_for_worker`]).
+async fn waiting_for_worker(
+    app: &AppState,
+    rec: &SessionRecord,
+) -> ApiResult<Option<crate::domain::session::WaitingForWorker>> {
+    let body: SessionBody = serde_json::from_str(&rec.body).map_err(ApiError::internal)?;
+    let awaits = matches!(body.environment, EnvironmentConfig::SelfHosted)
+        && rec.archived_at.is_none()
+        && EngineState::of(rec).is_ok_and(|st| st.awaits_worker());
+    if !awaits {
+        return Ok(None);
+    }
+    let stats = app
+        .store
+        .work_stats(&rec.environment_id, time::now())
+        .await?;
+    Ok((stats.workers_polling == 0).then(|| crate::domain::session::WaitingForWorker {
+        workers_polling: 0,
+        message: format!(
+            "the session waits for a worker to run its tool calls, and no worker has polled environment `{}` in the \
+             last 30 seconds; start one with a worker key of that environment (see the README's self-hosted section)",
+            rec.environment_id
+        ),
+    }))
 }
 
 /// Runs a client-side decision on a session of the workspace and publishes what it appended.

@@ -107,6 +107,20 @@ impl SessionUsage {
 pub struct SessionStats {
     pub active_seconds: f64,
     pub duration_seconds: f64,
+    /// Mast's own, present only while a self-hosted session waits on a worker's tool result
+    /// and no worker has polled its environment lately: the session is not stuck in Mast, it
+    /// needs a worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for_worker: Option<WaitingForWorker>,
+}
+
+/// Why a self-hosted session makes no progress (see [`SessionStats::waiting_for_worker`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct WaitingForWorker {
+    /// Workers that polled the session's environment in the last 30 seconds.
+    pub workers_polling: i64,
+    /// What to do about it.
+    pub message: String,
 }
 
 /// A Managed Agents `session`.

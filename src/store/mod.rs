@@ -370,6 +370,18 @@ pub enum Deleted {
     Busy,
 }
 
+/// What [`Store::delete_environment`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvironmentDeletion {
+    Deleted,
+    Missing,
+    /// Not deleted: these sessions (up to a few, and how many in all) still use it.
+    InUse {
+        sessions: Vec<String>,
+        total: i64,
+    },
+}
+
 /// State-describing counts for `/metrics`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OpsCounts {
@@ -470,7 +482,13 @@ pub trait Store: Send + Sync + 'static {
         scan: &Scan<String>,
     ) -> StoreResult<Vec<Environment>>;
     /// Deletes an environment; false when it did not exist.
-    async fn delete_environment(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
+    /// Deletes an environment (with its worker keys and work items) unless sessions that are
+    /// not archived still use it: those are returned (a few ids) and nothing changes.
+    async fn delete_environment(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<EnvironmentDeletion>;
 
     // ---- sessions and threads ----
 

@@ -9,9 +9,9 @@ use sqlx::{Row, Transaction};
 
 use super::query::{Arg, Sql, bound};
 use super::{
-    AgentFilter, Deleted, Direction, EventFilter, EventRecord, ExpiredWork, NewEvent, OpsCounts,
-    Scan, SessionFilter, SessionRecord, SessionTxn, StoppedWork, Store, StoreError, StoreResult,
-    ThreadRecord, WorkRecord, WorkStats, WorkTxn, Writer,
+    AgentFilter, Deleted, Direction, EnvironmentDeletion, EventFilter, EventRecord, ExpiredWork,
+    NewEvent, OpsCounts, Scan, SessionFilter, SessionRecord, SessionTxn, StoppedWork, Store,
+    StoreError, StoreResult, ThreadRecord, WorkRecord, WorkStats, WorkTxn, Writer,
 };
 use crate::domain::agent::Agent;
 use crate::domain::environment::Environment;
@@ -532,8 +532,29 @@ impl Store for SqlStore {
         rows.iter().map(env_from_row).collect()
     }
 
-    async fn delete_environment(&self, workspace_id: &str, id: &str) -> StoreResult<bool> {
+    async fn delete_environment(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<EnvironmentDeletion> {
         let mut tx = self.write.begin().await?;
+        let users = sqlx::query(
+            "SELECT id, COUNT(*) OVER () AS total FROM sessions \
+             WHERE workspace_id = $1 AND environment_id = $2 AND archived_at IS NULL ORDER BY id LIMIT 3",
+        )
+        .bind(workspace_id)
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?;
+        if let Some(first) = users.first() {
+            return Ok(EnvironmentDeletion::InUse {
+                total: first.try_get("total")?,
+                sessions: users
+                    .iter()
+                    .map(|r| r.try_get("id"))
+                    .collect::<Result<_, _>>()?,
+            });
+        }
         let r = sqlx::query("DELETE FROM environments WHERE workspace_id = $1 AND id = $2")
             .bind(workspace_id)
             .bind(id)
@@ -544,7 +565,11 @@ impl Store for SqlStore {
             super::sql_work::forget_environment(&mut tx, id, time::now()).await?;
         }
         tx.commit().await?;
-        Ok(r.rows_affected() > 0)
+        Ok(if r.rows_affected() > 0 {
+            EnvironmentDeletion::Deleted
+        } else {
+            EnvironmentDeletion::Missing
+        })
     }
 
     async fn create_session(

@@ -173,17 +173,17 @@ impl SqlStore {
             Dialect::Sqlite => "",
         };
         let mut tx = self.write_pool().begin().await?;
-        if let Some(worker) = worker {
-            sqlx::query(
-                "INSERT INTO worker_polls (environment_id, worker_id, polled_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT (environment_id, worker_id) DO UPDATE SET polled_at = excluded.polled_at",
-            )
-            .bind(env)
-            .bind(worker)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
+        // Workers that give no `Anthropic-Worker-ID` count as one anonymous worker: a session
+        // that waits on a worker must be able to tell whether any is polling at all.
+        sqlx::query(
+            "INSERT INTO worker_polls (environment_id, worker_id, polled_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (environment_id, worker_id) DO UPDATE SET polled_at = excluded.polled_at",
+        )
+        .bind(env)
+        .bind(worker.unwrap_or(""))
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
         let row = sqlx::query(&format!(
             "UPDATE work_items SET polled_at = $1, polled_by = $2, token_hash = $3, updated_at = $1 WHERE id = (\
              SELECT id FROM work_items WHERE environment_id = $4 AND state = 'queued' AND (polled_at IS NULL OR polled_at < $5) \

@@ -5,7 +5,11 @@ use serde_json::{Value, json};
 use crate::backend_tests;
 use crate::support::{Backend, TestServer};
 
-backend_tests!(environment_lifecycle, environment_update_rules);
+backend_tests!(
+    environment_lifecycle,
+    environment_update_rules,
+    an_environment_in_use_is_not_deleted
+);
 
 async fn environment_lifecycle(b: Backend) {
     let s = TestServer::start(b).await;
@@ -186,4 +190,39 @@ async fn environment_update_rules(b: Backend) {
         )
         .await
         .err(400);
+}
+
+async fn an_environment_in_use_is_not_deleted(b: Backend) {
+    let s = TestServer::start(b).await;
+    let c = &s.client;
+    let env = c
+        .post("/v1/environments", json!({"name": "busy"}))
+        .await
+        .ok();
+    let env_id = env["id"].as_str().unwrap().to_string();
+    let agent = c.agent(json!([])).await;
+    let sid = c
+        .post(
+            "/v1/sessions",
+            json!({"agent": agent["id"], "environment_id": env_id}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let err = c
+        .delete(&format!("/v1/environments/{env_id}"))
+        .await
+        .err(409);
+    assert!(
+        err.contains("used by 1 session that is not archived") && err.contains(&sid),
+        "{err}"
+    );
+    c.get(&format!("/v1/environments/{env_id}")).await.ok();
+    c.post(&format!("/v1/sessions/{sid}/archive"), json!({}))
+        .await
+        .ok();
+    c.delete(&format!("/v1/environments/{env_id}")).await.ok();
+    c.get(&format!("/v1/environments/{env_id}")).await.err(404);
 }

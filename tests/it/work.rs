@@ -22,6 +22,7 @@ backend_tests!(
     worker_credentials_end_where_they_should,
     a_reaped_wind_down_requeues_a_waiting_session,
     a_stop_survives_a_crash_before_the_requeue,
+    a_session_without_workers_says_so,
 );
 
 /// A self-hosted environment, its worker key, and an agent with the toolset.
@@ -800,7 +801,12 @@ async fn worker_credentials_end_where_they_should(b: Backend) {
         .await
         .err(403);
 
-    // Deleting the environment takes its keys and items with it.
+    // Deleting the environment (once its session is archived) takes its keys and items with
+    // it.
+    s.client
+        .post(&format!("/v1/sessions/{sid}/archive"), json!({}))
+        .await
+        .ok();
     s.client
         .delete(&format!("/v1/environments/{env}"))
         .await
@@ -912,4 +918,30 @@ async fn a_stop_survives_a_crash_before_the_requeue(b: Backend) {
     .await;
     assert_eq!(next["data"]["id"], sid.as_str());
     assert_ne!(next["id"], work.as_str());
+}
+
+async fn a_session_without_workers_says_so(b: Backend) {
+    let s = TestServer::start(b).await;
+    let st = setup(&s, "always_allow").await;
+    let sid = session(&s, &st).await;
+    s.client
+        .say(&sid, "call bash {\"command\": \"true\"}\n---\nsay done")
+        .await;
+    let waiting = eventually(30, "the call to wait on a worker", || {
+        let c = s.client.clone();
+        let sid = sid.clone();
+        async move {
+            let v = c.get(&format!("/v1/sessions/{sid}")).await.ok();
+            (v["status"] == "idle" && !v["stats"]["waiting_for_worker"].is_null()).then_some(v)
+        }
+    })
+    .await;
+    let why = &waiting["stats"]["waiting_for_worker"];
+    assert_eq!(why["workers_polling"], 0);
+    assert!(why["message"].as_str().unwrap().contains(&st.env), "{why}");
+    // Once a worker polls, the session is simply waiting for it.
+    let worker = s.client.with_key(&st.key);
+    poll(&worker, &st.env).await;
+    let v = s.client.get(&format!("/v1/sessions/{sid}")).await.ok();
+    assert!(v["stats"].get("waiting_for_worker").is_none(), "{v}");
 }
