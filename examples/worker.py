@@ -15,9 +15,7 @@ import argparse
 import asyncio
 import logging
 import os
-
-import anthropic
-from anthropic.lib.environments import EnvironmentWorker
+import sys
 
 
 def main() -> None:
@@ -27,6 +25,18 @@ def main() -> None:
                         help="seconds to keep serving a session after its turn ends (default: 60)")
     parser.add_argument("--worker-id", default=None, help="sent as Anthropic-Worker-ID (default: host + random)")
     args = parser.parse_args()
+    missing = [v for v in ("MAST_URL", "MAST_ENVIRONMENT_ID", "MAST_ENVIRONMENT_KEY") if not os.environ.get(v)]
+    if missing:
+        parser.print_usage(sys.stderr)
+        sys.exit(
+            f"worker.py: set {', '.join(missing)}: the server's URL, a self_hosted environment's id, and a worker "
+            "key of that environment (POST /v1/environments/{id}/keys, or `mast keys create --environment ENV_ID`)"
+        )
+    try:
+        import anthropic
+        from anthropic.lib.environments import EnvironmentWorker
+    except ImportError:
+        sys.exit("worker.py needs the official SDK: pip install 'anthropic==2.10.0'")
     logging.basicConfig(level=os.environ.get("WORKER_LOG", "INFO"), format="%(asctime)s %(name)s %(message)s")
     os.makedirs(args.workdir, exist_ok=True)
 
