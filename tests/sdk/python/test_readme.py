@@ -1,15 +1,18 @@
-"""The README's quickstarts, run as written against a real server: the curl one, then the
-Python one twice in a row (a newcomer runs it again; it must not trip over its own names)."""
+"""The README's examples, run as written against a real server: the curl quickstart, the
+Python one twice in a row (a newcomer runs it again; it must not trip over its own names), the
+multiagent example and the self-hosted walk-through with its worker."""
 
+import json
+import os
 import re
 import subprocess
 import sys
 import time
 import urllib.request
-import json
 from pathlib import Path
 
-README = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[3]
+README = (ROOT / "README.md").read_text()
 DEFAULT = "http://127.0.0.1:8080"
 
 
@@ -57,3 +60,37 @@ def test_python_quickstart_twice(server):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "It is sunny in Paris.", out.stdout
+
+
+def bash(script: str, cwd=None) -> str:
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True,
+                         timeout=120, cwd=cwd)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_multiagent_example(server):
+    (example,) = blocks("## Multiagent sessions", "sh")
+    out = bash(example.replace(f"B={DEFAULT}", f"B={server}"))
+    assert "The reviewer says: Looks good to me." in out, out
+    threads = [line.split() for line in out.splitlines() if line.startswith("sthr_")]
+    assert [t[1:] for t in threads] == [["lead", "idle"], ["reviewer", "idle"]], out
+
+
+def test_self_hosted_walk_through(server, tmp_path):
+    setup, worker, ask = blocks("## Self-hosted workers", "sh")
+    variables = bash(setup.replace(f"B={DEFAULT}", f"B={server}") + '\necho "$ENV $KEY $SESSION"').split()
+    env_id, key, session = variables[-3:]
+    (command,) = [line for line in worker.splitlines() if "examples/worker.py" in line]
+    assert command.startswith("MAST_URL=$B MAST_ENVIRONMENT_ID=$ENV MAST_ENVIRONMENT_KEY=$KEY python examples/worker.py")
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "examples" / "worker.py"), "--workdir", "./workspace"], cwd=tmp_path,
+        env=dict(os.environ, MAST_URL=server, MAST_ENVIRONMENT_ID=env_id, MAST_ENVIRONMENT_KEY=key),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        out = bash(f"B={server}\nSESSION={session}\n{ask}")
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+    assert out.strip().endswith("The worker runs Linux"), out
+    assert (tmp_path / "workspace" / "os.txt").read_text().strip() == "Linux"
