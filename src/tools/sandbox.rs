@@ -34,16 +34,25 @@ pub enum Network {
     Proxied { socket: PathBuf },
 }
 
-/// Resource limits of one command.
+/// Resource limits of a session's commands.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
+    /// CPU time of each process (set per call from its timeout).
     pub cpu_seconds: u64,
+    /// Memory of all of a session's running commands together (`MAST_SANDBOX_MEMORY_MB`);
+    /// each process's address space where no memory cgroup can be made.
     pub memory_bytes: u64,
+    /// Processes and threads of all of a session's running commands together
+    /// (`MAST_SANDBOX_MAX_PROCESSES`).
     pub max_processes: u64,
     /// Largest file a command may write.
     pub file_bytes: u64,
-    /// Size of each private tmpfs (`/tmp`, `/var/tmp`); they live in memory.
+    /// Size of each private tmpfs (`/tmp`, `/var/tmp`, `/dev/shm`); they live in memory.
     pub tmpfs_bytes: u64,
+    /// Bytes a workspace may hold (`MAST_WORKSPACE_QUOTA_MB`); 0 for no quota.
+    pub workspace_bytes: u64,
+    /// Files and directories a workspace may hold (`MAST_WORKSPACE_MAX_FILES`); 0 for no cap.
+    pub workspace_files: u64,
 }
 
 impl Default for Limits {
@@ -51,9 +60,11 @@ impl Default for Limits {
         Limits {
             cpu_seconds: 300,
             memory_bytes: 4 << 30,
-            max_processes: 256,
+            max_processes: 512,
             file_bytes: 4 << 30,
             tmpfs_bytes: 512 << 20,
+            workspace_bytes: 4 << 30,
+            workspace_files: 200_000,
         }
     }
 }
