@@ -11,6 +11,7 @@ pub mod netguard;
 pub mod proxy;
 pub mod sandbox;
 pub mod search;
+pub mod seccomp;
 pub mod web;
 
 use std::os::unix::fs::PermissionsExt;
