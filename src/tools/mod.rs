@@ -9,6 +9,7 @@ pub mod files;
 pub mod identity;
 pub mod netguard;
 pub mod proxy;
+pub mod quota;
 pub mod sandbox;
 pub mod search;
 pub mod seccomp;
