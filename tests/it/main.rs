@@ -8,6 +8,7 @@ mod crash;
 mod engine;
 mod environments;
 mod errors;
+mod limits;
 mod logs;
 mod multiagent;
 mod openai;
