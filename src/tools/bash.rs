@@ -98,7 +98,7 @@ pub async fn run(tools: &SessionTools, input: &serde_json::Value) -> ToolOutput 
         ));
     }
     let roots = quota::roots(tools);
-    let (start, _) = quota::measure_async(roots.clone()).await;
+    let start = quota::usage(roots.clone(), &tools.limits).await;
     let over_at_start = quota::over(start, &tools.limits, true);
     let (network, proxy) = match tools.network_for_command().await {
         Ok(n) => n,
@@ -174,9 +174,11 @@ pub async fn run(tools: &SessionTools, input: &serde_json::Value) -> ToolOutput 
         cg.close().await;
     }
     let after = match &ended {
-        Ended::Finished(_) => {
-            quota::over(quota::measure_async(roots).await.0, &tools.limits, false)
-        }
+        Ended::Finished(_) => quota::over(
+            quota::usage(roots, &tools.limits).await,
+            &tools.limits,
+            false,
+        ),
         _ => None,
     };
     report(ended, events, &limits, timeout_ms, over_at_start, after)

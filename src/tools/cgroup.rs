@@ -22,7 +22,9 @@ use std::time::Duration;
 /// Which cgroup version provides a controller here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
+    /// One hierarchy per controller (`/sys/fs/cgroup/memory`, `/sys/fs/cgroup/pids`).
     V1,
+    /// The unified hierarchy.
     V2,
 }
 

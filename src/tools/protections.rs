@@ -38,14 +38,19 @@ pub struct Protections {
 
 /// What [`Protections::assess`] looks at.
 pub struct Setup<'a> {
+    /// How tools are isolated.
     pub isolation: &'a Isolation,
     /// Why sandboxes cannot reach their workspaces, if they cannot.
     pub unreachable: Option<&'a str>,
+    /// Whether each session's sandbox runs as a host user of its own.
     pub session_users: bool,
+    /// The configured limits.
     pub limits: &'a Limits,
+    /// The cgroups this process can use.
     pub cgroups: &'a Cgroups,
     /// Why seccomp is off, if it is.
     pub seccomp: Result<(), String>,
+    /// `MAST_ALLOW_PRIVATE_NETWORK=1`.
     pub allow_private_network: bool,
 }
 

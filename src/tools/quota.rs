@@ -137,8 +137,26 @@ pub fn grown_past(now: Usage, start: Usage, limits: &Limits) -> Option<String> {
     over(now, &allowed, false).map(|_| over(now, limits, false).unwrap_or_default())
 }
 
+/// Whether `limits` set a quota at all.
+pub fn enabled(limits: &Limits) -> bool {
+    limits.workspace_bytes > 0 || limits.workspace_files > 0
+}
+
+/// Measures the workspace where a quota applies (an empty usage where none does).
+pub async fn usage(roots: Vec<PathBuf>, limits: &Limits) -> Usage {
+    if enabled(limits) {
+        measure_async(roots).await.0
+    } else {
+        Usage::default()
+    }
+}
+
 /// Waits until a running command grows the workspace past its quota; returns the reason.
+/// Never returns where there is no quota.
 pub async fn watch(roots: Vec<PathBuf>, start: Usage, limits: Limits) -> String {
+    if !enabled(&limits) {
+        return std::future::pending().await;
+    }
     let mut interval = MIN_INTERVAL;
     loop {
         tokio::time::sleep(interval).await;
@@ -153,11 +171,11 @@ pub async fn watch(roots: Vec<PathBuf>, start: Usage, limits: Limits) -> String 
 
 /// The refusal of a `write` or `edit` while the workspace is at or over its quota.
 pub async fn refuse_write(roots: Vec<PathBuf>, limits: &Limits) -> Option<String> {
-    if limits.workspace_bytes == 0 && limits.workspace_files == 0 {
+    if !enabled(limits) {
         return None;
     }
-    let (usage, _) = measure_async(roots).await;
-    over(usage, limits, true).map(|why| format!("Nothing was written: {why}. {ADVICE}"))
+    over(usage(roots, limits).await, limits, true)
+        .map(|why| format!("Nothing was written: {why}. {ADVICE}"))
 }
 
 /// The directories a session's quota covers: its workspace and its private state (both are

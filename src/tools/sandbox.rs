@@ -281,9 +281,13 @@ fn etc_entries() -> Vec<String> {
 
 /// A command to run in a session's sandbox.
 pub struct SandboxCommand<'a> {
+    /// Bubblewrap, or directly on the host.
     pub isolation: &'a Isolation,
+    /// The session's workspace on the host (`/workspace` inside).
     pub workspace: &'a Path,
+    /// The session's private state directory on the host (`/run/mast` inside).
     pub state: &'a Path,
+    /// What the command may reach.
     pub network: &'a Network,
     /// Limits of this command (`file_bytes` already cut to the workspace's room left).
     pub limits: Limits,
