@@ -106,6 +106,20 @@ impl Config {
         if std::env::var("MAST_ALLOW_PRIVATE_NETWORK").is_ok_and(|v| v == "1") {
             self.tools.allow_private_network = true;
         }
+        if let Some(n) = num("MAST_SANDBOX_MEMORY_MB")? {
+            anyhow::ensure!(n >= 16, "MAST_SANDBOX_MEMORY_MB must be at least 16");
+            self.tools.limits.memory_bytes = u64::from(n) << 20;
+        }
+        if let Some(n) = num("MAST_SANDBOX_MAX_PROCESSES")? {
+            anyhow::ensure!(n >= 8, "MAST_SANDBOX_MAX_PROCESSES must be at least 8");
+            self.tools.limits.max_processes = u64::from(n);
+        }
+        if let Some(n) = num("MAST_WORKSPACE_QUOTA_MB")? {
+            self.tools.limits.workspace_bytes = u64::from(n) << 20;
+        }
+        if let Some(n) = num("MAST_WORKSPACE_MAX_FILES")? {
+            self.tools.limits.workspace_files = u64::from(n);
+        }
         if let Some(n) = num("MAST_DB_MAX_CONNECTIONS")? {
             self.db_max_connections = n;
         }

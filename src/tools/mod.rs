@@ -8,11 +8,14 @@ pub mod egress;
 pub mod files;
 pub mod identity;
 pub mod netguard;
+pub mod protections;
 pub mod proxy;
+pub mod quota;
 #[cfg(test)]
 mod races;
 pub mod sandbox;
 pub mod search;
+pub mod seccomp;
 pub mod web;
 
 use std::ffi::OsStr;
@@ -92,6 +95,8 @@ pub struct Toolbox {
     session_users: bool,
     /// Why sandboxes cannot reach their workspaces, if they cannot.
     unreachable: Option<String>,
+    /// Which protections are in force here.
+    protections: protections::Protections,
 }
 
 /// A session's tools: its workspace, state, network policy and toolset configuration.
@@ -114,58 +119,87 @@ pub struct SessionTools {
 }
 
 impl Toolbox {
-    /// Detects the sandbox and says at start-up what built-in tools will do.
+    /// Detects the sandbox and says at start-up what built-in tools will do, and which
+    /// protections are in force.
     pub async fn new(data_dir: &Path, config: ToolsConfig) -> Self {
         let isolation = sandbox::detect(config.unsafe_unsandboxed).await;
-        match &isolation {
-            Isolation::Bubblewrap => tracing::info!("built-in tools run in bubblewrap sandboxes"),
-            Isolation::Unsandboxed => tracing::warn!(
-                "MAST_UNSAFE_UNSANDBOXED_TOOLS=1 and no working sandbox: built-in tools run DIRECTLY ON THIS HOST with the server's privileges"
-            ),
-            Isolation::Unavailable(reason) => tracing::error!(
-                "built-in tools are disabled: {reason}. Calls to them fail with an error result (MAST_UNSAFE_UNSANDBOXED_TOOLS=1 runs them unsandboxed)"
-            ),
-        }
         let data_dir = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
         let session_users =
             identity::running_as_root() && matches!(isolation, Isolation::Bubblewrap);
+        let etc = data_dir.join("sandbox-etc");
         let unreachable = prepare_shared_dirs(&data_dir, session_users)
             .and_then(|()| {
-                sandbox::write_account_files(&data_dir.join("sandbox-etc"))
+                sandbox::write_account_files(&etc)
                     .map_err(|e| format!("cannot write the sandbox's account files: {e}"))
             })
             .err();
-        if let Some(why) = &unreachable {
-            tracing::error!("built-in tools cannot run: {why}");
-        } else if session_users {
-            tracing::info!("each session's sandbox runs as a host user of its own");
-        } else if matches!(isolation, Isolation::Bubblewrap) {
-            tracing::warn!(
-                "the server does not run as root, so sandboxes run as the server's own user and without a per-command process limit unless cgroups are writable; give the container a pids limit"
-            );
-        }
+        let seccomp = match isolation {
+            Isolation::Bubblewrap if unreachable.is_none() => sandbox::enable_seccomp(&etc).await,
+            _ => Err("no sandbox".into()),
+        };
+        let protections = protections::Protections::assess(&protections::Setup {
+            isolation: &isolation,
+            unreachable: unreachable.as_deref(),
+            session_users,
+            limits: &config.limits,
+            cgroups: cgroup::host(),
+            seccomp,
+            allow_private_network: config.allow_private_network,
+        });
+        protections.log();
         Toolbox {
             isolation,
             data_dir,
             config,
             session_users,
             unreachable,
+            protections,
         }
     }
 
-    /// One line for the start-up banner: how built-in tools run on this host.
+    /// One line for the start-up banner: how built-in tools run on this host, and which of
+    /// their protections are in force (the start-up log has each one's detail).
     pub fn describe(&self) -> String {
-        match (&self.isolation, &self.unreachable) {
-            (_, Some(why)) => format!("built-in tools cannot run: {why}"),
+        let base = match (&self.isolation, &self.unreachable) {
+            (_, Some(why)) => return format!("built-in tools cannot run: {why}"),
             (Isolation::Bubblewrap, None) if self.session_users => {
-                "bubblewrap sandboxes, a host user per session".into()
+                "bubblewrap sandboxes, a host user per session"
             }
-            (Isolation::Bubblewrap, None) => "bubblewrap sandboxes".into(),
+            (Isolation::Bubblewrap, None) => "bubblewrap sandboxes",
             (Isolation::Unsandboxed, None) => {
-                "UNSANDBOXED (MAST_UNSAFE_UNSANDBOXED_TOOLS=1): tools run on this host".into()
+                return "UNSANDBOXED (MAST_UNSAFE_UNSANDBOXED_TOOLS=1): tools run on this host"
+                    .into();
             }
-            (Isolation::Unavailable(why), None) => format!("built-in tools are off: {why}"),
+            (Isolation::Unavailable(why), None) => return format!("built-in tools are off: {why}"),
+        };
+        let p = &self.protections;
+        let (mut active, mut weaker) = (Vec::new(), Vec::new());
+        for (name, prot) in [
+            ("memory", &p.memory),
+            ("processes", &p.processes),
+            ("disk", &p.disk),
+            ("seccomp", &p.seccomp),
+            ("network", &p.network),
+        ] {
+            if prot.active {
+                active.push(name);
+            } else {
+                weaker.push(name);
+            }
         }
+        let mut line = format!("{base}; limits in force: {}", active.join(", "));
+        if !weaker.is_empty() {
+            line.push_str(&format!(
+                "; weaker or off: {} (see the log)",
+                weaker.join(", ")
+            ));
+        }
+        line
+    }
+
+    /// Which protections of built-in tools are in force on this host.
+    pub fn protections(&self) -> &protections::Protections {
+        &self.protections
     }
 
     /// How tools are isolated here.
@@ -290,6 +324,9 @@ impl SessionTools {
             return ToolOutput::error(format!(
                 "The `{name}` tool is unavailable on this server: {reason}. Tell the user; do not retry."
             ));
+        }
+        if let Some(refused) = quota::refusal(self, name).await {
+            return refused;
         }
         match name {
             "bash" => bash::run(self, input).await,

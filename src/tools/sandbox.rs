@@ -1,16 +1,21 @@
-//! The sandbox built-in tools run in: bubblewrap with read-only system directories (and only
-//! the harmless part of `/etc`), the session's workspace writable at `/workspace`, small
-//! private tmpfs mounts, new PID/IPC/UTS/user/network namespaces (and no nested ones), no
+//! The sandbox built-in tools run in: bubblewrap with a read-only root and read-only system
+//! directories (and only the harmless part of `/etc`), the session's workspace writable at
+//! `/workspace`, small private tmpfs mounts (`/tmp`, `/var/tmp`, `/dev/shm`), new
+//! PID/IPC/UTS/user/network/cgroup namespaces (and no nested ones), a seccomp filter, no
 //! server environment, the session's own host user when the server runs as root, and the
 //! network the environment allows — only ever through the egress proxy.
+//!
+//! The command text never appears in any process's arguments or environment: it reaches the
+//! sandbox's shell through its stdin (see [`SandboxCommand::spawn`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
 
-use tokio::process::Command;
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, Command};
 
-pub use super::cgroup::PidsCgroup;
+use super::cgroup::CommandCgroup;
 
 /// How built-in tools are isolated on this host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,16 +39,25 @@ pub enum Network {
     Proxied { socket: PathBuf },
 }
 
-/// Resource limits of one command.
+/// Resource limits of a session's commands.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
+    /// CPU time of each process (set per call from its timeout).
     pub cpu_seconds: u64,
+    /// Memory of all of a session's running commands together (`MAST_SANDBOX_MEMORY_MB`);
+    /// each process's address space where no memory cgroup can be made.
     pub memory_bytes: u64,
+    /// Processes and threads of all of a session's running commands together
+    /// (`MAST_SANDBOX_MAX_PROCESSES`).
     pub max_processes: u64,
     /// Largest file a command may write.
     pub file_bytes: u64,
-    /// Size of each private tmpfs (`/tmp`, `/var/tmp`); they live in memory.
+    /// Size of each private tmpfs (`/tmp`, `/var/tmp`, `/dev/shm`); they live in memory.
     pub tmpfs_bytes: u64,
+    /// Bytes a workspace may hold (`MAST_WORKSPACE_QUOTA_MB`); 0 for no quota.
+    pub workspace_bytes: u64,
+    /// Files and directories a workspace may hold (`MAST_WORKSPACE_MAX_FILES`); 0 for no cap.
+    pub workspace_files: u64,
 }
 
 impl Default for Limits {
@@ -51,9 +65,11 @@ impl Default for Limits {
         Limits {
             cpu_seconds: 300,
             memory_bytes: 4 << 30,
-            max_processes: 256,
+            max_processes: 512,
             file_bytes: 4 << 30,
             tmpfs_bytes: 512 << 20,
+            workspace_bytes: 4 << 30,
+            workspace_files: 200_000,
         }
     }
 }
@@ -67,6 +83,15 @@ pub const STATE: &str = "/run/mast";
 
 /// Whether this bubblewrap can forbid nested user namespaces (`--disable-userns`, 0.8+).
 static DISABLE_USERNS: OnceLock<bool> = OnceLock::new();
+/// Whether bubblewrap loads the seccomp filter here (see [`enable_seccomp`]).
+static SECCOMP: OnceLock<bool> = OnceLock::new();
+/// `bwrap --version`, for the start-up report.
+static VERSION: OnceLock<String> = OnceLock::new();
+/// The seccomp filter's file in the server-only directory holding the account files.
+pub const SECCOMP_FILE: &str = "seccomp.bpf";
+/// Size of the sandbox's root tmpfs: it only holds mount points and is read-only once they
+/// are in place.
+const ROOT_BYTES: u64 = 1 << 20;
 
 async fn probe(extra: &[&str]) -> std::io::Result<std::process::Output> {
     Command::new("bwrap")
@@ -88,6 +113,9 @@ async fn probe(extra: &[&str]) -> std::io::Result<std::process::Output> {
 
 /// Finds out whether bubblewrap can create its namespaces here.
 pub async fn detect(unsafe_unsandboxed: bool) -> Isolation {
+    if let Ok(out) = Command::new("bwrap").arg("--version").output().await {
+        let _ = VERSION.set(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    }
     if let Ok(out) = probe(&["--disable-userns"]).await
         && out.status.success()
     {
@@ -115,6 +143,67 @@ pub async fn detect(unsafe_unsandboxed: bool) -> Isolation {
     } else {
         Isolation::Unavailable(reason)
     }
+}
+
+/// `bwrap --version` (e.g. `bubblewrap 0.8.0`), once [`detect`] ran.
+pub fn bwrap_version() -> Option<&'static str> {
+    VERSION.get().map(String::as_str)
+}
+
+/// Whether nested user namespaces are forbidden (bubblewrap 0.8 or later).
+pub fn userns_disabled() -> bool {
+    DISABLE_USERNS.get().copied().unwrap_or(false)
+}
+
+/// Whether sandboxed commands run under the seccomp filter.
+pub fn seccomp_enabled() -> bool {
+    SECCOMP.get().copied().unwrap_or(false)
+}
+
+/// Writes the seccomp filter into `dir` (server-only, beside the account files) and checks
+/// that bubblewrap loads it; on success every sandboxed command runs under it.
+pub async fn enable_seccomp(dir: &Path) -> Result<(), String> {
+    let file = dir.join(SECCOMP_FILE);
+    match super::seccomp::write(&file) {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(format!(
+                "no seccomp filter for this architecture ({})",
+                std::env::consts::ARCH
+            ));
+        }
+        Err(e) => return Err(format!("cannot write {}: {e}", file.display())),
+    }
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"exec 3<"$0" && exec "$@""#)
+        .arg(&file)
+        .args([
+            "bwrap",
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--ro-bind",
+            "/",
+            "/",
+            "--seccomp",
+            "3",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .map_err(|e| format!("cannot run bwrap: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "bubblewrap cannot load it: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let _ = SECCOMP.set(true);
+    Ok(())
 }
 
 /// System directories mounted read-only inside the sandbox.
@@ -192,12 +281,18 @@ fn etc_entries() -> Vec<String> {
 
 /// A command to run in a session's sandbox.
 pub struct SandboxCommand<'a> {
+    /// Bubblewrap, or directly on the host.
     pub isolation: &'a Isolation,
+    /// The session's workspace on the host (`/workspace` inside).
     pub workspace: &'a Path,
+    /// The session's private state directory on the host (`/run/mast` inside).
     pub state: &'a Path,
+    /// What the command may reach.
     pub network: &'a Network,
+    /// Limits of this command (`file_bytes` already cut to the workspace's room left).
     pub limits: Limits,
-    /// The script `bash` runs.
+    /// The script `bash` runs: fixed text, never the user's command (which it reads from
+    /// stdin), since arguments are visible to every user of the host.
     pub script: String,
     /// Extra environment variables (the environment is otherwise cleared).
     pub env: Vec<(String, String)>,
@@ -205,7 +300,7 @@ pub struct SandboxCommand<'a> {
     pub helper: &'a Path,
     /// The host uid (and gid) bubblewrap runs as; None keeps the server's.
     pub user: Option<u32>,
-    /// The directory holding the sandbox's `passwd` and `group`.
+    /// The server-only directory holding the sandbox's `passwd`, `group` and seccomp filter.
     pub accounts: &'a Path,
 }
 
@@ -215,28 +310,57 @@ type CommandParts = (String, Vec<std::ffi::OsString>, Vec<(String, String)>);
 /// Where the helper binary appears inside the sandbox.
 pub const HELPER: &str = "/run/mast-helper";
 
-fn limit_prefix(limits: &Limits, own_user: bool) -> String {
-    // Per-command limits of bash and everything it starts (kilobytes for -v and -f). The
-    // process count is per user, so it only means something for a sandbox's own user.
+/// The shell lines that set a command's per-process limits, before anything else runs.
+/// `memory_cgroup` / `pids_cgroup`: whether a cgroup already limits the session's memory and
+/// processes, which then need no per-process stand-in.
+fn limit_prefix(limits: &Limits, own_user: bool, memory_cgroup: bool, pids_cgroup: bool) -> String {
+    // The CPU soft limit sends SIGXCPU, so a process stopped by it says why (exit status 152);
+    // the hard limit a second later ends one that ignores the signal.
     let mut s = format!(
-        "ulimit -t {} 2>/dev/null; ulimit -v {} 2>/dev/null; ulimit -f {} 2>/dev/null; ",
+        "ulimit -St {} 2>/dev/null; ulimit -Ht {} 2>/dev/null; ",
         limits.cpu_seconds,
-        limits.memory_bytes / 1024,
-        limits.file_bytes / 1024
+        limits.cpu_seconds + 1
     );
-    if own_user {
+    if !memory_cgroup {
+        // Address space, not memory: it breaks programs that reserve much more than they use
+        // (Go, the JVM), so it is only the fallback where no memory cgroup can be made.
+        s.push_str(&format!(
+            "ulimit -v {} 2>/dev/null; ",
+            limits.memory_bytes / 1024
+        ));
+    }
+    // Kilobytes. A write past it fails with "File too large" rather than killing the writer.
+    s.push_str(&format!(
+        "ulimit -f {} 2>/dev/null; trap '' XFSZ; ",
+        limits.file_bytes / 1024
+    ));
+    if own_user && !pids_cgroup {
+        // Counted per user, so it only means something for a sandbox's own user.
         s.push_str(&format!("ulimit -u {} 2>/dev/null; ", limits.max_processes));
     }
     s
 }
 
+/// The shell that starts every command: it waits for the server's go-ahead line (sent once
+/// the process is in its cgroup, so nothing escapes the count), drops the working directory
+/// the server gave it from its environment, opens the seccomp filter for bubblewrap, and
+/// becomes the program. What follows the first line on stdin is the command text.
+const WRAPPER: &str = r#"read -r _ || exit 125; unset PWD; exec "$@""#;
+const WRAPPER_SECCOMP: &str =
+    r#"read -r _ || exit 125; unset PWD; exec 3<"$0" || exit 125; exec "$@""#;
+
 impl SandboxCommand<'_> {
     /// The program, its arguments and its environment: bubblewrap around `bash -c`, or bash
     /// alone when unsandboxed.
-    fn parts(&self) -> Result<CommandParts, String> {
+    fn parts(&self, cgroup: Option<&CommandCgroup>, seccomp: bool) -> Result<CommandParts, String> {
         let script = format!(
             "{}{}",
-            limit_prefix(&self.limits, self.user.is_some()),
+            limit_prefix(
+                &self.limits,
+                self.user.is_some(),
+                cgroup.is_some_and(CommandCgroup::limits_memory),
+                cgroup.is_some_and(CommandCgroup::limits_processes),
+            ),
             self.script
         );
         let mut env: Vec<(String, String)> = vec![
@@ -288,9 +412,12 @@ impl SandboxCommand<'_> {
                 );
                 // A sandbox never shares the host's network: the proxy is its only way out.
                 push(&mut a, &["--unshare-net"]);
-                if DISABLE_USERNS.get().copied().unwrap_or(false) {
+                if userns_disabled() {
                     push(&mut a, &["--disable-userns"]);
                 }
+                // bubblewrap's own root tmpfs has no size: a sized one replaces it, and holds
+                // only mount points before it is made read-only below.
+                push(&mut a, &["--size", &ROOT_BYTES.to_string(), "--tmpfs", "/"]);
                 for dir in SYSTEM_DIRS {
                     push(&mut a, &["--ro-bind-try", dir, dir]);
                 }
@@ -309,13 +436,20 @@ impl SandboxCommand<'_> {
                 ]);
                 let tmpfs = self.limits.tmpfs_bytes.to_string();
                 push(&mut a, &["--proc", "/proc", "--dev", "/dev"]);
-                for dir in ["/tmp", "/var/tmp"] {
+                // `--size` does not apply to `--dev`: /dev/shm gets a sized tmpfs of its own
+                // and the rest of /dev is made read-only below.
+                for dir in ["/dev/shm", "/tmp", "/var/tmp"] {
                     push(&mut a, &["--size", &tmpfs, "--tmpfs", dir]);
                 }
                 a.extend(["--bind".into(), self.workspace.into(), WORKSPACE.into()]);
                 a.extend(["--bind".into(), self.state.into(), STATE.into()]);
                 if matches!(self.network, Network::Proxied { .. }) {
                     a.extend(["--ro-bind".into(), self.helper.into(), HELPER.into()]);
+                }
+                // Not recursive: the writable mounts inside stay writable.
+                push(&mut a, &["--remount-ro", "/dev", "--remount-ro", "/"]);
+                if seccomp {
+                    push(&mut a, &["--seccomp", "3"]);
                 }
                 push(&mut a, &["--chdir", WORKSPACE, "--clearenv"]);
                 env.push(("HOME".into(), WORKSPACE.into()));
@@ -335,31 +469,105 @@ impl SandboxCommand<'_> {
         }
     }
 
-    /// The process to spawn. With a cgroup, a shell joins it first and then becomes the
-    /// command, so every process the command starts is counted.
-    pub fn build(&self, cgroup: Option<&PidsCgroup>) -> Result<Command, String> {
-        let (program, args, env) = self.parts()?;
-        let mut cmd = match cgroup {
-            Some(cg) => {
-                let mut c = Command::new("sh");
-                c.arg("-c")
-                    .arg(r#"echo $$ > "$0" && exec "$@""#)
-                    .arg(cg.procs_file())
-                    .arg(&program)
-                    .args(&args);
-                c
-            }
-            None => {
-                let mut c = Command::new(&program);
-                c.args(&args);
-                c
-            }
-        };
-        cmd.env_clear().envs(env).current_dir(self.workspace);
-        if let (Some(uid), Isolation::Bubblewrap) = (self.user, self.isolation) {
+    /// Starts the command with `input` (the user's command text) on the script's stdin, inside
+    /// `cgroup` when there is one. Its stdout and stderr are piped; it is killed when the
+    /// returned child is dropped, and with its whole process group by [`kill_group`].
+    pub fn spawn(&self, cgroup: Option<&CommandCgroup>, input: String) -> Result<Child, String> {
+        let sandboxed = matches!(self.isolation, Isolation::Bubblewrap);
+        let seccomp = sandboxed && seccomp_enabled();
+        let (program, args, env) = self.parts(cgroup, seccomp)?;
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c");
+        if seccomp {
+            cmd.arg(WRAPPER_SECCOMP)
+                .arg(self.accounts.join(SECCOMP_FILE));
+        } else {
+            cmd.arg(WRAPPER).arg("mast-sandbox");
+        }
+        cmd.arg(&program).args(&args);
+        // The sandbox's first process keeps the environment and working directory it was
+        // started with (visible in its /proc entries): neither may name a host path.
+        cmd.env_clear().envs(env).current_dir(if sandboxed {
+            Path::new("/")
+        } else {
+            self.workspace
+        });
+        if let (Some(uid), true) = (self.user, sandboxed) {
             // std drops supplementary groups too when root switches users.
             cmd.uid(uid).gid(uid);
         }
-        Ok(cmd)
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            // Its own group, so a fallback kill reaches what an unsandboxed command started.
+            .process_group(0);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("The command could not be started: {e}"))?;
+        let pid = child.id().unwrap_or(0);
+        if let Some(cg) = cgroup
+            && let Err(e) = cg.join(pid)
+        {
+            let _ = child.start_kill();
+            return Err(format!(
+                "The command could not be placed in its cgroup ({e}); it did not run."
+            ));
+        }
+        let mut stdin = child.stdin.take().expect("piped");
+        tokio::spawn(async move {
+            // A command that exits without reading its text closes the pipe: nothing to do.
+            if stdin.write_all(b"go\n").await.is_ok() {
+                let _ = stdin.write_all(input.as_bytes()).await;
+            }
+        });
+        Ok(child)
+    }
+}
+
+/// Kills the process group of a command started by [`SandboxCommand::spawn`] (the fallback
+/// where no cgroup holds its processes; a sandbox's own processes die with bubblewrap).
+pub fn kill_group(pid: u32) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where no cgroup holds a command, per-process limits stand in for the session's, and the
+    /// command text still arrives on stdin only.
+    #[tokio::test]
+    async fn without_a_cgroup_commands_get_per_process_limits() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Limits {
+            memory_bytes: 512 << 20,
+            file_bytes: 3 << 20,
+            cpu_seconds: 7,
+            ..Limits::default()
+        };
+        let command = SandboxCommand {
+            isolation: &Isolation::Unsandboxed,
+            workspace: dir.path(),
+            state: dir.path(),
+            network: &Network::None,
+            limits,
+            script: r#"ulimit -v; ulimit -f; ulimit -St; ulimit -Ht; echo "[$(cat)]""#.into(),
+            env: vec![],
+            helper: Path::new("mast"),
+            user: None,
+            accounts: dir.path(),
+        };
+        let child = command.spawn(None, "the text".into()).unwrap();
+        let out = child.wait_with_output().await.unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "524288\n3072\n7\n8\n[the text]\n"
+        );
     }
 }

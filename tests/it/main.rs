@@ -11,6 +11,7 @@ mod errors;
 mod escalation;
 mod first_hour;
 mod host_addresses;
+mod limits;
 mod logs;
 mod multiagent;
 mod openai;

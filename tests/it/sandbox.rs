@@ -70,14 +70,25 @@ async fn sandboxes_are_their_own_users_without_host_network(b: Backend) {
         "tmpfs is bounded: {}",
         r[4].0
     );
-    // Every command's cgroup was removed.
-    for root in ["/sys/fs/cgroup/pids/mast", "/sys/fs/cgroup/mast"] {
-        if let Ok(dir) = std::fs::read_dir(root) {
-            let left: Vec<_> = dir
-                .flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with(&sess.id))
-                .collect();
-            assert!(left.is_empty(), "cgroups left behind: {left:?}");
-        }
+    // Every command's cgroup, and the session's, was removed.
+    let left = cgroups_named(std::path::Path::new("/sys/fs/cgroup"), &sess.id, 0);
+    assert!(left.is_empty(), "cgroups left behind: {left:?}");
+}
+
+/// Cgroup directories below `dir` whose name starts with `name`.
+fn cgroups_named(dir: &std::path::Path, name: &str, depth: usize) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    if depth > 8 {
+        return found;
     }
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if entry.file_name().to_string_lossy().starts_with(name) {
+            found.push(entry.path());
+        }
+        found.extend(cgroups_named(&entry.path(), name, depth + 1));
+    }
+    found
 }
