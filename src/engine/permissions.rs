@@ -35,6 +35,8 @@ use serde_json::{Value, json};
 
 use crate::domain::tools::{BUILTIN_TOOLS, PermissionPolicy, Tool};
 use crate::tools::egress::EgressPolicy;
+// The read-only places of the sandbox are where `auto` may read without asking.
+use crate::tools::sandbox::{ETC_ALLOWED, ETC_ALLOWED_PREFIXES, SYSTEM_DIRS};
 use shell::{Command, RedirectKind, Script, Word};
 
 /// What the dispatcher does with a call.
@@ -180,10 +182,17 @@ fn readable_absolute(abs: &str) -> bool {
         return true;
     }
     match components(abs).as_slice() {
-        [first, ..] if WRITABLE_ROOTS.contains(first) || SYSTEM_ROOTS.contains(first) => true,
+        [first, ..]
+            if WRITABLE_ROOTS.contains(first)
+                || SYSTEM_DIRS
+                    .iter()
+                    .any(|d| d.strip_prefix('/') == Some(*first)) =>
+        {
+            true
+        }
         ["etc", rest @ ..] => rest.first().is_some_and(|entry| {
-            ETC_READABLE_PREFIXES.iter().any(|p| entry.starts_with(p))
-                || ETC_READABLE.iter().any(|e| {
+            ETC_ALLOWED_PREFIXES.iter().any(|p| entry.starts_with(p))
+                || ETC_ALLOWED.iter().any(|e| {
                     let e: Vec<&str> = e.split('/').collect();
                     rest.starts_with(&e)
                 })
@@ -457,45 +466,6 @@ const SECRETS: &[&str] = &[
 /// Names of credential directories and files, matched as whole path components (`ls .ssh`,
 /// which the text patterns above do not see).
 const SECRET_NAMES: &[&str] = &[".ssh", ".aws", ".azure", ".kube", ".gnupg"];
-/// Top-level directories of the system's programs and libraries, read-only in the sandbox
-/// (`SYSTEM_DIRS` in src/tools/sandbox.rs).
-const SYSTEM_ROOTS: &[&str] = &["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
-/// The `/etc` entries reads may reach without asking: the harmless ones the sandbox mounts
-/// (`ETC_ALLOWED` in src/tools/sandbox.rs; kept the same or narrower). Keys, service configs,
-/// environment files and account lists elsewhere in /etc ask.
-const ETC_READABLE: &[&str] = &[
-    "alternatives",
-    "bash.bashrc",
-    "ca-certificates",
-    "ca-certificates.conf",
-    "debian_version",
-    "gai.conf",
-    "gitconfig",
-    "host.conf",
-    "hosts",
-    "inputrc",
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "locale.alias",
-    "localtime",
-    "magic",
-    "magic.mime",
-    "mime.types",
-    "nsswitch.conf",
-    "os-release",
-    "perl",
-    "profile",
-    "protocols",
-    "resolv.conf",
-    "services",
-    "ssl/certs",
-    "ssl/openssl.cnf",
-    "timezone",
-    "xdg",
-];
-/// `/etc` entries readable by prefix (`ETC_ALLOWED_PREFIXES` in src/tools/sandbox.rs).
-const ETC_READABLE_PREFIXES: &[&str] = &["python3", "java-"];
 /// Devices any command may read.
 const READABLE_DEVICES: &[&str] = &[
     "/dev/null",

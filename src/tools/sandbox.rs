@@ -206,14 +206,14 @@ pub async fn enable_seccomp(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// System directories mounted read-only inside the sandbox.
-const SYSTEM_DIRS: &[&str] = &[
+/// System directories mounted read-only inside the sandbox (also where `auto` reads freely).
+pub const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
 /// The parts of `/etc` programs need (name lookup, TLS roots, linker, locale, interpreter
 /// configuration). Everything else there — keys, service configs, environment files — stays
-/// out of reach.
-const ETC_ALLOWED: &[&str] = &[
+/// out of reach. (`auto` reads these without asking too.)
+pub const ETC_ALLOWED: &[&str] = &[
     "alternatives",
     "bash.bashrc",
     "ca-certificates",
@@ -245,7 +245,7 @@ const ETC_ALLOWED: &[&str] = &[
     "xdg",
 ];
 /// `/etc` entries allowed by prefix (versioned interpreter directories such as `python3.11`).
-const ETC_ALLOWED_PREFIXES: &[&str] = &["python3", "java-"];
+pub const ETC_ALLOWED_PREFIXES: &[&str] = &["python3", "java-"];
 
 /// The sandbox's own account files: the host's would name its users.
 const PASSWD: &str = "root:x:0:0:root:/root:/bin/bash\nsandbox:x:1000:1000:sandbox:/workspace:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
