@@ -184,12 +184,23 @@ async fn a_directory_swapped_for_a_link_never_gives_host_files_away() {
 
 /// A server of sandboxes with users of their own, keeping its data in `data`.
 fn toolbox(data: &Path) -> Toolbox {
+    let config = ToolsConfig::default();
+    let protections = super::protections::Protections::assess(&super::protections::Setup {
+        isolation: &Isolation::Bubblewrap,
+        unreachable: None,
+        session_users: true,
+        limits: &config.limits,
+        cgroups: super::cgroup::host(),
+        seccomp: Err("not under test".into()),
+        allow_private_network: false,
+    });
     Toolbox {
         isolation: Isolation::Bubblewrap,
         data_dir: data.to_path_buf(),
-        config: ToolsConfig::default(),
+        config,
         session_users: true,
         unreachable: None,
+        protections,
     }
 }
 

@@ -364,24 +364,47 @@ async fn limits_answer_clear_errors_and_change_nothing(b: Backend) {
     );
 }
 
-/// Sends raw bytes on a fresh connection and reads the whole answer.
+/// Sends raw bytes on a fresh connection and reads one whole answer (its head and
+/// `content-length` bytes of body). Writing and reading run side by side: the server answers
+/// before it has read everything it was sent.
 async fn raw_exchange(url: &str, request: &[u8]) -> (String, serde_json::Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addr = url.trim_start_matches("http://");
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    // The server may answer and close before it has read everything.
-    let _ = tcp.write_all(request).await;
-    let mut out = Vec::new();
-    let _ = tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        tcp.read_to_end(&mut out),
-    )
-    .await
-    .expect("the server answers and closes");
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").expect("a whole response");
-    let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"));
-    (head.to_string(), body)
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut rx, mut tx) = tcp.into_split();
+    let request = request.to_vec();
+    let writer = tokio::spawn(async move {
+        // Fails once the server has answered and closed; that is expected.
+        let _ = tx.write_all(&request).await;
+        tx
+    });
+    let read = async {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            let text = String::from_utf8_lossy(&out).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .and_then(|n| n.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body.len() >= length {
+                    return (head.to_string(), body.to_string());
+                }
+            }
+            match rx.read(&mut buf).await {
+                Ok(0) | Err(_) => panic!("the connection ended before a whole answer: {text}"),
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    let (head, body) = tokio::time::timeout(std::time::Duration::from_secs(30), read)
+        .await
+        .expect("the server answers");
+    writer.abort();
+    let body = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {head}\n\n{body}"));
+    (head, body)
 }
 
 async fn oversized_and_malformed_heads_get_the_api_shape(b: Backend) {
