@@ -20,8 +20,10 @@ use crate::store::{Direction, EventFilter};
 /// Most events one send request may carry.
 pub const MAX_BATCH: usize = 100;
 
-/// `POST /v1/sessions/{id}/events` body.
+/// `POST /v1/sessions/{id}/events` body. A key unknown at any depth is refused (400
+/// `unknown_field`).
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, expecting = "an object with `events`")]
 pub struct SendEvents {
     #[schema(value_type = Vec<Object>)]
     pub events: Vec<Value>,
