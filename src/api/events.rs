@@ -68,7 +68,9 @@ async fn send(
     }
     match accept_events(&app, &ws, &id, batch.clone()).await {
         Ok(data) => Ok(axum::Json(SentEvents { data })),
-        Err(e) if e.status == StatusCode::BAD_REQUEST => {
+        // Only a code-less 400 can be an answer to an unknown or answered id; an archived
+        // session (`session_archived`) says so itself.
+        Err(e) if e.status == StatusCode::BAD_REQUEST && e.details.is_none() => {
             explain_answer_error(&app, &id, &batch).await?;
             Err(e)
         }

@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::auth::{Principal, Workspace, session_workspace};
 use super::error::{ApiError, ApiResult};
-use super::extract::{Json, QueryParams};
+use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{BiPage, PageRequest};
 use crate::domain::environment::EnvironmentConfig;
 use crate::domain::events::{ClientEvent, kind};
@@ -154,10 +154,7 @@ async fn create(
             ))
         })?;
     if agent.archived_at.is_some() {
-        return Err(ApiError::invalid(format!(
-            "agent `{}` is archived; new sessions cannot use it",
-            agent.id
-        )));
+        return Err(super::agents::archived(&agent.id, "cannot start new sessions").into());
     }
     let env = app
         .store
@@ -348,9 +345,9 @@ async fn update(
     let models = app.models.clone();
     let (rec, _) = transact_session(&app, &ws, &id, move |rec| {
         if rec.archived_at.is_some() {
-            return Err(StoreError::Conflict(format!(
-                "session `{}` is archived and cannot be updated",
-                rec.id
+            return Err(StoreError::Invalid(intake::archived(
+                &rec.id,
+                "cannot be updated",
             )));
         }
         let mut sb: SessionBody = serde_json::from_str(&rec.body)?;
@@ -475,6 +472,7 @@ async fn archive(
     State(app): State<AppState>,
     Workspace(ws): Workspace,
     Path(id): Path<String>,
+    _: NoBody,
 ) -> ApiResult<axum::Json<Session>> {
     let (rec, _) = transact_session(&app, &ws, &id, |rec| {
         if rec.archived_at.is_some() {

@@ -359,10 +359,13 @@ fn pin(
                 })
             })?;
             if a.archived_at.is_some() {
-                return Err(Invalid::new(format!(
-                    "`{at}`: agent `{}` is archived",
-                    r.id
-                )));
+                return Err(Invalid::with_code(
+                    "agent_archived",
+                    format!(
+                        "`{at}`: agent `{}` is archived and cannot join a roster",
+                        r.id
+                    ),
+                ));
             }
             if a.multiagent.is_some() {
                 return Err(Invalid::new(format!(

@@ -172,11 +172,13 @@ async fn archive_and_list_filters(b: Backend) {
         .await
         .ok();
     assert!(archived["archived_at"].is_string());
-    // Archive is read-only and permanent.
-    s.client
+    // Archive is read-only and permanent: a bad request, as for every archived resource.
+    let r = s
+        .client
         .post(&format!("/v1/agents/{id}"), json!({"name": "z"}))
-        .await
-        .err(409);
+        .await;
+    assert_eq!(r.body["error"]["details"]["error_code"], "agent_archived");
+    r.err(400);
     let again = s
         .client
         .post(&format!("/v1/agents/{id}/archive"), json!({}))

@@ -374,10 +374,13 @@ async fn archive_and_delete_rules(b: Backend) {
         .await
         .ok();
     assert!(archived["archived_at"].is_string());
-    assert!(c.post(&format!("/v1/sessions/{sid}/events"), json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": "x"}]}]})).await.err(409).contains("archived"));
-    c.post(&format!("/v1/sessions/{sid}"), json!({"title": "x"}))
-        .await
-        .err(409);
+    assert!(c.post(&format!("/v1/sessions/{sid}/events"), json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": "x"}]}]})).await.err(400).contains("archived"));
+    // Archived is a 400 everywhere (as for agents and environments), with its own code.
+    let r = c
+        .post(&format!("/v1/sessions/{sid}"), json!({"title": "x"}))
+        .await;
+    assert_eq!(r.body["error"]["details"]["error_code"], "session_archived");
+    r.err(400);
     let del = c.delete(&format!("/v1/sessions/{sid}")).await.ok();
     assert_eq!(del, json!({"id": sid, "type": "session_deleted"}));
     c.get(&format!("/v1/sessions/{sid}")).await.err(404);

@@ -1,6 +1,6 @@
 //! Requests are never half-understood: unknown keys at any depth are a 400 naming the key
 //! (with the key probably meant), features Mast does not have are refused with a stable code,
-//! and type errors speak API terms.
+//! type errors speak API terms, and the same condition gets the same status everywhere.
 
 use serde_json::{Value, json};
 
@@ -13,6 +13,8 @@ backend_tests!(
     unsupported_features_are_refused_with_a_code,
     defaults_the_sdks_send_are_still_accepted,
     type_errors_speak_api_terms,
+    archived_means_400_everywhere,
+    action_endpoints_take_no_body,
 );
 
 /// A request expected to be refused for an unknown key.
@@ -1022,4 +1024,155 @@ async fn type_errors_speak_api_terms(b: Backend) {
         .await;
     assert!(r.body["error"].get("details").is_none(), "{}", r.body);
     r.err(400);
+}
+
+/// Asserts a 400 `invalid_request_error` with `error_code` `code`.
+async fn expect_archived(r: crate::support::http::Resp, code: &str, what: &str) {
+    let details = r.body["error"]["details"].clone();
+    let kind = r.body["error"]["type"].clone();
+    let msg = r.err(400);
+    assert_eq!(kind, "invalid_request_error", "{what}");
+    assert_eq!(details, json!({"error_code": code}), "{what}: {msg}");
+    assert!(msg.contains("archived"), "{what}: {msg}");
+}
+
+async fn archived_means_400_everywhere(b: Backend) {
+    let s = TestServer::start(b).await;
+    let c = &s.client;
+    let agent = c.agent(json!([])).await;
+    let aid = agent["id"].as_str().unwrap().to_string();
+    let env = c.environment().await;
+    let eid = env["id"].as_str().unwrap().to_string();
+    let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
+    let primary = c.get(&format!("/v1/sessions/{sid}/threads")).await.ok()["data"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let workers = c
+        .post(
+            "/v1/environments",
+            json!({"name": "archived-workers", "config": {"type": "self_hosted"}}),
+        )
+        .await
+        .ok();
+    let wid = workers["id"].as_str().unwrap().to_string();
+
+    c.post(&format!("/v1/sessions/{sid}/archive"), json!({}))
+        .await
+        .ok();
+    expect_archived(
+        c.post(&format!("/v1/sessions/{sid}"), json!({"title": "x"}))
+            .await,
+        "session_archived",
+        "update an archived session",
+    )
+    .await;
+    expect_archived(
+        c.post(
+            &format!("/v1/sessions/{sid}/events"),
+            json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": "x"}]}]}),
+        )
+        .await,
+        "session_archived",
+        "send to an archived session",
+    )
+    .await;
+    expect_archived(
+        c.post(
+            &format!("/v1/sessions/{sid}/threads/{primary}/archive"),
+            json!({}),
+        )
+        .await,
+        "session_archived",
+        "archive a thread of an archived session",
+    )
+    .await;
+
+    c.post(&format!("/v1/agents/{aid}/archive"), json!({}))
+        .await
+        .ok();
+    expect_archived(
+        c.post(&format!("/v1/agents/{aid}"), json!({"name": "x"}))
+            .await,
+        "agent_archived",
+        "update an archived agent",
+    )
+    .await;
+    expect_archived(
+        c.post("/v1/sessions", json!({"agent": aid, "environment_id": eid}))
+            .await,
+        "agent_archived",
+        "start a session of an archived agent",
+    )
+    .await;
+    expect_archived(
+        c.post(
+            "/v1/agents",
+            json!({"name": "lead", "model": "mast-scripted", "multiagent": {"type": "coordinator", "agents": [aid]}}),
+        )
+        .await,
+        "agent_archived",
+        "put an archived agent on a roster",
+    )
+    .await;
+
+    let live = c.agent(json!([])).await;
+    for id in [&eid, &wid] {
+        c.post(&format!("/v1/environments/{id}/archive"), json!({}))
+            .await
+            .ok();
+    }
+    expect_archived(
+        c.post(&format!("/v1/environments/{eid}"), json!({"name": "x"}))
+            .await,
+        "environment_archived",
+        "update an archived environment",
+    )
+    .await;
+    expect_archived(
+        c.post(
+            "/v1/sessions",
+            json!({"agent": live["id"], "environment_id": eid}),
+        )
+        .await,
+        "environment_archived",
+        "start a session in an archived environment",
+    )
+    .await;
+    expect_archived(
+        c.post(&format!("/v1/environments/{wid}/keys"), json!({}))
+            .await,
+        "environment_archived",
+        "mint a key for an archived environment",
+    )
+    .await;
+}
+
+async fn action_endpoints_take_no_body(b: Backend) {
+    let s = TestServer::start(b).await;
+    let c = &s.client;
+    let agent = c.agent(json!([])).await;
+    let aid = agent["id"].as_str().unwrap();
+    let r = c
+        .post(
+            &format!("/v1/agents/{aid}/archive"),
+            json!({"reason": "done"}),
+        )
+        .await;
+    let details = r.body["error"]["details"].clone();
+    let msg = r.err(400);
+    assert!(msg.contains("`reason`") && msg.contains("no body"), "{msg}");
+    assert_eq!(
+        details,
+        json!({"error_code": "unknown_field", "field": "reason"})
+    );
+    assert_eq!(
+        c.get(&format!("/v1/agents/{aid}")).await.ok()["archived_at"],
+        Value::Null,
+        "not archived"
+    );
+    // `{}` and an empty body are what the SDKs send.
+    c.post(&format!("/v1/agents/{aid}/archive"), json!({}))
+        .await
+        .ok();
 }
