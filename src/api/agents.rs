@@ -10,10 +10,11 @@ use serde_json::Value;
 use super::AppState;
 use super::auth::Workspace;
 use super::error::{ApiError, ApiResult};
-use super::extract::{Json, QueryParams};
+use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
 use crate::domain::agent::{Agent, AgentCreate, AgentSpec, AgentUpdate, same_content};
 use crate::domain::ids::new_id;
+use crate::domain::invalid::Invalid;
 use crate::domain::multiagent::{self, RosterRef, SelfAgent};
 use crate::domain::time;
 use crate::store::{AgentFilter, Direction};
@@ -29,6 +30,15 @@ pub fn router() -> Router<AppState> {
 
 fn not_found(id: &str) -> ApiError {
     ApiError::not_found(format!("agent `{id}` not found"))
+}
+
+/// 400 `agent_archived`: archive is permanent, so this is a bad request, not a conflict
+/// that could clear up (the same status and code wherever an archived agent is used).
+pub fn archived(id: &str, consequence: &str) -> Invalid {
+    Invalid::with_code(
+        "agent_archived",
+        format!("agent `{id}` is archived and {consequence}"),
+    )
 }
 
 /// Resolves a multiagent request against the store: roster agents are looked up in the
@@ -130,9 +140,7 @@ async fn update(
         .await?
         .ok_or_else(|| not_found(&id))?;
     if current.archived_at.is_some() {
-        return Err(ApiError::conflict(format!(
-            "agent `{id}` is archived and cannot be updated"
-        )));
+        return Err(archived(&id, "cannot be updated").into());
     }
     if let Some(v) = body.version
         && v != current.version
@@ -226,6 +234,7 @@ async fn archive(
     State(app): State<AppState>,
     Workspace(ws): Workspace,
     Path(id): Path<String>,
+    _: NoBody,
 ) -> ApiResult<axum::Json<Agent>> {
     app.store
         .archive_agent(&ws, &id, time::now())

@@ -8,6 +8,7 @@ use axum::routing::{delete, get};
 use super::AppState;
 use super::auth::{ENVIRONMENT_KEY_PREFIX, Workspace, hash_key};
 use super::error::{ApiError, ApiResult};
+use super::extract::NoBody;
 use super::pagination::Page;
 use crate::domain::ids::{new_id, new_secret};
 use crate::domain::time;
@@ -72,6 +73,7 @@ async fn create(
     State(app): State<AppState>,
     Workspace(ws): Workspace,
     Path(env_id): Path<String>,
+    _: NoBody,
 ) -> ApiResult<axum::Json<EnvironmentKey>> {
     self_hosted(&app, &ws, &env_id, false).await?;
     Ok(axum::Json(mint(app.store.as_ref(), &ws, &env_id).await?))

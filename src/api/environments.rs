@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::auth::Workspace;
 use super::error::{ApiError, ApiResult};
-use super::extract::{Json, QueryParams};
+use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
 use crate::domain::environment::{
     Environment, EnvironmentCreate, EnvironmentSpec, EnvironmentTag, EnvironmentUpdate,
@@ -191,6 +191,7 @@ async fn archive(
     State(app): State<AppState>,
     Workspace(ws): Workspace,
     Path(id): Path<String>,
+    _: NoBody,
 ) -> ApiResult<axum::Json<Environment>> {
     let mut env = app
         .store

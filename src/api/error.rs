@@ -15,6 +15,9 @@ pub struct ApiError {
     pub status: StatusCode,
     pub kind: &'static str,
     pub message: String,
+    /// `error.details`: present exactly when the error has a stable `error_code` (the SDK
+    /// reads it to pick an exception subclass), which it then always carries, with any extra
+    /// keys of that code (`field`, `suggestion`, `current_state`, ...).
     pub details: Option<Value>,
     /// Tells the SDK not to retry (deterministic conflicts), via `x-should-retry: false`.
     pub no_retry: bool,
@@ -167,9 +170,18 @@ impl IntoResponse for ApiError {
 }
 
 impl From<Invalid> for ApiError {
+    /// A 400; `error.details` is present exactly when the rule has a code, holding
+    /// `error_code` and the rule's extra keys (`field`, `suggestion`, ...).
     fn from(e: Invalid) -> Self {
         match e.code {
-            Some(code) => ApiError::invalid_code(code, e.message),
+            Some(code) => {
+                let mut details = serde_json::Map::new();
+                details.insert("error_code".into(), code.into());
+                details.extend(e.details);
+                let mut err = ApiError::invalid(e.message);
+                err.details = Some(Value::Object(details));
+                err
+            }
             None => ApiError::invalid(e.message),
         }
     }

@@ -20,8 +20,10 @@ use crate::store::{Direction, EventFilter};
 /// Most events one send request may carry.
 pub const MAX_BATCH: usize = 100;
 
-/// `POST /v1/sessions/{id}/events` body.
+/// `POST /v1/sessions/{id}/events` body. A key unknown at any depth is refused (400
+/// `unknown_field`).
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, expecting = "an object with `events`")]
 pub struct SendEvents {
     #[schema(value_type = Vec<Object>)]
     pub events: Vec<Value>,
@@ -66,7 +68,9 @@ async fn send(
     }
     match accept_events(&app, &ws, &id, batch.clone()).await {
         Ok(data) => Ok(axum::Json(SentEvents { data })),
-        Err(e) if e.status == StatusCode::BAD_REQUEST => {
+        // Only a code-less 400 can be an answer to an unknown or answered id; an archived
+        // session (`session_archived`) says so itself.
+        Err(e) if e.status == StatusCode::BAD_REQUEST && e.details.is_none() => {
             explain_answer_error(&app, &id, &batch).await?;
             Err(e)
         }

@@ -25,6 +25,9 @@ pub struct ErrorDetail {
     #[serde(rename = "type")]
     pub kind: String,
     pub message: String,
+    /// Present exactly when the error has a stable `error_code` (e.g. `unknown_field` with
+    /// `field` and `suggestion`, `unsupported_feature` with `field` and `feature`,
+    /// `invalid_metadata`, `environment_archived`); absent otherwise.
     #[schema(value_type = Option<Object>)]
     pub details: Option<Value>,
 }

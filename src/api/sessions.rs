@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::auth::{Principal, Workspace, session_workspace};
 use super::error::{ApiError, ApiResult};
-use super::extract::{Json, QueryParams};
+use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{BiPage, PageRequest};
 use crate::domain::environment::EnvironmentConfig;
 use crate::domain::events::{ClientEvent, kind};
@@ -21,7 +21,8 @@ use crate::domain::metadata;
 use crate::domain::multiagent;
 use crate::domain::session::{
     Session, SessionBody, SessionCreate, SessionStats, SessionStatus, SessionTag, SessionUpdate,
-    SessionUsage, check_title, parse_agent_selection,
+    SessionUsage, check_resources, check_title, check_vault_ids, parse_agent_selection,
+    parse_agent_update,
 };
 use crate::domain::time::{self, Micros};
 use crate::engine::intake::{self, server_event};
@@ -97,75 +98,6 @@ pub fn view(rec: &SessionRecord) -> ApiResult<Session> {
     })
 }
 
-fn check_resources(resources: &[Value]) -> Result<Vec<Value>, ApiError> {
-    let mut out = Vec::new();
-    for (i, r) in resources.iter().enumerate() {
-        let at = format!("resources[{i}]");
-        match r.get("type").and_then(Value::as_str) {
-            Some("github_repository") => {
-                let url = r
-                    .get("url")
-                    .and_then(Value::as_str)
-                    .filter(|u| u.starts_with("https://") || u.starts_with("http://"));
-                let url = url.ok_or_else(|| {
-                    ApiError::invalid(format!("`{at}.url` must be an http(s) repository URL"))
-                })?;
-                let name = url
-                    .trim_end_matches('/')
-                    .trim_end_matches(".git")
-                    .rsplit('/')
-                    .next()
-                    .unwrap_or("repo");
-                let mount = r
-                    .get("mount_path")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                    .unwrap_or_else(|| format!("/workspace/{name}"));
-                let checkout = match r.get("checkout") {
-                    None | Some(Value::Null) => Value::Null,
-                    Some(c) => match c.get("type").and_then(Value::as_str) {
-                        Some("branch") if c.get("name").and_then(Value::as_str).is_some() => {
-                            json!({"type": "branch", "name": c["name"]})
-                        }
-                        Some("commit") if c.get("sha").and_then(Value::as_str).is_some() => {
-                            json!({"type": "commit", "sha": c["sha"]})
-                        }
-                        _ => {
-                            return Err(ApiError::invalid(format!(
-                                "`{at}.checkout` must be a branch {{name}} or commit {{sha}}"
-                            )));
-                        }
-                    },
-                };
-                let now = time::format(time::now());
-                out.push(json!({"type": "github_repository", "id": new_id("sesrsc"), "url": url, "mount_path": mount,
-                    "checkout": checkout, "created_at": now, "updated_at": now}));
-            }
-            Some("file") => {
-                let id = r.get("file_id").and_then(Value::as_str).unwrap_or("");
-                return Err(ApiError::not_found(format!(
-                    "`{at}`: file `{id}` not found (this server has no Files API)"
-                )));
-            }
-            Some("memory_store") => {
-                let id = r
-                    .get("memory_store_id")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                return Err(ApiError::not_found(format!(
-                    "`{at}`: memory store `{id}` not found (this server has no memory stores)"
-                )));
-            }
-            _ => {
-                return Err(ApiError::invalid(format!(
-                    "`{at}.type` must be `github_repository`, `file` or `memory_store`"
-                )));
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// Create a session.
 ///
 /// Starts a session of an agent (pinned to a version) in an environment. The session is idle until it receives a message.
@@ -186,11 +118,8 @@ async fn create(
             "budgets are not supported: this server keeps no model price list",
         ));
     }
-    if let Some(v) = body.vault_ids.as_ref().and_then(|v| v.first()) {
-        return Err(ApiError::not_found(format!(
-            "vault `{v}` not found (this server has no vaults)"
-        )));
-    }
+    check_vault_ids(body.vault_ids.as_ref())?;
+    check_resources(body.resources.as_ref())?;
     let initial: Vec<ClientEvent> = match &body.initial_events {
         None => vec![],
         Some(list) if list.len() > 50 => {
@@ -212,8 +141,6 @@ async fn create(
             })
             .collect::<Result<_, Invalid>>()?,
     };
-    let resources = check_resources(body.resources.as_deref().unwrap_or_default())?;
-
     let agent = app
         .store
         .get_agent(&ws, &sel.id, sel.version)
@@ -228,10 +155,7 @@ async fn create(
             ))
         })?;
     if agent.archived_at.is_some() {
-        return Err(ApiError::invalid(format!(
-            "agent `{}` is archived; new sessions cannot use it",
-            agent.id
-        )));
+        return Err(super::agents::archived(&agent.id, "cannot start new sessions").into());
     }
     let env = app
         .store
@@ -273,7 +197,7 @@ async fn create(
         title: body.title,
         metadata: meta,
         agent: snapshot.clone(),
-        resources,
+        resources: vec![],
         vault_ids: vec![],
         budget: None,
         outcome_evaluations: vec![],
@@ -437,15 +361,15 @@ async fn update(
     Path(id): Path<String>,
     Json(body): Json<SessionUpdate>,
 ) -> ApiResult<axum::Json<Session>> {
-    if body.vault_ids.is_present() {
-        return Err(ApiError::invalid("updating `vault_ids` is not supported"));
-    }
-    if body.budget.is_present() {
+    check_vault_ids(body.vault_ids.as_ref())?;
+    // Sessions here never have a budget, so removing one (`null`) changes nothing.
+    if body.budget.value().is_some_and(|b| !b.is_null()) {
         return Err(ApiError::invalid_code(
             "budget_create_only",
             "budgets can only be set at creation, and this server does not support them",
         ));
     }
+    let agent_update = parse_agent_update(body.agent.as_ref())?;
     if let crate::domain::patch::Patch::Value(t) = &body.title {
         check_title(&Some(t.clone()))?;
     }
@@ -453,9 +377,9 @@ async fn update(
     let models = app.models.clone();
     let (rec, _) = transact_session(&app, &ws, &id, move |rec| {
         if rec.archived_at.is_some() {
-            return Err(StoreError::Conflict(format!(
-                "session `{}` is archived and cannot be updated",
-                rec.id
+            return Err(StoreError::Invalid(intake::archived(
+                &rec.id,
+                "cannot be updated",
             )));
         }
         let mut sb: SessionBody = serde_json::from_str(&rec.body)?;
@@ -479,14 +403,14 @@ async fn update(
                 changed["metadata"] = json!(sb.metadata);
             }
         }
-        if let Some(a) = body.agent {
+        if let Some(a) = agent_update {
             if status_of(rec).is_active() {
                 return Err(StoreError::Conflict(format!(
                     "session `{}` is running; its agent's tools can only change while it is idle",
                     rec.id
                 )));
             }
-            let next = a.apply(&sb.agent)?;
+            let next = a.apply(sb.agent.clone())?;
             models
                 .check_routable(&next.model.id)
                 .map_err(Invalid::new)?;
@@ -580,6 +504,7 @@ async fn archive(
     State(app): State<AppState>,
     Workspace(ws): Workspace,
     Path(id): Path<String>,
+    _: NoBody,
 ) -> ApiResult<axum::Json<Session>> {
     let (rec, _) = transact_session(&app, &ws, &id, |rec| {
         if rec.archived_at.is_some() {

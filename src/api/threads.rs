@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::auth::Workspace;
 use super::error::{ApiError, ApiResult};
-use super::extract::QueryParams;
+use super::extract::{NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
 use super::sessions::{not_found, transact_session};
 use crate::domain::session::{SessionBody, SessionUsage};
@@ -198,6 +198,7 @@ async fn archive(
     State(app): State<AppState>,
     Workspace(ws): Workspace,
     Path((id, tid)): Path<(String, String)>,
+    _: NoBody,
 ) -> ApiResult<axum::Json<SessionThread>> {
     let t = app
         .store
@@ -210,9 +211,9 @@ async fn archive(
     let target = tid.clone();
     let (rec, _) = transact_session(&app, &ws, &id, move |rec| {
         if rec.archived_at.is_some() {
-            return Err(StoreError::Conflict(format!(
-                "session `{}` is archived",
-                rec.id
+            return Err(StoreError::Invalid(intake::archived(
+                &rec.id,
+                "its threads cannot be archived",
             )));
         }
         let (out, wake) = intake::archive_thread(rec, &target, lease.as_ref(), time::now())?;

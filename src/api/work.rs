@@ -14,7 +14,7 @@ use serde_json::json;
 use super::AppState;
 use super::auth::{Principal, WORK_TOKEN_PREFIX, Workspace, hash_key};
 use super::error::{ApiError, ApiResult};
-use super::extract::{Json, QueryParams};
+use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
 use crate::domain::environment::{Environment, EnvironmentConfig};
 use crate::domain::ids::new_secret;
@@ -276,6 +276,7 @@ async fn ack(
     State(app): State<AppState>,
     principal: Principal,
     Path((env_id, work_id)): Path<(String, String)>,
+    _: NoBody,
 ) -> ApiResult<axum::Json<Work>> {
     environment_key_for(&principal, &env_id, "acknowledging")?;
     let terms = app.work_leases;
@@ -299,6 +300,7 @@ async fn heartbeat(
     principal: Principal,
     Path((env_id, work_id)): Path<(String, String)>,
     q: QueryParams,
+    _: NoBody,
 ) -> ApiResult<axum::Json<WorkHeartbeat>> {
     item_caller(&app, &principal, &env_id, &work_id, false).await?;
     // Without one the beat is unconditional.

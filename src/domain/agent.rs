@@ -1,17 +1,16 @@
 //! Agents (API.md §2.1): the wire object, create/update bodies, and how a body becomes the
 //! next immutable version.
 
-use std::collections::BTreeSet;
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use super::fields::{Obj, nothing_or_unsupported, tag};
 use super::invalid::{Invalid, Valid, check_len};
 use super::metadata::{self, Metadata, MetadataPatch};
 use super::model_config::{ModelConfig, ModelParam};
 use super::patch::Patch;
-use super::tools::{self, McpServer, McpServerParams, Tool};
+use super::tools::{self, McpServer, Tool};
 use crate::type_tag;
 
 type_tag!(
@@ -36,16 +35,6 @@ pub struct Skill {
 pub enum SkillKind {
     Anthropic,
     Custom,
-}
-
-/// A skill as a request sends it.
-#[derive(Debug, Clone, Deserialize)]
-pub struct SkillParams {
-    #[serde(rename = "type")]
-    pub kind: SkillKind,
-    pub skill_id: String,
-    #[serde(default)]
-    pub version: Option<Value>,
 }
 
 /// The principal runs of the agent execute as.
@@ -121,12 +110,13 @@ impl Agent {
     }
 }
 
-/// `POST /v1/agents` body.
+/// `POST /v1/agents` body. A key unknown at any depth is refused (400 `unknown_field`).
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, expecting = "an agent object")]
 pub struct AgentCreate {
     pub name: String,
     #[schema(value_type = Object)]
-    pub model: ModelParam,
+    pub model: Value,
     #[serde(default)]
     pub description: Option<String>,
     #[serde(default)]
@@ -134,24 +124,28 @@ pub struct AgentCreate {
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     pub tools: Option<Vec<Value>>,
+    /// Not supported yet: only `null` or `[]` is accepted.
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
-    pub mcp_servers: Option<Vec<McpServerParams>>,
+    pub mcp_servers: Option<Value>,
+    /// Not supported yet: only `null` or `[]` is accepted.
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
-    pub skills: Option<Vec<SkillParams>>,
+    pub skills: Option<Value>,
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub multiagent: Option<Value>,
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
-    pub execution_identity: Option<ExecutionIdentity>,
+    pub execution_identity: Option<Value>,
     #[serde(default)]
     pub metadata: Option<Metadata>,
 }
 
-/// `POST /v1/agents/{id}` body: every field tri-state (API.md §2.1).
+/// `POST /v1/agents/{id}` body: every field tri-state (API.md §2.1). A key unknown at any
+/// depth is refused (400 `unknown_field`).
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, expecting = "an agent update object")]
 pub struct AgentUpdate {
     #[serde(default)]
     #[schema(value_type = Option<i64>)]
@@ -161,7 +155,7 @@ pub struct AgentUpdate {
     pub name: Patch<String>,
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
-    pub model: Patch<ModelParam>,
+    pub model: Patch<Value>,
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     pub description: Patch<String>,
@@ -171,18 +165,20 @@ pub struct AgentUpdate {
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     pub tools: Patch<Vec<Value>>,
+    /// Not supported yet: only `null` or `[]` is accepted.
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
-    pub mcp_servers: Patch<Vec<McpServerParams>>,
+    pub mcp_servers: Patch<Value>,
+    /// Not supported yet: only `null` or `[]` is accepted.
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
-    pub skills: Patch<Vec<SkillParams>>,
+    pub skills: Patch<Value>,
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub multiagent: Patch<Value>,
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
-    pub execution_identity: Patch<ExecutionIdentity>,
+    pub execution_identity: Patch<Value>,
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<MetadataPatch>,
@@ -205,7 +201,8 @@ pub struct AgentSpec {
     pub metadata: Metadata,
 }
 
-const MAX_SKILLS: usize = 20;
+/// Why `skills` are refused.
+const SKILLS_WHY: &str = "skills are not loaded into sessions";
 
 fn check_name(name: &str) -> Valid<()> {
     check_len("name", name.trim(), 1, 256)
@@ -226,66 +223,38 @@ pub fn check_system(field: &str, s: &Option<String>) -> Valid<()> {
     Ok(())
 }
 
-fn check_identity(e: &ExecutionIdentity) -> Valid<()> {
-    if let ExecutionIdentity::AwsRole { role_arn } = e {
-        check_len("execution_identity.role_arn", role_arn, 1, 2048)?;
+/// Reads `execution_identity`; `null` means the default service account. An AWS role is
+/// refused: nothing here would assume it.
+pub fn parse_identity(v: Option<&Value>) -> Valid<ExecutionIdentity> {
+    let at = "execution_identity";
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(ExecutionIdentity::ServiceAccount);
+    };
+    match tag(at, v, &["service_account", "aws_role"])? {
+        "service_account" => {
+            Obj::new(at, v, "a service account identity", &["type"])?;
+            Ok(ExecutionIdentity::ServiceAccount)
+        }
+        _ => {
+            Obj::new(at, v, "an AWS role identity", &["type", "role_arn"])?;
+            Err(Invalid::unsupported(
+                at,
+                "aws_role",
+                "tools run as the server's sandbox user and never assume an AWS role; omit `execution_identity` or send `{\"type\": \"service_account\"}`",
+            ))
+        }
     }
-    Ok(())
 }
 
-/// Validates and resolves a skills list (≤20; version pinned or `latest`).
-pub fn resolve_skills(skills: &[SkillParams]) -> Valid<Vec<Skill>> {
-    if skills.len() > MAX_SKILLS {
-        return Err(Invalid::new(format!(
-            "`skills` has {} entries; at most {MAX_SKILLS} are allowed",
-            skills.len()
-        )));
-    }
-    let mut seen = BTreeSet::new();
-    skills
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            check_len(&format!("skills[{i}].skill_id"), &s.skill_id, 1, 256)?;
-            if !seen.insert(s.skill_id.clone()) {
-                return Err(Invalid::new(format!(
-                    "`skills` lists `{}` twice",
-                    s.skill_id
-                )));
-            }
-            let version = match &s.version {
-                None | Some(Value::Null) => "latest".to_string(),
-                Some(Value::String(v)) if !v.is_empty() => v.clone(),
-                Some(Value::Number(n)) => n.to_string(),
-                _ => {
-                    return Err(Invalid::new(format!(
-                        "`skills[{i}].version` must be a version string"
-                    )));
-                }
-            };
-            Ok(Skill {
-                kind: s.kind,
-                skill_id: s.skill_id.clone(),
-                version,
-            })
-        })
-        .collect()
-}
-
-/// Skills are loaded by the agent through `read`, so an agent with skills needs it enabled.
-fn check_skills_need_read(skills: &[Skill], tools: &[Tool]) -> Valid<()> {
-    if skills.is_empty() {
-        return Ok(());
-    }
-    let read_enabled = tools
-        .iter()
-        .any(|t| t.builtin_config("read").is_some_and(|(enabled, _)| enabled));
-    if !read_enabled {
-        return Err(Invalid::new(
-            "agents with `skills` need the `read` tool: add {\"type\":\"agent_toolset_20260401\"} with `read` enabled",
-        ));
-    }
-    Ok(())
+/// Refuses a non-empty `skills` or `mcp_servers` list at `path`.
+pub fn refuse_skills_and_servers(
+    skills_at: &str,
+    skills: Option<&Value>,
+    servers_at: &str,
+    servers: Option<&Value>,
+) -> Valid<()> {
+    nothing_or_unsupported(servers_at, servers, "mcp_servers", tools::MCP_WHY)?;
+    nothing_or_unsupported(skills_at, skills, "skills", SKILLS_WHY)
 }
 
 impl AgentCreate {
@@ -294,37 +263,34 @@ impl AgentCreate {
         check_name(&self.name)?;
         check_description(&self.description)?;
         check_system("system", &self.system)?;
-        let model = self.model.resolve(None)?;
-        let (tools, mcp_servers) = tools::resolve_tools(
-            &self.tools.unwrap_or_default(),
-            &self.mcp_servers.unwrap_or_default(),
+        let model = ModelParam::parse("model", &self.model)?.resolve(None);
+        refuse_skills_and_servers(
+            "skills",
+            self.skills.as_ref(),
+            "mcp_servers",
+            self.mcp_servers.as_ref(),
         )?;
-        let skills = resolve_skills(&self.skills.unwrap_or_default())?;
-        check_skills_need_read(&skills, &tools)?;
-        let execution_identity = self
-            .execution_identity
-            .unwrap_or(ExecutionIdentity::ServiceAccount);
-        check_identity(&execution_identity)?;
+        let tools = tools::resolve_tools_at("tools", &self.tools.unwrap_or_default())?;
+        let execution_identity = parse_identity(self.execution_identity.as_ref())?;
         let metadata = self.metadata.unwrap_or_default();
         metadata::validate(&metadata)?;
+        let multiagent_request = self.multiagent.filter(|v| !v.is_null());
+        if let Some(m) = &multiagent_request {
+            super::multiagent::refuse_unsupported(m)?;
+        }
         Ok(AgentSpec {
             name: self.name.trim().to_string(),
             description: self.description,
             system: self.system,
             model,
             tools,
-            mcp_servers,
-            skills,
-            multiagent_request: self.multiagent.filter(|v| !v.is_null()),
+            mcp_servers: vec![],
+            skills: vec![],
+            multiagent_request,
             execution_identity,
             metadata,
         })
     }
-}
-
-fn to_params<T: serde::de::DeserializeOwned>(v: impl Serialize) -> T {
-    serde_json::from_value(serde_json::to_value(v).expect("serializable"))
-        .expect("stored form parses as request form")
 }
 
 impl AgentUpdate {
@@ -343,7 +309,7 @@ impl AgentUpdate {
         let model = match &self.model {
             Patch::Absent => current.model.clone(),
             Patch::Null => return Err(Invalid::new("`model` cannot be cleared")),
-            Patch::Value(m) => m.resolve(Some(&current.model))?,
+            Patch::Value(m) => ModelParam::parse("model", m)?.resolve(Some(&current.model)),
         };
         let clearable = |p: Patch<String>, old: &Option<String>| match p {
             Patch::Absent => old.clone(),
@@ -356,34 +322,32 @@ impl AgentUpdate {
         let system = clearable(self.system, &current.system);
         check_system("system", &system)?;
 
-        let tools_changed = self.tools.is_present() || self.mcp_servers.is_present();
-        let (tools, mcp_servers) = if tools_changed {
-            let tools_raw: Vec<Value> = match self.tools {
-                Patch::Absent => to_params(&current.tools),
-                Patch::Null => vec![],
-                Patch::Value(v) => v,
-            };
-            let servers: Vec<McpServerParams> = match self.mcp_servers {
-                Patch::Absent => to_params(&current.mcp_servers),
-                Patch::Null => vec![],
-                Patch::Value(v) => v,
-            };
-            tools::resolve_tools(&tools_raw, &servers)?
-        } else {
-            (current.tools.clone(), current.mcp_servers.clone())
+        refuse_skills_and_servers(
+            "skills",
+            self.skills.value(),
+            "mcp_servers",
+            self.mcp_servers.value(),
+        )?;
+        // `null` or `[]` clear servers and skills (only older versions can have any).
+        let mcp_servers = match self.mcp_servers {
+            Patch::Absent => current.mcp_servers.clone(),
+            _ => vec![],
         };
         let skills = match self.skills {
             Patch::Absent => current.skills.clone(),
-            Patch::Null => vec![],
-            Patch::Value(s) => resolve_skills(&s)?,
+            _ => vec![],
         };
-        check_skills_need_read(&skills, &tools)?;
-        let execution_identity = match self.execution_identity {
+        let tools = match self.tools {
+            Patch::Absent => current.tools.clone(),
+            Patch::Null => vec![],
+            Patch::Value(v) => tools::resolve_tools_at("tools", &v)?,
+        };
+        tools::check_mcp_toolsets("mcp_servers", &tools, &mcp_servers)?;
+        let execution_identity = match &self.execution_identity {
             Patch::Absent => current.execution_identity.clone(),
             Patch::Null => ExecutionIdentity::ServiceAccount,
-            Patch::Value(e) => e,
+            Patch::Value(v) => parse_identity(Some(v))?,
         };
-        check_identity(&execution_identity)?;
         let metadata = match &self.metadata {
             None => current.metadata.clone(),
             Some(p) => metadata::apply_patch(&current.metadata, p, false)?,
@@ -392,10 +356,13 @@ impl AgentUpdate {
             Patch::Absent => current.multiagent.clone(),
             Patch::Null => None,
             Patch::Value(v) if v.is_null() => None,
-            Patch::Value(v) => Some(super::multiagent::merge_update(
-                &v,
-                current.multiagent.as_ref(),
-            )?),
+            Patch::Value(v) => {
+                super::multiagent::refuse_unsupported(&v)?;
+                Some(super::multiagent::merge_update(
+                    &v,
+                    current.multiagent.as_ref(),
+                )?)
+            }
         };
         Ok(AgentSpec {
             name,

@@ -2,8 +2,9 @@
 //! place the block appears.
 
 use base64::Engine as _;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use super::fields::{Obj, must_be, tag};
 use super::invalid::{Invalid, Valid};
 
 /// Where a content list appears; decides which block types are allowed.
@@ -21,14 +22,11 @@ const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/w
 /// Upper bound on one text block, so a single event cannot balloon the log.
 pub const MAX_TEXT_CHARS: usize = 1_000_000;
 
-fn field<'a>(o: &'a Map<String, Value>, at: &str, key: &str) -> Valid<&'a str> {
-    o.get(key)
-        .and_then(Value::as_str)
-        .ok_or_else(|| Invalid::new(format!("`{at}.{key}` is required and must be a string")))
-}
-
-fn text_block(at: &str, o: &Map<String, Value>, place: Place) -> Valid<Value> {
-    let text = field(o, at, "text")?;
+fn text_block(at: &str, v: &Value, place: Place) -> Valid<Value> {
+    let o = Obj::new(at, v, "a text block", &["type", "text"])?;
+    let text = o
+        .str("text")?
+        .ok_or_else(|| Invalid::new(format!("`{at}.text` is required and must be a string")))?;
     // Models reject blank text blocks, and one in the log would fail every later turn.
     if place != Place::ToolResult && text.trim().is_empty() {
         return Err(Invalid::new(format!("`{at}.text` must not be empty")));
@@ -41,19 +39,31 @@ fn text_block(at: &str, o: &Map<String, Value>, place: Place) -> Valid<Value> {
     Ok(json!({"type": "text", "text": text}))
 }
 
-fn source(at: &str, o: &Map<String, Value>, document: bool) -> Valid<Value> {
-    let s = o
-        .get("source")
-        .and_then(Value::as_object)
-        .ok_or_else(|| Invalid::new(format!("`{at}.source` is required")))?;
-    let sat = format!("{at}.source");
-    match s.get("type").and_then(Value::as_str) {
-        Some("base64") => {
-            let media = field(s, &sat, "media_type")?;
+fn source(at: &str, v: Option<&Value>, document: bool) -> Valid<Value> {
+    let Some(v) = v else {
+        return Err(Invalid::new(format!("`{at}` is required")));
+    };
+    let kinds: &[&str] = if document {
+        &["base64", "text", "url", "file"]
+    } else {
+        &["base64", "url", "file"]
+    };
+    let required = |o: &Obj, key: &str| -> Valid<String> {
+        o.str(key)?.map(str::to_string).ok_or_else(|| {
+            Invalid::new(format!(
+                "`{}` is required and must be a string",
+                o.path(key)
+            ))
+        })
+    };
+    match tag(at, v, kinds)? {
+        "base64" => {
+            let o = Obj::new(at, v, "a base64 source", &["type", "media_type", "data"])?;
+            let media = required(&o, "media_type")?;
             let ok = if document {
                 media == "application/pdf"
             } else {
-                IMAGE_TYPES.contains(&media)
+                IMAGE_TYPES.contains(&media.as_str())
             };
             if !ok {
                 let allowed = if document {
@@ -62,78 +72,109 @@ fn source(at: &str, o: &Map<String, Value>, document: bool) -> Valid<Value> {
                     IMAGE_TYPES.join(", ")
                 };
                 return Err(Invalid::new(format!(
-                    "`{sat}.media_type` must be one of {allowed}"
+                    "`{at}.media_type` must be one of {allowed}"
                 )));
             }
-            let data = field(s, &sat, "data")?;
+            let data = required(&o, "data")?;
             if base64::engine::general_purpose::STANDARD
                 .decode(data.trim())
                 .is_err()
             {
-                return Err(Invalid::new(format!("`{sat}.data` is not valid base64")));
+                return Err(Invalid::new(format!("`{at}.data` is not valid base64")));
             }
             Ok(json!({"type": "base64", "media_type": media, "data": data}))
         }
-        Some("text") if document => {
-            let data = field(s, &sat, "data")?;
+        "text" => {
+            let o = Obj::new(
+                at,
+                v,
+                "a plain text source",
+                &["type", "media_type", "data"],
+            )?;
+            if let Some(media) = o.str("media_type")?
+                && media != "text/plain"
+            {
+                return Err(Invalid::new(format!(
+                    "`{at}.media_type` must be `text/plain`"
+                )));
+            }
+            let data = required(&o, "data")?;
             Ok(json!({"type": "text", "media_type": "text/plain", "data": data}))
         }
-        Some("url") => {
-            let url = field(s, &sat, "url")?;
+        "url" => {
+            let o = Obj::new(at, v, "a URL source", &["type", "url"])?;
+            let url = required(&o, "url")?;
             if !(url.starts_with("https://") || url.starts_with("http://")) {
-                return Err(Invalid::new(format!("`{sat}.url` must be an http(s) URL")));
+                return Err(Invalid::new(format!("`{at}.url` must be an http(s) URL")));
             }
             Ok(json!({"type": "url", "url": url}))
         }
-        Some("file") => Err(Invalid::new(format!(
-            "`{sat}`: file sources need the Files API, which this server does not provide; send base64 or url"
-        ))),
-        _ => Err(Invalid::new(format!(
-            "`{sat}.type` must be one of base64, {}url",
-            if document { "text, " } else { "" }
-        ))),
+        _ => {
+            Obj::new(at, v, "a file source", &["type", "file_id"])?;
+            Err(Invalid::unsupported(
+                at,
+                "file_source",
+                "this server has no Files API; send the content as `base64` or a `url` source",
+            ))
+        }
     }
 }
 
 fn block(at: &str, v: &Value, place: Place) -> Valid<Value> {
-    let o = v
-        .as_object()
-        .ok_or_else(|| Invalid::new(format!("`{at}` must be a content block object")))?;
-    let kind = o.get("type").and_then(Value::as_str).unwrap_or("");
+    if !v.is_object() {
+        return Err(must_be(at, "a content block object", v));
+    }
     let allowed: &[&str] = match place {
         Place::UserMessage => &["text", "image", "document"],
         Place::ToolResult => &["text", "image", "document", "search_result"],
         Place::System => &["text"],
     };
-    if kind == "redacted" && place == Place::UserMessage {
+    if v.get("type").and_then(Value::as_str) == Some("redacted") && place == Place::UserMessage {
         return Err(Invalid::new(format!(
             "`{at}`: clients cannot send `redacted` blocks"
         )));
     }
-    if !allowed.contains(&kind) {
-        return Err(Invalid::new(format!(
-            "`{at}.type` must be one of {} (got `{kind}`)",
-            allowed.join(", ")
-        )));
-    }
-    match kind {
-        "text" => text_block(at, o, place),
-        "image" => Ok(json!({"type": "image", "source": source(at, o, false)?})),
+    match tag(at, v, allowed)? {
+        "text" => text_block(at, v, place),
+        "image" => {
+            let o = Obj::new(at, v, "an image block", &["type", "source"])?;
+            Ok(
+                json!({"type": "image", "source": source(&o.path("source"), o.get("source"), false)?}),
+            )
+        }
         "document" => {
-            let mut d = json!({"type": "document", "source": source(at, o, true)?});
+            let o = Obj::new(
+                at,
+                v,
+                "a document block",
+                &["type", "source", "title", "context"],
+            )?;
+            let mut d = json!({"type": "document", "source": source(&o.path("source"), o.get("source"), true)?});
             for key in ["title", "context"] {
-                match o.get(key) {
-                    None | Some(Value::Null) => {}
-                    Some(Value::String(s)) => d[key] = s.clone().into(),
-                    Some(_) => return Err(Invalid::new(format!("`{at}.{key}` must be a string"))),
+                if let Some(s) = o.str(key)? {
+                    d[key] = s.into();
                 }
             }
             Ok(d)
         }
-        "search_result" => {
-            let src = field(o, at, "source")?;
-            let title = field(o, at, "title")?;
-            let content = o.get("content").and_then(Value::as_array).ok_or_else(|| {
+        _ => {
+            let o = Obj::new(
+                at,
+                v,
+                "a search result block",
+                &["type", "source", "title", "content", "citations"],
+            )?;
+            let required = |key: &str| {
+                o.str(key)?.ok_or_else(|| {
+                    Invalid::new(format!(
+                        "`{}` is required and must be a string",
+                        o.path(key)
+                    ))
+                })
+            };
+            let src = required("source")?;
+            let title = required("title")?;
+            let content = o.list("content")?.ok_or_else(|| {
                 Invalid::new(format!("`{at}.content` must be a list of text blocks"))
             })?;
             let content = content
@@ -141,16 +182,16 @@ fn block(at: &str, v: &Value, place: Place) -> Valid<Value> {
                 .enumerate()
                 .map(|(i, c)| block(&format!("{at}.content[{i}]"), c, Place::System))
                 .collect::<Valid<Vec<_>>>()?;
-            let enabled = o
-                .get("citations")
-                .and_then(|c| c.get("enabled"))
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
+            let enabled = match o.get("citations") {
+                None => false,
+                Some(c) => Obj::new(&o.path("citations"), c, "a citations setting", &["enabled"])?
+                    .bool("enabled")?
+                    .unwrap_or(false),
+            };
             Ok(
                 json!({"type": "search_result", "source": src, "title": title, "content": content, "citations": {"enabled": enabled}}),
             )
         }
-        _ => unreachable!("checked against the allowed list"),
     }
 }
 
@@ -220,5 +261,11 @@ mod tests {
         );
         let bad = json!([{"type":"image","source":{"type":"base64","media_type":"image/bmp","data":"AA=="}}]);
         assert!(validate("c", Some(&bad), Place::UserMessage, 1, 100).is_err());
+        let extra = json!([{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]);
+        let e = validate("c", Some(&extra), Place::UserMessage, 1, 100).unwrap_err();
+        assert_eq!(e.details["field"], "c[0].cache_control");
+        let file = json!([{"type":"image","source":{"type":"file","file_id":"file_x"}}]);
+        let e = validate("c", Some(&file), Place::UserMessage, 1, 100).unwrap_err();
+        assert_eq!(e.code, Some("unsupported_feature"));
     }
 }

@@ -2,8 +2,10 @@
 //! sandbox) or `self_hosted` (tools run by the user's workers).
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use utoipa::ToSchema;
 
+use super::fields::{Obj, must_be, one_of, tag};
 use super::invalid::{Invalid, Valid, check_len};
 use super::metadata::{self, Metadata, MetadataPatch};
 use super::patch::Patch;
@@ -42,17 +44,6 @@ pub struct Packages {
     pub go: Vec<String>,
     pub npm: Vec<String>,
     pub pip: Vec<String>,
-}
-
-impl Packages {
-    fn is_empty(&self) -> bool {
-        self.apt.is_empty()
-            && self.cargo.is_empty()
-            && self.gem.is_empty()
-            && self.go.is_empty()
-            && self.npm.is_empty()
-            && self.pip.is_empty()
-    }
 }
 
 /// An environment's resolved configuration.
@@ -108,70 +99,29 @@ pub struct Environment {
     pub archived_at: Option<String>,
 }
 
-/// `config.networking` as a request sends it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum NetworkingParams {
-    Unrestricted,
-    Limited {
-        #[serde(default)]
-        allowed_hosts: Option<Vec<String>>,
-        #[serde(default)]
-        allow_package_managers: Option<bool>,
-        #[serde(default)]
-        allow_mcp_servers: Option<bool>,
-    },
-}
-
-/// `config.packages` as a request sends it.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct PackagesParams {
-    #[serde(default, rename = "type")]
-    tag: Option<String>,
-    #[serde(default)]
-    apt: Option<Vec<String>>,
-    #[serde(default)]
-    cargo: Option<Vec<String>>,
-    #[serde(default)]
-    gem: Option<Vec<String>>,
-    #[serde(default)]
-    go: Option<Vec<String>>,
-    #[serde(default)]
-    npm: Option<Vec<String>>,
-    #[serde(default)]
-    pip: Option<Vec<String>>,
-}
-
-/// `config` as a request sends it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum ConfigParams {
-    Cloud {
-        #[serde(default)]
-        networking: Option<NetworkingParams>,
-        #[serde(default)]
-        packages: Option<PackagesParams>,
-    },
-    SelfHosted,
-}
-
-/// `POST /v1/environments` body.
+/// `POST /v1/environments` body. A key unknown at any depth is refused (400
+/// `unknown_field`).
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, expecting = "an environment object")]
 pub struct EnvironmentCreate {
     pub name: String,
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
-    pub config: Option<ConfigParams>,
+    pub config: Option<Value>,
     #[serde(default)]
     pub description: Option<String>,
     #[serde(default)]
     pub metadata: Option<Metadata>,
+    /// Only `organization` is supported.
     #[serde(default)]
-    pub scope: Option<Scope>,
+    #[schema(value_type = Option<Scope>)]
+    pub scope: Option<Value>,
 }
 
-/// `POST /v1/environments/{id}` body.
+/// `POST /v1/environments/{id}` body. A key unknown at any depth is refused (400
+/// `unknown_field`).
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, expecting = "an environment update object")]
 pub struct EnvironmentUpdate {
     #[serde(default)]
     pub name: Option<String>,
@@ -181,11 +131,13 @@ pub struct EnvironmentUpdate {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<MetadataPatch>,
+    /// Only `organization` is supported.
     #[serde(default)]
-    pub scope: Option<Scope>,
+    #[schema(value_type = Option<Scope>)]
+    pub scope: Option<Value>,
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
-    pub config: Option<ConfigParams>,
+    pub config: Option<Value>,
 }
 
 fn check_hosts(hosts: &[String]) -> Valid<()> {
@@ -210,66 +162,84 @@ fn check_hosts(hosts: &[String]) -> Valid<()> {
     Ok(())
 }
 
-fn resolve_packages(p: PackagesParams) -> Valid<Packages> {
-    if let Some(t) = &p.tag
+/// The package managers of `config.packages`, in wire order.
+const MANAGERS: [&str; 6] = ["apt", "cargo", "gem", "go", "npm", "pip"];
+
+/// Reads `config.packages`. Nothing installs packages yet, so only empty lists (what a
+/// retrieved config holds) are accepted; a package to install is refused.
+fn check_packages(at: &str, v: &Value) -> Valid<()> {
+    let mut known = vec!["type"];
+    known.extend(MANAGERS);
+    let o = Obj::new(at, v, "a packages config", &known)?;
+    if let Some(t) = o.str("type")?
         && t != "packages"
     {
-        return Err(Invalid::new("`config.packages.type` must be `packages`"));
+        return Err(Invalid::new(format!("`{at}.type` must be `packages`")));
     }
-    let lists = [&p.apt, &p.cargo, &p.gem, &p.go, &p.npm, &p.pip];
-    for spec in lists.into_iter().flatten().flatten() {
-        if spec.trim().is_empty() || spec.len() > 256 || spec.contains(['\n', '\0']) {
-            return Err(Invalid::new(format!(
-                "`config.packages` entry `{spec}` is not a package spec"
-            )));
+    for manager in MANAGERS {
+        if o.strings(manager)?.is_some_and(|l| !l.is_empty()) {
+            return Err(Invalid::unsupported(
+                &o.path(manager),
+                "packages",
+                "packages are not installed into sandboxes; remove them (empty lists are fine)",
+            ));
         }
     }
-    Ok(Packages {
-        tag: PackagesTag::Tag,
-        apt: p.apt.unwrap_or_default(),
-        cargo: p.cargo.unwrap_or_default(),
-        gem: p.gem.unwrap_or_default(),
-        go: p.go.unwrap_or_default(),
-        npm: p.npm.unwrap_or_default(),
-        pip: p.pip.unwrap_or_default(),
-    })
+    Ok(())
 }
 
-fn resolve_networking(n: NetworkingParams) -> Valid<Networking> {
-    Ok(match n {
-        NetworkingParams::Unrestricted => Networking::Unrestricted,
-        NetworkingParams::Limited {
-            allowed_hosts,
-            allow_package_managers,
-            allow_mcp_servers,
-        } => {
-            let allowed_hosts = allowed_hosts.unwrap_or_default();
+fn parse_networking(at: &str, v: &Value) -> Valid<Networking> {
+    match tag(at, v, &["unrestricted", "limited"])? {
+        "unrestricted" => {
+            Obj::new(at, v, "an unrestricted network config", &["type"])?;
+            Ok(Networking::Unrestricted)
+        }
+        _ => {
+            let o = Obj::new(
+                at,
+                v,
+                "a limited network config",
+                &[
+                    "type",
+                    "allowed_hosts",
+                    "allow_package_managers",
+                    "allow_mcp_servers",
+                ],
+            )?;
+            let allowed_hosts = o.strings("allowed_hosts")?.unwrap_or_default();
             check_hosts(&allowed_hosts)?;
-            Networking::Limited {
+            Ok(Networking::Limited {
                 allowed_hosts,
-                allow_package_managers: allow_package_managers.unwrap_or(false),
-                allow_mcp_servers: allow_mcp_servers.unwrap_or(false),
-            }
+                allow_package_managers: o.bool("allow_package_managers")?.unwrap_or(false),
+                allow_mcp_servers: o.bool("allow_mcp_servers")?.unwrap_or(false),
+            })
         }
-    })
+    }
 }
 
-/// Resolves a sent config, keeping stored cloud fields the body omits (on update).
+/// Resolves a sent `config`, keeping stored cloud fields the body omits (on update).
 fn resolve_config(
-    p: Option<ConfigParams>,
+    v: Option<&Value>,
     stored: Option<&EnvironmentConfig>,
 ) -> Valid<EnvironmentConfig> {
-    let config = match p {
-        None => {
-            return Ok(stored
-                .cloned()
-                .unwrap_or_else(EnvironmentConfig::default_cloud));
+    let at = "config";
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(stored
+            .cloned()
+            .unwrap_or_else(EnvironmentConfig::default_cloud));
+    };
+    let config = match tag(at, v, &["cloud", "self_hosted"])? {
+        "self_hosted" => {
+            Obj::new(at, v, "a self-hosted environment config", &["type"])?;
+            EnvironmentConfig::SelfHosted
         }
-        Some(ConfigParams::SelfHosted) => EnvironmentConfig::SelfHosted,
-        Some(ConfigParams::Cloud {
-            networking,
-            packages,
-        }) => {
+        _ => {
+            let o = Obj::new(
+                at,
+                v,
+                "a cloud environment config",
+                &["type", "networking", "packages"],
+            )?;
             let (old_net, old_pkgs) = match stored {
                 Some(EnvironmentConfig::Cloud {
                     networking,
@@ -277,24 +247,17 @@ fn resolve_config(
                 }) => (Some(networking.clone()), Some(packages.clone())),
                 _ => (None, None),
             };
-            let networking = match networking {
-                Some(n) => resolve_networking(n)?,
+            let networking = match o.get("networking") {
+                Some(n) => parse_networking(&o.path("networking"), n)?,
                 None => old_net.unwrap_or(Networking::Unrestricted),
             };
-            let packages = match packages {
-                Some(p) => resolve_packages(p)?,
+            let packages = match o.get("packages") {
+                Some(p) => {
+                    check_packages(&o.path("packages"), p)?;
+                    Packages::default()
+                }
                 None => old_pkgs.unwrap_or_default(),
             };
-            if let Networking::Limited {
-                allow_package_managers: false,
-                ..
-            } = &networking
-                && !packages.is_empty()
-            {
-                return Err(Invalid::new(
-                    "`config.packages` needs `config.networking.allow_package_managers: true` under limited networking",
-                ));
-            }
             EnvironmentConfig::Cloud {
                 networking,
                 packages,
@@ -314,6 +277,22 @@ fn resolve_config(
         ));
     }
     Ok(config)
+}
+
+/// Reads `scope`. Environments are visible to the whole workspace, so an `account` scope
+/// (visible to its creator only) would promise what is not kept: refused.
+fn parse_scope(v: Option<&Value>) -> Valid<Option<Scope>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s == "organization" => Ok(Some(Scope::Organization)),
+        Some(Value::String(s)) if s == "account" => Err(Invalid::unsupported(
+            "scope",
+            "account_scope",
+            "environments are visible to the whole workspace; send `organization` or omit `scope`",
+        )),
+        Some(Value::String(s)) => Err(one_of("scope", &["organization", "account"], s)),
+        Some(other) => Err(must_be("scope", "`organization` or `account`", other)),
+    }
 }
 
 fn check_env_name(name: &str) -> Valid<()> {
@@ -339,12 +318,13 @@ impl EnvironmentCreate {
         }
         let metadata = self.metadata.unwrap_or_default();
         metadata::validate(&metadata)?;
+        let scope = parse_scope(self.scope.as_ref())?;
         Ok(EnvironmentSpec {
             name: self.name.trim().to_string(),
             description: self.description,
-            config: resolve_config(self.config, None)?,
+            config: resolve_config(self.config.as_ref(), None)?,
             metadata,
-            scope: Some(self.scope.unwrap_or(Scope::Organization)),
+            scope: Some(scope.unwrap_or(Scope::Organization)),
         })
     }
 }
@@ -377,12 +357,13 @@ impl EnvironmentUpdate {
             Some(p) => metadata::apply_patch(&current.metadata, p, true)?,
             None => current.metadata.clone(),
         };
+        let scope = parse_scope(self.scope.as_ref())?;
         Ok(EnvironmentSpec {
             name,
             description,
-            config: resolve_config(self.config, Some(&current.config))?,
+            config: resolve_config(self.config.as_ref(), Some(&current.config))?,
             metadata,
-            scope: self.scope.or(current.scope),
+            scope: scope.or(current.scope),
         })
     }
 }
@@ -410,9 +391,31 @@ mod tests {
     }
 
     #[test]
-    fn limited_packages_need_package_managers() {
-        assert!(create(json!({"name":"e","config":{"type":"cloud","networking":{"type":"limited"},"packages":{"pip":["x"]}}})).is_err());
-        assert!(create(json!({"name":"e","config":{"type":"cloud","networking":{"type":"limited","allow_package_managers":true},"packages":{"pip":["x"]}}})).is_ok());
+    fn packages_to_install_are_unsupported_but_empty_lists_are_fine() {
+        let e = create(json!({"name":"e","config":{"type":"cloud","packages":{"pip":["x"]}}}))
+            .unwrap_err();
+        assert_eq!(e.code, Some("unsupported_feature"));
+        assert_eq!(e.details["field"], "config.packages.pip");
+        assert!(create(json!({"name":"e","config":{"type":"cloud","packages":{"type":"packages","apt":[],"pip":null}}})).is_ok());
+    }
+
+    #[test]
+    fn config_keys_are_checked_at_every_level() {
+        let field = |v| create(v).unwrap_err().details["field"].clone();
+        assert_eq!(
+            field(json!({"name":"e","config":{"type":"cloud","netwrking":{"type":"limited"}}})),
+            "config.netwrking"
+        );
+        assert_eq!(
+            field(
+                json!({"name":"e","config":{"type":"cloud","networking":{"type":"unrestricted","allowed_hosts":[]}}})
+            ),
+            "config.networking.allowed_hosts"
+        );
+        assert_eq!(
+            field(json!({"name":"e","config":{"type":"self_hosted","packages":{}}})),
+            "config.packages"
+        );
     }
 
     #[test]
@@ -430,13 +433,6 @@ mod tests {
             updated_at: String::new(),
             archived_at: None,
         };
-        let u: EnvironmentUpdate =
-            serde_json::from_value(json!({"config":{"type":"cloud","packages":{"apt":["x"]}}}))
-                .unwrap();
-        assert!(
-            u.apply(&env).is_err(),
-            "limited networking kept, so packages need package managers"
-        );
         let u: EnvironmentUpdate =
             serde_json::from_value(json!({"config":{"type":"cloud"}})).unwrap();
         assert_eq!(u.apply(&env).unwrap().config, s.config);

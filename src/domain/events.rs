@@ -1,9 +1,10 @@
 //! Session events (API.md §4): what clients may send, and the bodies of events the server
 //! emits. Bodies exclude `id` and `processed_at`, which the log stores in columns.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::content::{self, Place};
+use super::fields::{Obj, must_be, tag};
 use super::invalid::{Invalid, Valid};
 use super::session::ModelUsage;
 
@@ -117,51 +118,51 @@ pub enum ClientEvent {
 
 const MAX_BLOCKS: usize = 1000;
 
-fn req_str(o: &Map<String, Value>, at: &str, key: &str) -> Valid<String> {
-    match o.get(key) {
-        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-        _ => Err(Invalid::new(format!("`{at}.{key}` is required"))),
-    }
-}
-
-fn opt_bool(o: &Map<String, Value>, at: &str, key: &str) -> Valid<Option<bool>> {
-    match o.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(Invalid::new(format!("`{at}.{key}` must be a boolean"))),
-    }
-}
+/// The event types a client may send, in documentation order.
+const SENDABLE: [&str; 7] = [
+    kind::USER_MESSAGE,
+    kind::USER_INTERRUPT,
+    kind::USER_TOOL_CONFIRMATION,
+    kind::USER_CUSTOM_TOOL_RESULT,
+    kind::USER_TOOL_RESULT,
+    kind::USER_DEFINE_OUTCOME,
+    kind::SYSTEM_MESSAGE,
+];
 
 impl ClientEvent {
     /// Parses and validates one event of a send request (`at` names it in errors).
     pub fn parse(at: &str, v: &Value) -> Valid<ClientEvent> {
-        let o = v
-            .as_object()
-            .ok_or_else(|| Invalid::new(format!("`{at}` must be an event object")))?;
-        let t = o.get("type").and_then(Value::as_str).unwrap_or("");
+        if !v.is_object() {
+            return Err(must_be(at, "an event object", v));
+        }
+        let t = tag(at, v, &SENDABLE)?;
+        let fields: &[&str] = match t {
+            kind::USER_MESSAGE | kind::SYSTEM_MESSAGE => &["type", "content"],
+            kind::USER_INTERRUPT => &["type", "session_thread_id"],
+            kind::USER_TOOL_CONFIRMATION => &["type", "tool_use_id", "result", "deny_message"],
+            kind::USER_CUSTOM_TOOL_RESULT => &["type", "custom_tool_use_id", "content", "is_error"],
+            kind::USER_TOOL_RESULT => &["type", "tool_use_id", "content", "is_error"],
+            _ => {
+                return Err(Invalid::unsupported(
+                    at,
+                    kind::USER_DEFINE_OUTCOME,
+                    "outcomes are not graded by this server; remove this event",
+                ));
+            }
+        };
+        let o = Obj::new(at, v, &format!("a `{t}` event"), fields)?;
+        let content = |place: Place, min: usize| {
+            content::validate(&o.path("content"), o.raw("content"), place, min, MAX_BLOCKS)
+        };
         Ok(match t {
             kind::USER_MESSAGE => ClientEvent::UserMessage {
-                content: content::validate(
-                    &format!("{at}.content"),
-                    o.get("content"),
-                    Place::UserMessage,
-                    1,
-                    MAX_BLOCKS,
-                )?,
+                content: content(Place::UserMessage, 1)?,
             },
             kind::USER_INTERRUPT => ClientEvent::Interrupt {
-                thread_id: match o.get("session_thread_id") {
-                    None | Some(Value::Null) => None,
-                    Some(Value::String(s)) => Some(s.clone()),
-                    Some(_) => {
-                        return Err(Invalid::new(format!(
-                            "`{at}.session_thread_id` must be a string"
-                        )));
-                    }
-                },
+                thread_id: o.str("session_thread_id")?.map(str::to_string),
             },
             kind::USER_TOOL_CONFIRMATION => {
-                let allow = match o.get("result").and_then(Value::as_str) {
+                let allow = match o.str("result")? {
                     Some("allow") => true,
                     Some("deny") => false,
                     _ => {
@@ -170,68 +171,31 @@ impl ClientEvent {
                         )));
                     }
                 };
-                let deny_message = match o.get("deny_message") {
-                    None | Some(Value::Null) => None,
-                    Some(Value::String(s)) if !allow => Some(s.clone()),
-                    Some(Value::String(_)) => {
-                        return Err(Invalid::new(format!(
-                            "`{at}.deny_message` is only allowed with `result: deny`"
-                        )));
-                    }
-                    Some(_) => {
-                        return Err(Invalid::new(format!(
-                            "`{at}.deny_message` must be a string"
-                        )));
-                    }
-                };
+                let deny_message = o.str("deny_message")?.map(str::to_string);
+                if allow && deny_message.is_some() {
+                    return Err(Invalid::new(format!(
+                        "`{at}.deny_message` is only allowed with `result: deny`"
+                    )));
+                }
                 ClientEvent::ToolConfirmation {
-                    tool_use_id: req_str(o, at, "tool_use_id")?,
+                    tool_use_id: o.req_str("tool_use_id")?.to_string(),
                     allow,
                     deny_message,
                 }
             }
             kind::USER_CUSTOM_TOOL_RESULT => ClientEvent::CustomToolResult {
-                custom_tool_use_id: req_str(o, at, "custom_tool_use_id")?,
-                content: content::validate(
-                    &format!("{at}.content"),
-                    o.get("content"),
-                    Place::ToolResult,
-                    0,
-                    MAX_BLOCKS,
-                )?,
-                is_error: opt_bool(o, at, "is_error")?,
+                custom_tool_use_id: o.req_str("custom_tool_use_id")?.to_string(),
+                content: content(Place::ToolResult, 0)?,
+                is_error: o.bool("is_error")?,
             },
             kind::USER_TOOL_RESULT => ClientEvent::ToolResult {
-                tool_use_id: req_str(o, at, "tool_use_id")?,
-                content: content::validate(
-                    &format!("{at}.content"),
-                    o.get("content"),
-                    Place::ToolResult,
-                    0,
-                    MAX_BLOCKS,
-                )?,
-                is_error: opt_bool(o, at, "is_error")?,
+                tool_use_id: o.req_str("tool_use_id")?.to_string(),
+                content: content(Place::ToolResult, 0)?,
+                is_error: o.bool("is_error")?,
             },
-            kind::SYSTEM_MESSAGE => ClientEvent::SystemMessage {
-                content: content::validate(
-                    &format!("{at}.content"),
-                    o.get("content"),
-                    Place::System,
-                    1,
-                    MAX_BLOCKS,
-                )?,
+            _ => ClientEvent::SystemMessage {
+                content: content(Place::System, 1)?,
             },
-            kind::USER_DEFINE_OUTCOME => {
-                return Err(Invalid::new(format!(
-                    "`{at}`: outcomes (`user.define_outcome`) are not supported by this server yet"
-                )));
-            }
-            other => {
-                return Err(Invalid::new(format!(
-                    "`{at}.type` must be one of user.message, user.interrupt, user.tool_confirmation, \
-                     user.custom_tool_result, user.tool_result, system.message (got `{other}`)"
-                )));
-            }
         })
     }
 
@@ -407,6 +371,23 @@ mod tests {
         assert!(parse_batch(&[um.clone(), sm.clone(), sm.clone()], 100).is_err());
         let int = json!({"type":"user.interrupt"});
         assert!(parse_batch(&[int, sm], 100).is_err());
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = ClientEvent::parse(
+            "events[0]",
+            &json!({"type":"user.interrupt","session_thread":"sthr_x"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.details["field"], "events[0].session_thread");
+        assert_eq!(e.details["suggestion"], "session_thread_id");
+        let e = ClientEvent::parse(
+            "events[0]",
+            &json!({"type":"user.define_outcome","description":"d"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, Some("unsupported_feature"));
     }
 
     #[test]

@@ -4,6 +4,7 @@ pub mod agent;
 pub mod content;
 pub mod environment;
 pub mod events;
+pub mod fields;
 pub mod ids;
 pub mod invalid;
 pub mod metadata;

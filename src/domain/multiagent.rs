@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::agent::{Agent, SessionAgent};
+use super::fields::{Obj, must_be, tag};
 use super::invalid::{Invalid, Valid};
 
 const MAX_ROSTER: usize = 20;
@@ -45,55 +46,52 @@ enum Plan {
 }
 
 fn entry(at: &str, v: &Value, allow_advisor: bool) -> Valid<Entry> {
-    match v {
-        Value::String(id) if !id.is_empty() => Ok(Entry::Agent(RosterRef {
+    if let Value::String(id) = v
+        && !id.is_empty()
+    {
+        return Ok(Entry::Agent(RosterRef {
             id: id.clone(),
             version: None,
-        })),
-        Value::Object(o) => match o.get("type").and_then(Value::as_str) {
-            Some("agent") => {
-                let id = o
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty());
-                let id = id.ok_or_else(|| Invalid::new(format!("`{at}.id` is required")))?;
-                let version = match o.get("version") {
-                    None | Some(Value::Null) => None,
-                    Some(v) => match v.as_i64() {
-                        Some(n) if n >= 1 => Some(n),
-                        _ => {
-                            return Err(Invalid::new(format!(
-                                "`{at}.version` must be an integer >= 1"
-                            )));
-                        }
-                    },
-                };
-                Ok(Entry::Agent(RosterRef {
-                    id: id.to_string(),
-                    version,
-                }))
+        }));
+    }
+    if !v.is_object() {
+        return Err(must_be(at, "an agent id or an entry object", v));
+    }
+    let kinds: &[&str] = if allow_advisor {
+        &["agent", "self", "advisor"]
+    } else {
+        &["agent", "self"]
+    };
+    match tag(at, v, kinds)? {
+        "agent" => {
+            let o = Obj::new(at, v, "an agent entry", &["type", "id", "version"])?;
+            let id = o.req_str("id")?;
+            let version = match o.int("version") {
+                Ok(Some(n)) if n >= 1 => Some(n),
+                Ok(None) => None,
+                _ => {
+                    return Err(Invalid::new(format!(
+                        "`{at}.version` must be an integer >= 1"
+                    )));
+                }
+            };
+            Ok(Entry::Agent(RosterRef {
+                id: id.to_string(),
+                version,
+            }))
+        }
+        "self" => {
+            Obj::new(at, v, "a `self` entry", &["type"])?;
+            Ok(Entry::SelfRef)
+        }
+        _ => {
+            let o = Obj::new(at, v, "an advisor entry", &["type", "model"])?;
+            let model = o.req_str("model")?;
+            if model.trim().is_empty() {
+                return Err(Invalid::new(format!("`{at}.model` is required")));
             }
-            Some("self") => Ok(Entry::SelfRef),
-            Some("advisor") if allow_advisor => {
-                let model = o
-                    .get("model")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.trim().is_empty());
-                let model =
-                    model.ok_or_else(|| Invalid::new(format!("`{at}.model` is required")))?;
-                Ok(Entry::Advisor(model.to_string()))
-            }
-            other => Err(Invalid::new(format!(
-                "`{at}.type` must be `agent`, `self`{} (got {})",
-                if allow_advisor { " or `advisor`" } else { "" },
-                other
-                    .map(|s| format!("`{s}`"))
-                    .unwrap_or_else(|| "nothing".into())
-            ))),
-        },
-        _ => Err(Invalid::new(format!(
-            "`{at}` must be an agent id or an entry object"
-        ))),
+            Ok(Entry::Advisor(model.to_string()))
+        }
     }
 }
 
@@ -133,75 +131,72 @@ fn check_entries(at: &str, entries: &[Entry]) -> Valid<()> {
     Ok(())
 }
 
-fn member(at: &str, v: Option<&Value>) -> Valid<Member> {
-    let default = Member {
-        enabled: true,
-        inline: true,
-        predefined: vec![],
-    };
+/// Reads a `subagents` or `workflows` member; absent or `null` gives `default`.
+fn member(at: &str, v: Option<&Value>, default: Member) -> Valid<Member> {
     let Some(v) = v.filter(|v| !v.is_null()) else {
         return Ok(default);
     };
-    let o = v
-        .as_object()
-        .ok_or_else(|| Invalid::new(format!("`{at}` must be an object")))?;
-    match o.get("type").and_then(Value::as_str) {
-        Some("disabled") => Ok(Member {
-            enabled: false,
-            inline: false,
-            predefined: vec![],
-        }),
-        Some("enabled") => {
-            let inline = match o.get("inline_agents") {
-                None | Some(Value::Null) => true,
-                Some(i) => match i.get("type").and_then(Value::as_str) {
-                    Some("enabled") => true,
-                    Some("disabled") => false,
-                    _ => {
-                        return Err(Invalid::new(format!(
-                            "`{at}.inline_agents.type` must be `enabled` or `disabled`"
-                        )));
-                    }
-                },
-            };
-            let predefined = match o.get("predefined_agents") {
-                None | Some(Value::Null) => vec![],
-                Some(Value::Array(a)) => a
-                    .iter()
-                    .enumerate()
-                    .map(|(i, e)| entry(&format!("{at}.predefined_agents[{i}]"), e, false))
-                    .collect::<Valid<Vec<_>>>()?,
-                Some(_) => {
-                    return Err(Invalid::new(format!(
-                        "`{at}.predefined_agents` must be a list"
-                    )));
-                }
-            };
-            check_entries(&format!("{at}.predefined_agents"), &predefined)?;
-            if !inline && predefined.is_empty() {
-                return Err(Invalid::new(format!(
-                    "`{at}`: with inline agents disabled, `predefined_agents` must not be empty"
-                )));
-            }
-            Ok(Member {
-                enabled: true,
-                inline,
-                predefined,
-            })
-        }
-        _ => Err(Invalid::new(format!(
-            "`{at}.type` must be `enabled` or `disabled`"
-        ))),
+    if tag(at, v, &["enabled", "disabled"])? == "disabled" {
+        Obj::new(at, v, "a disabled member", &["type"])?;
+        return Ok(DISABLED);
     }
+    let o = Obj::new(
+        at,
+        v,
+        "an enabled member",
+        &["type", "inline_agents", "predefined_agents"],
+    )?;
+    let inline = match o.get("inline_agents") {
+        None => true,
+        Some(i) => {
+            let iat = o.path("inline_agents");
+            let kind = tag(&iat, i, &["enabled", "disabled"])?;
+            Obj::new(&iat, i, "an inline agents setting", &["type"])?;
+            kind == "enabled"
+        }
+    };
+    let predefined = o
+        .list("predefined_agents")?
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, e)| entry(&format!("{at}.predefined_agents[{i}]"), e, false))
+        .collect::<Valid<Vec<_>>>()?;
+    check_entries(&format!("{at}.predefined_agents"), &predefined)?;
+    if !inline && predefined.is_empty() {
+        return Err(Invalid::new(format!(
+            "`{at}`: with inline agents disabled, `predefined_agents` must not be empty"
+        )));
+    }
+    Ok(Member {
+        enabled: true,
+        inline,
+        predefined,
+    })
 }
 
+const DISABLED: Member = Member {
+    enabled: false,
+    inline: false,
+    predefined: vec![],
+};
+
+/// What an omitted `subagents` means (API.md §2.1.1): enabled, inline agents allowed.
+const SUBAGENTS_DEFAULT: Member = Member {
+    enabled: true,
+    inline: true,
+    predefined: vec![],
+};
+
+const V2_WHAT: &str = "a `multiagent_20261001` configuration";
+const V2_KEYS: [&str; 4] = ["type", "advisor", "subagents", "workflows"];
+
 fn parse(v: &Value) -> Valid<Plan> {
-    let o = v
-        .as_object()
-        .ok_or_else(|| Invalid::new("`multiagent` must be an object"))?;
-    match o.get("type").and_then(Value::as_str) {
-        Some("coordinator") => {
-            let agents = o.get("agents").and_then(Value::as_array).ok_or_else(|| {
+    let at = "multiagent";
+    match tag(at, v, &["coordinator", "multiagent_20261001"])? {
+        "coordinator" => {
+            let o = Obj::new(at, v, "a coordinator roster", &["type", "agents"])?;
+            let agents = o.list("agents")?.ok_or_else(|| {
                 Invalid::new("`multiagent.agents` must be a list of 1-20 entries")
             })?;
             if agents.is_empty() {
@@ -217,44 +212,58 @@ fn parse(v: &Value) -> Valid<Plan> {
             check_entries("multiagent.agents", &entries)?;
             Ok(Plan::Coordinator(entries))
         }
-        Some("multiagent_20261001") => {
+        _ => {
+            let o = Obj::new(at, v, V2_WHAT, &V2_KEYS)?;
             let advisor = match o.get("advisor") {
-                None | Some(Value::Null) => None,
-                Some(a) => match a.get("type").and_then(Value::as_str) {
-                    Some("disabled") => None,
-                    Some("enabled") => {
-                        let model = a
-                            .get("model")
-                            .and_then(Value::as_str)
-                            .filter(|s| !s.trim().is_empty());
-                        Some(
-                            model
-                                .ok_or_else(|| {
-                                    Invalid::new("`multiagent.advisor.model` is required")
-                                })?
-                                .to_string(),
-                        )
+                None => None,
+                Some(a) => {
+                    let aat = o.path("advisor");
+                    if tag(&aat, a, &["enabled", "disabled"])? == "disabled" {
+                        Obj::new(&aat, a, "a disabled advisor", &["type"])?;
+                        None
+                    } else {
+                        let a = Obj::new(&aat, a, "an enabled advisor", &["type", "model"])?;
+                        let model = a.req_str("model")?;
+                        if model.trim().is_empty() {
+                            return Err(Invalid::new("`multiagent.advisor.model` is required"));
+                        }
+                        Some(model.to_string())
                     }
-                    _ => {
-                        return Err(Invalid::new(
-                            "`multiagent.advisor.type` must be `enabled` or `disabled`",
-                        ));
-                    }
-                },
+                }
             };
             Ok(Plan::V20261001 {
                 advisor,
-                subagents: member("multiagent.subagents", o.get("subagents"))?,
-                workflows: member("multiagent.workflows", o.get("workflows"))?,
+                subagents: member(
+                    "multiagent.subagents",
+                    o.get("subagents"),
+                    SUBAGENTS_DEFAULT,
+                )?,
+                // Workflows are not run here, so an omitted member resolves to disabled
+                // rather than upstream's enabled (an enabled one is refused up front).
+                workflows: member("multiagent.workflows", o.get("workflows"), DISABLED)?,
             })
         }
-        other => Err(Invalid::new(format!(
-            "`multiagent.type` must be `coordinator` or `multiagent_20261001` (got {})",
-            other
-                .map(|s| format!("`{s}`"))
-                .unwrap_or_else(|| "nothing".into())
-        ))),
     }
+}
+
+/// Refuses what a multiagent request asks for that Mast does not do: workflows. Checked on
+/// the request as sent, so versions saved before keep working when merged into an update.
+pub fn refuse_unsupported(req: &Value) -> Valid<()> {
+    if req.get("type").and_then(Value::as_str) != Some("multiagent_20261001") {
+        return Ok(());
+    }
+    // A typo next to `workflows` is still reported as a typo.
+    Obj::new("multiagent", req, V2_WHAT, &V2_KEYS)?;
+    if let Some(w) = req.get("workflows").and_then(Value::as_object)
+        && w.get("type").and_then(Value::as_str) != Some("disabled")
+    {
+        return Err(Invalid::unsupported(
+            "multiagent.workflows",
+            "workflows",
+            "workflow runs are not implemented; omit `workflows` or send `{\"type\": \"disabled\"}`",
+        ));
+    }
+    Ok(())
 }
 
 /// Applies the update merge rule: a `multiagent_20261001` body onto a stored
@@ -350,10 +359,13 @@ fn pin(
                 })
             })?;
             if a.archived_at.is_some() {
-                return Err(Invalid::new(format!(
-                    "`{at}`: agent `{}` is archived",
-                    r.id
-                )));
+                return Err(Invalid::with_code(
+                    "agent_archived",
+                    format!(
+                        "`{at}`: agent `{}` is archived and cannot join a roster",
+                        r.id
+                    ),
+                ));
             }
             if a.multiagent.is_some() {
                 return Err(Invalid::new(format!(

@@ -4,12 +4,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::agent::{SessionAgent, SkillParams, check_system, resolve_skills};
-use super::invalid::{Invalid, Valid, check_len};
+use super::agent::{SessionAgent, check_system, refuse_skills_and_servers};
+use super::fields::{Obj, must_be, nothing_or_unsupported, tag};
+use super::invalid::{Invalid, Valid, check_len, join};
 use super::metadata::{Metadata, MetadataPatch};
 use super::model_config::ModelParam;
 use super::patch::Patch;
-use super::tools::{self, McpServerParams};
+use super::tools::{self, Tool};
 use crate::type_tag;
 
 type_tag!(
@@ -157,143 +158,160 @@ pub struct AgentSelection {
     pub overrides: Option<AgentOverrides>,
 }
 
-/// Session-local replacements of agent fields (`agent_with_overrides`).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+/// Session-local replacements of agent fields (`agent_with_overrides`, or the `agent` of
+/// a session update), validated as they are read so a bad one is refused before any lookup.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AgentOverrides {
-    #[serde(default)]
-    pub model: Patch<Value>,
-    #[serde(default)]
+    /// Where these fields sit in the body (`agent`), for messages.
+    pub at: String,
+    /// A replacement model (effort still comes from the agent); `None` keeps the agent's.
+    pub model: Option<ModelParam>,
+    /// Absent keeps, `null` (or `""`) clears, a value replaces.
     pub system: Patch<String>,
-    #[serde(default)]
-    pub tools: Patch<Vec<Value>>,
-    #[serde(default)]
-    pub mcp_servers: Patch<Vec<Value>>,
-    #[serde(default)]
-    pub skills: Patch<Vec<Value>>,
-}
-
-/// Parses the `agent` field of a create body.
-pub fn parse_agent_selection(v: &Value) -> Valid<AgentSelection> {
-    let version = |o: &serde_json::Map<String, Value>| -> Valid<Option<i64>> {
-        match o.get("version") {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => match v.as_i64() {
-                Some(n) if n >= 1 => Ok(Some(n)),
-                _ => Err(Invalid::new("`agent.version` must be an integer >= 1")),
-            },
-        }
-    };
-    match v {
-        Value::String(id) if !id.is_empty() => Ok(AgentSelection {
-            id: id.clone(),
-            version: None,
-            overrides: None,
-        }),
-        Value::Object(o) => {
-            let id = o
-                .get("id")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .ok_or_else(|| Invalid::new("`agent.id` is required"))?
-                .to_string();
-            match o.get("type").and_then(Value::as_str) {
-                Some("agent") => Ok(AgentSelection {
-                    id,
-                    version: version(o)?,
-                    overrides: None,
-                }),
-                Some("agent_with_overrides") => {
-                    let overrides: AgentOverrides = serde_json::from_value(v.clone())
-                        .map_err(|e| Invalid::new(format!("`agent`: {e}")))?;
-                    Ok(AgentSelection {
-                        id,
-                        version: version(o)?,
-                        overrides: Some(overrides),
-                    })
-                }
-                _ => Err(Invalid::new(
-                    "`agent.type` must be `agent` or `agent_with_overrides`",
-                )),
-            }
-        }
-        _ => Err(Invalid::new(
-            "`agent` must be an agent id or an agent reference object",
-        )),
-    }
-}
-
-fn parse_list<T: serde::de::DeserializeOwned>(field: &str, v: Vec<Value>) -> Valid<Vec<T>> {
-    v.into_iter()
-        .enumerate()
-        .map(|(i, x)| {
-            serde_json::from_value(x).map_err(|e| Invalid::new(format!("`{field}[{i}]`: {e}")))
-        })
-        .collect()
+    /// Resolved replacement tools (`null` gives none); `None` keeps the agent's.
+    pub tools: Option<Vec<Tool>>,
+    /// Sent as `null` or `[]` (anything else is refused when read): clears the servers.
+    pub clear_mcp_servers: bool,
+    /// Sent as `null` or `[]` (anything else is refused when read): clears the skills.
+    pub clear_skills: bool,
 }
 
 impl AgentOverrides {
-    /// Applies the overrides to the agent snapshot the session starts from.
-    pub fn apply(self, mut agent: SessionAgent) -> Valid<SessionAgent> {
-        match self.model {
-            Patch::Absent => {}
-            Patch::Null => {
+    /// Reads and checks the override fields of `o` (its keys already checked), refusing MCP
+    /// servers and skills, which would be stored but never used.
+    fn read(o: &Obj) -> Valid<Self> {
+        refuse_skills_and_servers(
+            &o.path("skills"),
+            o.raw("skills"),
+            &o.path("mcp_servers"),
+            o.raw("mcp_servers"),
+        )?;
+        let model = match o.raw("model") {
+            None => None,
+            Some(Value::Null) => {
                 return Err(Invalid::with_code(
                     "agent_model_required",
-                    "`agent.model` cannot be null",
+                    format!("`{}` cannot be null", o.path("model")),
                 ));
             }
-            Patch::Value(m) => {
-                let param: ModelParam = serde_json::from_value(m)
-                    .map_err(|e| Invalid::new(format!("`agent.model`: {e}")))?;
-                let mut resolved = param.resolve(None)?;
-                // Effort comes from the agent; an override only changes id, speed and geography.
-                resolved.effort = agent.model.effort;
-                agent.model = resolved;
+            Some(m) => Some(ModelParam::parse(&o.path("model"), m)?),
+        };
+        let system = match o.raw("system") {
+            None => Patch::Absent,
+            Some(Value::Null) => Patch::Null,
+            Some(_) => {
+                let s = o.str("system")?.unwrap_or_default().to_string();
+                check_system(&o.path("system"), &Some(s.clone()))?;
+                Patch::Value(s)
             }
+        };
+        let tools = match o.raw("tools") {
+            None => None,
+            Some(Value::Null) => Some(vec![]),
+            Some(_) => Some(tools::resolve_tools_at(
+                &o.path("tools"),
+                o.list("tools")?.map_or(&[][..], Vec::as_slice),
+            )?),
+        };
+        Ok(AgentOverrides {
+            at: o.at().to_string(),
+            model,
+            system,
+            tools,
+            clear_mcp_servers: o.raw("mcp_servers").is_some(),
+            clear_skills: o.raw("skills").is_some(),
+        })
+    }
+
+    /// Applies the overrides to the agent snapshot the session starts from.
+    pub fn apply(self, mut agent: SessionAgent) -> Valid<SessionAgent> {
+        if let Some(m) = &self.model {
+            let mut resolved = m.resolve(None);
+            // Effort comes from the agent; an override only changes id, speed and geography.
+            resolved.effort = agent.model.effort;
+            agent.model = resolved;
         }
         match self.system {
             Patch::Absent => {}
-            Patch::Null => agent.system = None,
-            Patch::Value(s) => {
-                check_system("agent.system", &Some(s.clone()))?;
-                agent.system = if s.is_empty() { None } else { Some(s) };
-            }
+            Patch::Value(s) if !s.is_empty() => agent.system = Some(s),
+            _ => agent.system = None,
         }
-        if self.tools.is_present() || self.mcp_servers.is_present() {
-            let tools_raw = match self.tools {
-                Patch::Absent => {
-                    serde_json::from_value(serde_json::to_value(&agent.tools).expect("json"))
-                        .expect("tools")
-                }
-                Patch::Null => vec![],
-                Patch::Value(v) => v,
-            };
-            let servers: Vec<McpServerParams> = match self.mcp_servers {
-                Patch::Absent => {
-                    serde_json::from_value(serde_json::to_value(&agent.mcp_servers).expect("json"))
-                        .expect("servers")
-                }
-                Patch::Null => vec![],
-                Patch::Value(v) => parse_list("agent.mcp_servers", v)?,
-            };
-            let (tools, servers) = tools::resolve_tools(&tools_raw, &servers)?;
+        if let Some(tools) = self.tools {
             agent.tools = tools;
-            agent.mcp_servers = servers;
         }
-        match self.skills {
-            Patch::Absent => {}
-            Patch::Null => agent.skills = vec![],
-            Patch::Value(v) => {
-                let params: Vec<SkillParams> = parse_list("agent.skills", v)?;
-                agent.skills = resolve_skills(&params)?;
-            }
+        if self.clear_mcp_servers {
+            agent.mcp_servers = vec![];
         }
+        if self.clear_skills {
+            agent.skills = vec![];
+        }
+        tools::check_mcp_toolsets(
+            &join(&self.at, "mcp_servers"),
+            &agent.tools,
+            &agent.mcp_servers,
+        )?;
         Ok(agent)
     }
 }
 
-/// `POST /v1/sessions` body.
+/// Parses the `agent` field of a create body: an agent id, `{"type": "agent", "id",
+/// "version"?}` or `{"type": "agent_with_overrides", ...}`.
+pub fn parse_agent_selection(v: &Value) -> Valid<AgentSelection> {
+    let at = "agent";
+    if let Value::String(id) = v {
+        if id.is_empty() {
+            return Err(Invalid::new("`agent` must not be empty"));
+        }
+        return Ok(AgentSelection {
+            id: id.clone(),
+            version: None,
+            overrides: None,
+        });
+    }
+    if !v.is_object() {
+        return Err(must_be(at, "an agent id or an agent reference object", v));
+    }
+    let with_overrides = tag(at, v, &["agent", "agent_with_overrides"])? == "agent_with_overrides";
+    let o = if with_overrides {
+        Obj::new(
+            at,
+            v,
+            "an agent with overrides",
+            &[
+                "type",
+                "id",
+                "version",
+                "model",
+                "system",
+                "tools",
+                "mcp_servers",
+                "skills",
+            ],
+        )?
+    } else {
+        Obj::new(at, v, "an agent reference", &["type", "id", "version"])?
+    };
+    let id = o.req_str("id")?.to_string();
+    let version = match o.int("version") {
+        Ok(Some(n)) if n >= 1 => Some(n),
+        Ok(None) => None,
+        _ => return Err(Invalid::new("`agent.version` must be an integer >= 1")),
+    };
+    let overrides = if with_overrides {
+        Some(AgentOverrides::read(&o)?)
+    } else {
+        None
+    };
+    Ok(AgentSelection {
+        id,
+        version,
+        overrides,
+    })
+}
+
+/// `POST /v1/sessions` body. A key unknown at any depth is refused (400 `unknown_field`).
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, expecting = "a session object")]
 pub struct SessionCreate {
     #[schema(value_type = Object)]
     pub agent: Value,
@@ -302,11 +320,14 @@ pub struct SessionCreate {
     pub title: Option<String>,
     #[serde(default)]
     pub metadata: Option<Metadata>,
+    /// Not supported yet: only `null` or `[]` is accepted.
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
-    pub resources: Option<Vec<Value>>,
+    pub resources: Option<Value>,
+    /// Not supported yet: only `null` or `[]` is accepted.
     #[serde(default)]
-    pub vault_ids: Option<Vec<String>>,
+    #[schema(value_type = Option<Vec<String>>)]
+    pub vault_ids: Option<Value>,
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub budget: Option<Value>,
@@ -315,17 +336,10 @@ pub struct SessionCreate {
     pub initial_events: Option<Vec<Value>>,
 }
 
-/// `agent` in a session update: only tools and MCP servers may change.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct SessionAgentUpdate {
-    #[serde(default)]
-    pub tools: Patch<Vec<Value>>,
-    #[serde(default)]
-    pub mcp_servers: Patch<Vec<Value>>,
-}
-
-/// `POST /v1/sessions/{id}` body.
+/// `POST /v1/sessions/{id}` body. A key unknown at any depth is refused (400
+/// `unknown_field`).
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, expecting = "a session update object")]
 pub struct SessionUpdate {
     #[serde(default)]
     #[schema(value_type = Option<String>)]
@@ -333,15 +347,49 @@ pub struct SessionUpdate {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<MetadataPatch>,
+    /// Only `tools` may change mid-session (`mcp_servers` only as `null` or `[]`).
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
-    pub agent: Option<SessionAgentUpdate>,
+    pub agent: Option<Value>,
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub budget: Patch<Value>,
+    /// Not supported yet: only `null` or `[]` is accepted.
     #[serde(default)]
     #[schema(value_type = Option<Vec<String>>)]
-    pub vault_ids: Patch<Value>,
+    pub vault_ids: Option<Value>,
+}
+
+/// Refuses `vault_ids` unless it asks for nothing.
+pub fn check_vault_ids(v: Option<&Value>) -> Valid<()> {
+    nothing_or_unsupported("vault_ids", v, "vaults", "vaults are not implemented")
+}
+
+/// Refuses `resources` unless it asks for nothing: nothing mounts repositories, files or
+/// memory stores into a session yet.
+pub fn check_resources(v: Option<&Value>) -> Valid<()> {
+    let list = match v {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Array(a)) => a,
+        Some(other) => return Err(must_be("resources", "a list", other)),
+    };
+    let Some(first) = list.first() else {
+        return Ok(());
+    };
+    let at = "resources[0]";
+    let (feature, why) = match tag(at, first, &["github_repository", "file", "memory_store"])? {
+        "github_repository" => (
+            "github_repository",
+            "repositories are not cloned into sessions",
+        ),
+        "file" => ("file", "this server has no Files API"),
+        _ => ("memory_store", "this server has no memory stores"),
+    };
+    Err(Invalid::unsupported(
+        at,
+        feature,
+        &format!("{why}; remove it (or send `resources: []`)"),
+    ))
 }
 
 /// Checks a session title (at most 512 characters).
@@ -352,16 +400,18 @@ pub fn check_title(title: &Option<String>) -> Valid<()> {
     Ok(())
 }
 
-impl SessionAgentUpdate {
-    /// Applies a mid-session tools/MCP replacement to the session's agent snapshot.
-    pub fn apply(self, agent: &SessionAgent) -> Valid<SessionAgent> {
-        let overrides = AgentOverrides {
-            tools: self.tools,
-            mcp_servers: self.mcp_servers,
-            ..Default::default()
-        };
-        overrides.apply(agent.clone())
-    }
+/// Reads the `agent` of a session update: only `tools` and `mcp_servers` may be sent.
+pub fn parse_agent_update(v: Option<&Value>) -> Valid<Option<AgentOverrides>> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let o = Obj::new(
+        "agent",
+        v,
+        "a session's agent update (only `tools` and `mcp_servers` may change)",
+        &["tools", "mcp_servers"],
+    )?;
+    AgentOverrides::read(&o).map(Some)
 }
 
 /// What a session row stores as its body: the wire fields that are not columns, plus the

@@ -1,14 +1,15 @@
 //! Tool definitions on agents (API.md §3): the built-in toolset, MCP toolsets and custom
 //! tools, their request forms, validation, and the resolved forms stored and returned.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::invalid::{Invalid, Valid, check_len};
+use super::fields::{Obj, must_be, one_of, quoted, tag};
+use super::invalid::{Invalid, Valid, check_len, join};
 
 /// Identifier of the built-in toolset.
 pub const AGENT_TOOLSET: &str = "agent_toolset_20260401";
@@ -26,7 +27,6 @@ pub const BUILTIN_TOOLS: [&str; 8] = [
 ];
 
 const MAX_TOOLS: usize = 256;
-const MAX_MCP_SERVERS: usize = 20;
 const MAX_DOMAINS: usize = 64;
 
 /// How a tool call is authorised before it runs (API.md §3.4).
@@ -150,101 +150,52 @@ pub enum McpServerKind {
 
 // ---- request forms ----
 
-#[derive(Debug, Clone, Default, Deserialize)]
-struct DefaultConfigParams {
-    #[serde(default)]
-    enabled: Option<bool>,
-    #[serde(default)]
-    permission_policy: Option<PermissionPolicy>,
-}
+/// Why MCP fields are refused.
+pub const MCP_WHY: &str = "MCP connections are not implemented";
 
-#[derive(Debug, Clone, Deserialize)]
-struct BuiltinConfigParams {
-    name: String,
-    #[serde(default, rename = "type")]
-    kind: Option<String>,
-    #[serde(default)]
-    enabled: Option<bool>,
-    #[serde(default)]
-    permission_policy: Option<PermissionPolicy>,
-    #[serde(default)]
-    allowed_domains: Option<Vec<String>>,
-    #[serde(default)]
-    blocked_domains: Option<Vec<String>>,
-    #[serde(default)]
-    max_content_tokens: Option<i64>,
-    #[serde(default)]
-    url_sources: Option<Value>,
-    #[serde(default)]
-    user_location: Option<UserLocation>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct UserLocation {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    city: Option<String>,
-    #[serde(default)]
-    region: Option<String>,
-    #[serde(default)]
-    country: Option<String>,
-    #[serde(default)]
-    timezone: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct McpConfigParams {
-    name: String,
-    #[serde(default)]
-    enabled: Option<bool>,
-    #[serde(default)]
-    permission_policy: Option<PermissionPolicy>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "type")]
-enum ToolParams {
-    #[serde(rename = "agent_toolset_20260401")]
-    AgentToolset {
-        #[serde(default)]
-        default_config: Option<DefaultConfigParams>,
-        #[serde(default)]
-        configs: Option<Vec<BuiltinConfigParams>>,
-    },
-    #[serde(rename = "mcp_toolset")]
-    McpToolset {
-        mcp_server_name: String,
-        #[serde(default)]
-        default_config: Option<DefaultConfigParams>,
-        #[serde(default)]
-        configs: Option<Vec<McpConfigParams>>,
-    },
-    #[serde(rename = "custom")]
-    Custom {
-        name: String,
-        description: String,
-        input_schema: serde_json::Map<String, Value>,
-    },
-}
-
-/// An MCP server as a request sends it.
-#[derive(Debug, Clone, Deserialize)]
+/// An MCP server as a request would send it. Mast does not connect to MCP servers, so
+/// [`resolve_tools`] refuses any; the type stays for callers that pass none.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerParams {
-    #[serde(rename = "type")]
     pub kind: String,
     pub name: String,
     pub url: String,
 }
 
-fn parse_tool(index: usize, raw: &Value) -> Valid<ToolParams> {
-    let kind = raw.get("type").and_then(Value::as_str).unwrap_or("");
-    if !matches!(kind, AGENT_TOOLSET | "mcp_toolset" | "custom") {
-        return Err(Invalid::new(format!(
-            "`tools[{index}].type` must be one of `{AGENT_TOOLSET}`, `mcp_toolset`, `custom` (got `{kind}`)"
-        )));
-    }
-    serde_json::from_value(raw.clone()).map_err(|e| Invalid::new(format!("`tools[{index}]`: {e}")))
+fn permission_policy(at: &str, v: &Value) -> Valid<PermissionPolicy> {
+    let kind = tag(at, v, &["always_allow", "always_ask", "auto"])?;
+    Obj::new(at, v, "a permission policy", &["type"])?;
+    Ok(match kind {
+        "always_allow" => PermissionPolicy::AlwaysAllow,
+        "always_ask" => PermissionPolicy::AlwaysAsk,
+        _ => PermissionPolicy::Auto,
+    })
+}
+
+fn default_config(
+    at: &str,
+    v: Option<&Value>,
+    policy: PermissionPolicy,
+) -> Valid<ToolsetDefaultConfig> {
+    let Some(v) = v else {
+        return Ok(ToolsetDefaultConfig {
+            enabled: true,
+            permission_policy: policy,
+        });
+    };
+    let o = Obj::new(
+        at,
+        v,
+        "a toolset's default config",
+        &["enabled", "permission_policy"],
+    )?;
+    Ok(ToolsetDefaultConfig {
+        enabled: o.bool("enabled")?.unwrap_or(true),
+        permission_policy: match o.get("permission_policy") {
+            Some(p) => permission_policy(&o.path("permission_policy"), p)?,
+            None => policy,
+        },
+    })
 }
 
 fn check_domains(at: &str, field: &str, list: &Option<Vec<String>>) -> Valid<()> {
@@ -271,175 +222,104 @@ fn check_domains(at: &str, field: &str, list: &Option<Vec<String>>) -> Valid<()>
     Ok(())
 }
 
-fn normalize_url_source_filter(at: &str, v: &Value, names_must_be_server: bool) -> Valid<Value> {
-    match v {
-        Value::Null => Ok(Value::Null),
-        Value::String(s) if s == "all" || s == "none" => Ok(serde_json::json!({ "type": s })),
-        Value::Object(o) => match o.get("type").and_then(Value::as_str) {
-            Some(t @ ("all" | "none")) => Ok(serde_json::json!({ "type": t })),
-            Some(t @ ("only" | "except")) => {
-                let tools = o.get("tools").and_then(Value::as_array).ok_or_else(|| {
-                    Invalid::new(format!("`{at}.tools` must be a list of tool references"))
-                })?;
-                if tools.is_empty() || tools.len() > 128 {
-                    return Err(Invalid::new(format!("`{at}.tools` must list 1-128 tools")));
-                }
-                let mut seen = BTreeSet::new();
-                for t in tools {
-                    let name = t.get("name").and_then(Value::as_str).unwrap_or("");
-                    if t.get("type").and_then(Value::as_str) != Some("tool_reference")
-                        || name.is_empty()
-                    {
-                        return Err(Invalid::new(format!(
-                            "`{at}.tools` entries must be {{\"type\":\"tool_reference\",\"name\":...}}"
-                        )));
-                    }
-                    if names_must_be_server && name != "web_search" && name != "web_fetch" {
-                        return Err(Invalid::new(format!(
-                            "`{at}.tools` may only name `web_search` or `web_fetch` (got `{name}`)"
-                        )));
-                    }
-                    if !seen.insert(name.to_string()) {
-                        return Err(Invalid::new(format!("`{at}.tools` names `{name}` twice")));
-                    }
-                }
-                Ok(serde_json::json!({ "type": t, "tools": tools }))
-            }
-            _ => Err(Invalid::new(format!(
-                "`{at}.type` must be `all`, `none`, `only` or `except`"
-            ))),
-        },
-        _ => Err(Invalid::new(format!(
-            "`{at}` must be \"all\", \"none\" or an object"
-        ))),
-    }
-}
-
-fn normalize_url_sources(at: &str, v: &Value) -> Valid<Value> {
-    let Some(o) = v.as_object() else {
-        return Err(Invalid::new(format!("`{at}` must be an object")));
-    };
-    let mut out = serde_json::Map::new();
-    let mut nones = 0;
-    for (key, server) in [
-        ("user_input", false),
-        ("client_tool_results", false),
-        ("server_tool_results", true),
-    ] {
-        let raw = o.get(key).cloned().unwrap_or(Value::Null);
-        let norm = if key == "user_input" {
-            match &raw {
-                Value::Object(m)
-                    if matches!(
-                        m.get("type").and_then(Value::as_str),
-                        Some("only" | "except")
-                    ) =>
-                {
-                    return Err(Invalid::new(format!(
-                        "`{at}.user_input` must be `all` or `none`"
-                    )));
-                }
-                _ => normalize_url_source_filter(&format!("{at}.{key}"), &raw, false)?,
-            }
-        } else {
-            normalize_url_source_filter(&format!("{at}.{key}"), &raw, server)?
-        };
-        if norm.get("type").and_then(Value::as_str) == Some("none") {
-            nones += 1;
-        }
-        out.insert(key.to_string(), norm);
-    }
-    if nones == 3 {
-        return Err(Invalid::new(format!(
-            "`{at}` cannot set every source to `none`"
-        )));
-    }
-    Ok(Value::Object(out))
-}
+/// Keys every built-in tool config may have.
+const CONFIG_KEYS: [&str; 4] = ["type", "name", "enabled", "permission_policy"];
+const WEB_FETCH_KEYS: [&str; 8] = [
+    "type",
+    "name",
+    "enabled",
+    "permission_policy",
+    "allowed_domains",
+    "blocked_domains",
+    "max_content_tokens",
+    "url_sources",
+];
+const WEB_SEARCH_KEYS: [&str; 7] = [
+    "type",
+    "name",
+    "enabled",
+    "permission_policy",
+    "allowed_domains",
+    "blocked_domains",
+    "user_location",
+];
 
 fn resolve_builtin_config(
     at: &str,
-    p: &BuiltinConfigParams,
+    v: &Value,
     default: &ToolsetDefaultConfig,
 ) -> Valid<BuiltinToolConfig> {
-    if !BUILTIN_TOOLS.contains(&p.name.as_str()) {
-        return Err(Invalid::new(format!(
-            "`{at}.name` must be one of {} (got `{}`)",
-            BUILTIN_TOOLS.join(", "),
-            p.name
-        )));
-    }
-    if let Some(kind) = &p.kind
-        && kind != &p.name
+    // The tool's name decides which other keys its config may have, so it is read first.
+    let name_at = join(at, "name");
+    let name = match v.get("name") {
+        _ if !v.is_object() => return Err(must_be(at, "an object", v)),
+        None | Some(Value::Null) => {
+            return Err(Invalid::new(format!(
+                "`{name_at}` is required: one of {}",
+                quoted(&BUILTIN_TOOLS)
+            )));
+        }
+        Some(Value::String(n)) if BUILTIN_TOOLS.contains(&n.as_str()) => n.as_str(),
+        Some(Value::String(n)) => return Err(one_of(&name_at, &BUILTIN_TOOLS, n)),
+        Some(other) => return Err(must_be(&name_at, "a string", other)),
+    };
+    let known: &[&str] = match name {
+        "web_fetch" => &WEB_FETCH_KEYS,
+        "web_search" => &WEB_SEARCH_KEYS,
+        _ => &CONFIG_KEYS,
+    };
+    let o = Obj::new(at, v, &format!("a `{name}` tool config"), known)?;
+    if let Some(kind) = o.str("type")?
+        && kind != name
     {
         return Err(Invalid::new(format!(
-            "`{at}.type` must equal its name `{}`",
-            p.name
+            "`{at}.type` must equal its name `{name}`"
         )));
     }
-    let web = matches!(p.name.as_str(), "web_fetch" | "web_search");
-    if !web && (p.allowed_domains.is_some() || p.blocked_domains.is_some()) {
-        return Err(Invalid::new(format!(
-            "`{at}`: domain lists are only valid for web_fetch and web_search"
-        )));
+    // Refused rather than stored: nothing would act on them.
+    if o.get("url_sources").is_some() {
+        return Err(Invalid::unsupported(
+            &o.path("url_sources"),
+            "url_sources",
+            "web_fetch does not track where a URL came from, so it cannot limit fetches by source; remove it",
+        ));
     }
-    if p.name != "web_fetch"
-        && (p.max_content_tokens.is_some() || p.url_sources.as_ref().is_some_and(|v| !v.is_null()))
-    {
-        return Err(Invalid::new(format!(
-            "`{at}`: `max_content_tokens` and `url_sources` are only valid for web_fetch"
-        )));
+    if o.get("user_location").is_some() {
+        return Err(Invalid::unsupported(
+            &o.path("user_location"),
+            "user_location",
+            "web_search does not localise its results; remove it",
+        ));
     }
-    if p.name != "web_search" && p.user_location.is_some() {
-        return Err(Invalid::new(format!(
-            "`{at}`: `user_location` is only valid for web_search"
-        )));
-    }
-    check_domains(at, "allowed_domains", &p.allowed_domains)?;
-    check_domains(at, "blocked_domains", &p.blocked_domains)?;
-    if p.allowed_domains.is_some() && p.blocked_domains.is_some() {
+    let allowed_domains = o.strings("allowed_domains")?;
+    let blocked_domains = o.strings("blocked_domains")?;
+    check_domains(at, "allowed_domains", &allowed_domains)?;
+    check_domains(at, "blocked_domains", &blocked_domains)?;
+    if allowed_domains.is_some() && blocked_domains.is_some() {
         return Err(Invalid::new(format!(
             "`{at}`: `allowed_domains` and `blocked_domains` cannot both be set"
         )));
     }
-    if let Some(n) = p.max_content_tokens
+    let max_content_tokens = o.int("max_content_tokens")?;
+    if let Some(n) = max_content_tokens
         && n < 1
     {
         return Err(Invalid::new(format!(
             "`{at}.max_content_tokens` must be positive"
         )));
     }
-    let url_sources = match &p.url_sources {
-        Some(v) if !v.is_null() => Some(normalize_url_sources(&format!("{at}.url_sources"), v)?),
-        _ => None,
-    };
-    let user_location = match &p.user_location {
-        Some(loc) => {
-            if loc.kind != "approximate" {
-                return Err(Invalid::new(format!(
-                    "`{at}.user_location.type` must be `approximate`"
-                )));
-            }
-            if let Some(c) = &loc.country
-                && (c.len() != 2 || !c.chars().all(|ch| ch.is_ascii_alphabetic()))
-            {
-                return Err(Invalid::new(format!(
-                    "`{at}.user_location.country` must be an ISO 3166 alpha-2 code"
-                )));
-            }
-            Some(serde_json::to_value(loc).expect("serializable"))
-        }
-        None => None,
-    };
     Ok(BuiltinToolConfig {
-        name: p.name.clone(),
-        enabled: p.enabled.unwrap_or(default.enabled),
-        permission_policy: p.permission_policy.unwrap_or(default.permission_policy),
-        allowed_domains: p.allowed_domains.clone(),
-        blocked_domains: p.blocked_domains.clone(),
-        max_content_tokens: p.max_content_tokens,
-        url_sources,
-        user_location,
+        name: name.to_string(),
+        enabled: o.bool("enabled")?.unwrap_or(default.enabled),
+        permission_policy: match o.get("permission_policy") {
+            Some(p) => permission_policy(&o.path("permission_policy"), p)?,
+            None => default.permission_policy,
+        },
+        allowed_domains,
+        blocked_domains,
+        max_content_tokens,
+        url_sources: None,
+        user_location: None,
     })
 }
 
@@ -451,28 +331,39 @@ fn is_custom_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-fn resolve_custom(
-    at: &str,
-    name: &str,
-    description: &str,
-    schema: &serde_json::Map<String, Value>,
-) -> Valid<CustomTool> {
+fn resolve_custom(at: &str, v: &Value) -> Valid<CustomTool> {
+    let o = Obj::new(
+        at,
+        v,
+        "a custom tool",
+        &["type", "name", "description", "input_schema"],
+    )?;
+    let required = |key: &str| Invalid::new(format!("`{}` is required", o.path(key)));
+    let name = o.str("name")?.ok_or_else(|| required("name"))?;
     if !is_custom_name(name) {
         return Err(Invalid::new(format!(
             "`{at}.name` must be 1-128 characters of letters, digits, `_` or `-` (got `{name}`)"
         )));
     }
-    check_len(&format!("{at}.description"), description, 1, 10_000)?;
+    let description = o
+        .str("description")?
+        .ok_or_else(|| required("description"))?;
+    check_len(&o.path("description"), description, 1, 10_000)?;
+    let schema_at = o.path("input_schema");
+    // An open JSON Schema: keys beyond `type`, `properties` and `required` are kept as sent.
+    let schema = match o.get("input_schema") {
+        None => return Err(required("input_schema")),
+        Some(Value::Object(s)) => s,
+        Some(other) => return Err(must_be(&schema_at, "a JSON Schema object", other)),
+    };
     if schema.get("type").and_then(Value::as_str) != Some("object") {
-        return Err(Invalid::new(format!(
-            "`{at}.input_schema.type` must be `object`"
-        )));
+        return Err(Invalid::new(format!("`{schema_at}.type` must be `object`")));
     }
     match schema.get("properties") {
         None | Some(Value::Null) | Some(Value::Object(_)) => {}
         _ => {
             return Err(Invalid::new(format!(
-                "`{at}.input_schema.properties` must be an object"
+                "`{schema_at}.properties` must be an object"
             )));
         }
     }
@@ -481,7 +372,7 @@ fn resolve_custom(
         Some(Value::Array(a)) if a.iter().all(Value::is_string) => {}
         _ => {
             return Err(Invalid::new(format!(
-                "`{at}.input_schema.required` must be a list of property names"
+                "`{schema_at}.required` must be a list of property names"
             )));
         }
     }
@@ -492,75 +383,49 @@ fn resolve_custom(
     })
 }
 
-fn resolve_default(
-    p: &Option<DefaultConfigParams>,
-    policy: PermissionPolicy,
-) -> ToolsetDefaultConfig {
-    let p = p.clone().unwrap_or_default();
-    ToolsetDefaultConfig {
-        enabled: p.enabled.unwrap_or(true),
-        permission_policy: p.permission_policy.unwrap_or(policy),
-    }
-}
-
-/// Validates an agent's `tools` and `mcp_servers` together and returns their resolved forms.
+/// Validates an agent's `tools` and returns their resolved forms (MCP servers are not
+/// supported, so `servers` must be empty and the second list always is).
 pub fn resolve_tools(
     tools: &[Value],
     servers: &[McpServerParams],
 ) -> Valid<(Vec<Tool>, Vec<McpServer>)> {
-    if servers.len() > MAX_MCP_SERVERS {
-        return Err(Invalid::new(format!(
-            "`mcp_servers` has {} entries; at most {MAX_MCP_SERVERS} are allowed",
-            servers.len()
-        )));
+    if !servers.is_empty() {
+        return Err(Invalid::unsupported(
+            "mcp_servers",
+            "mcp_servers",
+            &format!("{MCP_WHY}; remove it (or send `[]`)"),
+        ));
     }
-    let mut resolved_servers = Vec::with_capacity(servers.len());
-    let mut server_names = BTreeSet::new();
-    for (i, s) in servers.iter().enumerate() {
-        if s.kind != "url" {
-            return Err(Invalid::new(format!(
-                "`mcp_servers[{i}].type` must be `url`"
-            )));
-        }
-        check_len(&format!("mcp_servers[{i}].name"), &s.name, 1, 255)?;
-        if !(s.url.starts_with("https://") || s.url.starts_with("http://")) || s.url.len() > 2048 {
-            return Err(Invalid::new(format!(
-                "`mcp_servers[{i}].url` must be an http(s) URL"
-            )));
-        }
-        if !server_names.insert(s.name.clone()) {
-            return Err(Invalid::new(format!(
-                "`mcp_servers` names `{}` more than once",
-                s.name
-            )));
-        }
-        resolved_servers.push(McpServer {
-            kind: McpServerKind::Url,
-            name: s.name.clone(),
-            url: s.url.clone(),
-        });
-    }
+    resolve_tools_at("tools", tools).map(|t| (t, vec![]))
+}
 
+/// Validates a `tools` list found at `at` (`tools`, or `agent.tools` in a session body).
+pub fn resolve_tools_at(at: &str, tools: &[Value]) -> Valid<Vec<Tool>> {
     let mut out = Vec::with_capacity(tools.len());
     let mut names: BTreeSet<String> = BTreeSet::new();
-    let mut referenced: BTreeMap<String, usize> = BTreeMap::new();
     let mut count = 0usize;
     for (i, raw) in tools.iter().enumerate() {
-        let at = format!("tools[{i}]");
-        match parse_tool(i, raw)? {
-            ToolParams::AgentToolset {
-                default_config,
-                configs,
-            } => {
-                let default = resolve_default(&default_config, PermissionPolicy::AlwaysAllow);
+        let tat = format!("{at}[{i}]");
+        match tag(&tat, raw, &[AGENT_TOOLSET, "mcp_toolset", "custom"])? {
+            AGENT_TOOLSET => {
+                let o = Obj::new(
+                    &tat,
+                    raw,
+                    "the built-in toolset",
+                    &["type", "default_config", "configs"],
+                )?;
+                let default = default_config(
+                    &o.path("default_config"),
+                    o.get("default_config"),
+                    PermissionPolicy::AlwaysAllow,
+                )?;
                 let mut resolved = Vec::new();
                 let mut seen = BTreeSet::new();
-                for (j, c) in configs.unwrap_or_default().iter().enumerate() {
-                    let cat = format!("{at}.configs[{j}]");
-                    let r = resolve_builtin_config(&cat, c, &default)?;
+                for (j, c) in o.list("configs")?.into_iter().flatten().enumerate() {
+                    let r = resolve_builtin_config(&format!("{tat}.configs[{j}]"), c, &default)?;
                     if !seen.insert(r.name.clone()) {
                         return Err(Invalid::new(format!(
-                            "`{at}.configs` configures `{}` twice",
+                            "`{tat}.configs` configures `{}` twice",
                             r.name
                         )));
                     }
@@ -569,7 +434,7 @@ pub fn resolve_tools(
                 for name in BUILTIN_TOOLS {
                     if !names.insert(name.to_string()) {
                         return Err(Invalid::new(format!(
-                            "tool name `{name}` is defined more than once across `tools`"
+                            "tool name `{name}` is defined more than once across `{at}`"
                         )));
                     }
                 }
@@ -579,50 +444,18 @@ pub fn resolve_tools(
                     configs: resolved,
                 });
             }
-            ToolParams::McpToolset {
-                mcp_server_name,
-                default_config,
-                configs,
-            } => {
-                if !server_names.contains(&mcp_server_name) {
-                    return Err(Invalid::new(format!(
-                        "`{at}.mcp_server_name` `{mcp_server_name}` does not match any entry of `mcp_servers`"
-                    )));
-                }
-                *referenced.entry(mcp_server_name.clone()).or_default() += 1;
-                let default = resolve_default(&default_config, PermissionPolicy::AlwaysAsk);
-                let mut resolved = Vec::new();
-                let mut seen = BTreeSet::new();
-                for (j, c) in configs.unwrap_or_default().iter().enumerate() {
-                    check_len(&format!("{at}.configs[{j}].name"), &c.name, 1, 128)?;
-                    if !seen.insert(c.name.clone()) {
-                        return Err(Invalid::new(format!(
-                            "`{at}.configs` configures `{}` twice",
-                            c.name
-                        )));
-                    }
-                    resolved.push(McpToolConfig {
-                        name: c.name.clone(),
-                        enabled: c.enabled.unwrap_or(default.enabled),
-                        permission_policy: c.permission_policy.unwrap_or(default.permission_policy),
-                    });
-                }
-                count += resolved.len().max(1);
-                out.push(Tool::McpToolset {
-                    mcp_server_name,
-                    default_config: default,
-                    configs: resolved,
-                });
+            "mcp_toolset" => {
+                return Err(Invalid::unsupported(
+                    &tat,
+                    "mcp_toolset",
+                    &format!("{MCP_WHY}; remove this tool"),
+                ));
             }
-            ToolParams::Custom {
-                name,
-                description,
-                input_schema,
-            } => {
-                let tool = resolve_custom(&at, &name, &description, &input_schema)?;
+            _ => {
+                let tool = resolve_custom(&tat, raw)?;
                 if !names.insert(tool.name.clone()) {
                     return Err(Invalid::new(format!(
-                        "tool name `{}` is defined more than once across `tools`",
+                        "tool name `{}` is defined more than once across `{at}`",
                         tool.name
                     )));
                 }
@@ -633,25 +466,21 @@ pub fn resolve_tools(
     }
     if count > MAX_TOOLS {
         return Err(Invalid::new(format!(
-            "`tools` defines {count} tools; at most {MAX_TOOLS} are allowed across all toolsets"
+            "`{at}` defines {count} tools; at most {MAX_TOOLS} are allowed across all toolsets"
         )));
     }
-    for name in &server_names {
-        match referenced.get(name) {
-            None => {
-                return Err(Invalid::new(format!(
-                    "`mcp_servers` entry `{name}` is not referenced by any `mcp_toolset` in `tools`"
-                )));
-            }
-            Some(n) if *n > 1 => {
-                return Err(Invalid::new(format!(
-                    "`mcp_servers` entry `{name}` is referenced by more than one `mcp_toolset`"
-                )));
-            }
-            _ => {}
-        }
+    Ok(out)
+}
+
+/// Refuses clearing an older version's MCP servers while its `mcp_toolset` tools (which
+/// name them) stay: `tools` must be replaced as well.
+pub fn check_mcp_toolsets(servers_at: &str, tools: &[Tool], servers: &[McpServer]) -> Valid<()> {
+    if servers.is_empty() && tools.iter().any(|t| matches!(t, Tool::McpToolset { .. })) {
+        return Err(Invalid::new(format!(
+            "clearing `{servers_at}` would leave `mcp_toolset` tools without their servers; send the tools to keep as well"
+        )));
     }
-    Ok((out, resolved_servers))
+    Ok(())
 }
 
 impl Tool {
@@ -675,22 +504,17 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn servers(v: Value) -> Vec<McpServerParams> {
-        serde_json::from_value(v).unwrap()
+    fn resolve(tools: Vec<Value>) -> Valid<Vec<Tool>> {
+        resolve_tools(&tools, &[]).map(|(t, _)| t)
     }
 
     #[test]
-    fn resolves_all_three_kinds() {
+    fn resolves_the_toolset_and_custom_tools() {
         let tools = vec![
             json!({"type":"agent_toolset_20260401","configs":[{"name":"bash","permission_policy":{"type":"always_ask"}},{"name":"web_fetch","enabled":false}]}),
-            json!({"type":"mcp_toolset","mcp_server_name":"linear"}),
             json!({"type":"custom","name":"get_weather","description":"d","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}),
         ];
-        let (t, s) = resolve_tools(
-            &tools,
-            &servers(json!([{"type":"url","name":"linear","url":"https://mcp.linear.app/mcp"}])),
-        )
-        .unwrap();
+        let t = resolve(tools).unwrap();
         let v = serde_json::to_value(&t).unwrap();
         assert_eq!(
             v[0]["default_config"],
@@ -702,29 +526,57 @@ mod tests {
         );
         assert_eq!(v[0]["configs"][1]["url_sources"], Value::Null);
         assert_eq!(v[0]["configs"][1]["enabled"], json!(false));
-        assert_eq!(
-            v[1]["default_config"]["permission_policy"],
-            json!({"type":"always_ask"})
-        );
-        assert_eq!(v[2]["input_schema"]["required"], json!(["city"]));
-        assert_eq!(s.len(), 1);
-        let back: Vec<Tool> = serde_json::from_value(v).unwrap();
+        assert_eq!(v[1]["input_schema"]["required"], json!(["city"]));
+        let back: Vec<Tool> = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(back, t);
+        // The stored form, sent back, resolves to itself.
+        let again = resolve(v.as_array().unwrap().clone()).unwrap();
+        assert_eq!(again, t);
     }
 
     #[test]
     fn rejects_bad_definitions() {
         let custom = |name: &str| json!({"type":"custom","name":name,"description":"d","input_schema":{"type":"object"}});
-        assert!(resolve_tools(&[custom("bad name")], &[]).is_err());
-        assert!(resolve_tools(&[custom("a"), custom("a")], &[]).is_err());
-        assert!(resolve_tools(&[json!({"type":"custom","name":"a","description":"d","input_schema":{"type":"string"}})], &[]).is_err());
-        assert!(resolve_tools(&[json!({"type":"nope"})], &[]).is_err());
-        let unreferenced = servers(json!([{"type":"url","name":"x","url":"https://x"}]));
-        assert!(resolve_tools(&[], &unreferenced).is_err());
+        assert!(resolve(vec![custom("bad name")]).is_err());
+        assert!(resolve(vec![custom("a"), custom("a")]).is_err());
+        assert!(resolve(vec![json!({"type":"custom","name":"a","description":"d","input_schema":{"type":"string"}})]).is_err());
+        assert!(resolve(vec![json!({"type":"nope"})]).is_err());
         let both = json!({"type":"agent_toolset_20260401","configs":[{"name":"web_fetch","allowed_domains":["a.com"],"blocked_domains":["b.com"]}]});
-        assert!(resolve_tools(&[both], &[]).is_err());
+        assert!(resolve(vec![both]).is_err());
         let many: Vec<Value> = (0..257).map(|i| custom(&format!("t{i}"))).collect();
-        let err = resolve_tools(&many, &[]).unwrap_err();
+        let err = resolve(many).unwrap_err();
         assert!(err.message.contains("at most 256"), "{err}");
+    }
+
+    #[test]
+    fn mcp_and_ignored_settings_are_refused_as_unsupported() {
+        let e = resolve(vec![
+            json!({"type":"mcp_toolset","mcp_server_name":"linear"}),
+        ])
+        .unwrap_err();
+        assert_eq!(e.code, Some("unsupported_feature"));
+        assert_eq!(e.details["field"], "tools[0]");
+        let server = McpServerParams {
+            kind: "url".into(),
+            name: "s".into(),
+            url: "https://x".into(),
+        };
+        let e = resolve_tools(&[], &[server]).unwrap_err();
+        assert_eq!(e.details["feature"], "mcp_servers");
+        let e = resolve(vec![json!({"type":"agent_toolset_20260401","configs":[{"name":"web_search","user_location":{"type":"approximate"}}]})]).unwrap_err();
+        assert_eq!(e.details["field"], "tools[0].configs[0].user_location");
+        // `null` asks for nothing, so it is fine.
+        resolve(vec![json!({"type":"agent_toolset_20260401","configs":[{"name":"web_fetch","url_sources":null}]})]).unwrap();
+    }
+
+    #[test]
+    fn unknown_keys_are_named_at_their_depth() {
+        let e = resolve(vec![json!({"type":"agent_toolset_20260401","configs":[{"name":"bash","allowed_domains":["a.com"]}]})]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "`tools[0].configs[0].allowed_domains` is not a known field of a `bash` tool config (known fields: `type`, `name`, `enabled`, `permission_policy`)"
+        );
+        let e = resolve_tools_at("agent.tools", &[json!({"type":"custom","name":"a","description":"d","input_schema":{"type":"object"},"strict":true})]).unwrap_err();
+        assert_eq!(e.details["field"], "agent.tools[0].strict");
     }
 }

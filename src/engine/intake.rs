@@ -45,12 +45,21 @@ pub struct Accepted {
     pub work: bool,
 }
 
+/// 400 `session_archived`: archive is permanent, so using an archived session is a bad
+/// request (as for archived agents and environments), not a conflict that could clear up.
+pub fn archived(id: &str, consequence: &str) -> Invalid {
+    Invalid::with_code(
+        "session_archived",
+        format!("session `{id}` is archived and {consequence}"),
+    )
+}
+
 /// Checks that a session takes input at all.
 pub fn check_open(rec: &SessionRecord) -> Result<(), StoreError> {
     if rec.archived_at.is_some() {
-        return Err(StoreError::Conflict(format!(
-            "session `{}` is archived and accepts no new events",
-            rec.id
+        return Err(StoreError::Invalid(archived(
+            &rec.id,
+            "accepts no new events",
         )));
     }
     if status_of(rec) == SessionStatus::Terminated {

@@ -24,5 +24,6 @@ mod sandbox;
 mod sessions;
 mod store;
 mod stream;
+mod strict;
 mod toolset;
 mod work;

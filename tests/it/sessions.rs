@@ -97,13 +97,14 @@ async fn create_forms_and_snapshots(b: Backend) {
     )
     .await
     .err(404);
+    // Vaults and resources are refused as unsupported, not looked up (see `strict.rs`).
     c.post(
         "/v1/sessions",
         json!({"agent": aid, "environment_id": env["id"], "vault_ids": ["vlt_x"]}),
     )
     .await
-    .err(404);
-    c.post("/v1/sessions", json!({"agent": aid, "environment_id": env["id"], "resources": [{"type": "file", "file_id": "file_x"}]})).await.err(404);
+    .err(400);
+    c.post("/v1/sessions", json!({"agent": aid, "environment_id": env["id"], "resources": [{"type": "file", "file_id": "file_x"}]})).await.err(400);
     c.post(
         "/v1/sessions",
         json!({"agent": aid, "environment_id": env["id"], "metadata": {"k": "v".repeat(600)}}),
@@ -119,14 +120,18 @@ async fn create_forms_and_snapshots(b: Backend) {
     )
     .await
     .err(400);
-    // Repositories are recorded (token never echoed).
-    let repo = c
+    // Repositories are not cloned, so they are refused rather than recorded; the refusal
+    // does not echo the token.
+    let r = c
         .post("/v1/sessions", json!({"agent": aid, "environment_id": env["id"],
             "resources": [{"type": "github_repository", "url": "https://github.com/o/r.git", "authorization_token": "secret"}]}))
-        .await
-        .ok();
-    assert_eq!(repo["resources"][0]["mount_path"], "/workspace/r");
-    assert!(!repo.to_string().contains("secret"));
+        .await;
+    assert!(!r.body.to_string().contains("secret"));
+    assert_eq!(
+        r.body["error"]["details"]["error_code"],
+        "unsupported_feature"
+    );
+    r.err(400);
 }
 
 async fn update_rules_and_session_updated(b: Backend) {
@@ -176,9 +181,17 @@ async fn update_rules_and_session_updated(b: Backend) {
         .await
         .ok();
     assert_eq!(c.all_events(sid).await.len(), 3);
+    // No vaults to change: `[]` asks for nothing and is fine, a vault is refused.
     c.post(&format!("/v1/sessions/{sid}"), json!({"vault_ids": []}))
         .await
-        .err(400);
+        .ok();
+    assert_eq!(c.all_events(sid).await.len(), 3, "and changes nothing");
+    c.post(
+        &format!("/v1/sessions/{sid}"),
+        json!({"vault_ids": ["vlt_x"]}),
+    )
+    .await
+    .err(400);
     let r = c.post(&format!("/v1/sessions/{sid}"), json!({"budget": {"type": "limit", "max_list_cost": {"amount": "100", "currency": "USD"}}})).await;
     assert_eq!(
         r.body["error"]["details"]["error_code"],
@@ -361,10 +374,13 @@ async fn archive_and_delete_rules(b: Backend) {
         .await
         .ok();
     assert!(archived["archived_at"].is_string());
-    assert!(c.post(&format!("/v1/sessions/{sid}/events"), json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": "x"}]}]})).await.err(409).contains("archived"));
-    c.post(&format!("/v1/sessions/{sid}"), json!({"title": "x"}))
-        .await
-        .err(409);
+    assert!(c.post(&format!("/v1/sessions/{sid}/events"), json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": "x"}]}]})).await.err(400).contains("archived"));
+    // Archived is a 400 everywhere (as for agents and environments), with its own code.
+    let r = c
+        .post(&format!("/v1/sessions/{sid}"), json!({"title": "x"}))
+        .await;
+    assert_eq!(r.body["error"]["details"]["error_code"], "session_archived");
+    r.err(400);
     let del = c.delete(&format!("/v1/sessions/{sid}")).await.ok();
     assert_eq!(del, json!({"id": sid, "type": "session_deleted"}));
     c.get(&format!("/v1/sessions/{sid}")).await.err(404);

@@ -14,16 +14,15 @@ def test_agent_versions_archive_and_lists(client):
         model="claude-opus-4-7",
         tools=[
             {"type": "agent_toolset_20260401", "configs": [{"name": "bash", "permission_policy": {"type": "always_ask"}}]},
-            {"type": "mcp_toolset", "mcp_server_name": "linear"},
             WEATHER_TOOL,
         ],
-        mcp_servers=[{"type": "url", "name": "linear", "url": "https://mcp.linear.app/mcp"}],
+        mcp_servers=[],
         metadata={"team": "infra"},
     )
     assert a.type == "agent" and a.version == 1
     assert a.model.id == "claude-opus-4-7" and a.model.effort.type == "high"
     assert a.tools[0].configs[0].permission_policy.type == "always_ask"
-    assert a.tools[1].default_config.permission_policy.type == "always_ask"
+    assert a.mcp_servers == []
     b = client.beta.agents.update(a.id, version=1, system="Be brief.", metadata={"team": None, "x": "y"})
     assert b.version == 2 and b.system == "Be brief." and b.metadata == {"x": "y"}
     with pytest.raises(anthropic.ConflictError) as e:
@@ -49,6 +48,24 @@ def test_auto_pagination_visits_everything_once(client):
 
 
 def test_validation_errors(client):
+    # What Mast does not do yet is refused with a stable code, never stored and ignored.
+    with pytest.raises(anthropic.BadRequestError) as e:
+        client.beta.agents.create(
+            name="m",
+            model="mast-scripted",
+            tools=[{"type": "mcp_toolset", "mcp_server_name": "linear"}],
+            mcp_servers=[{"type": "url", "name": "linear", "url": "https://mcp.linear.app/mcp"}],
+        )
+    assert e.value.error_code == "unsupported_feature"
+    assert e.value.body["error"]["details"]["field"] == "mcp_servers"
+    # A typo at any depth is named, with the key probably meant.
+    with pytest.raises(anthropic.BadRequestError) as e:
+        client.beta.environments.create(
+            name="typo-" + uuid.uuid4().hex[:8],
+            config={"type": "cloud", "netwrking": {"type": "limited"}},
+        )
+    assert e.value.error_code == "unknown_field"
+    assert "did you mean `networking`?" in e.value.body["error"]["message"]
     with pytest.raises(anthropic.BadRequestError) as e:
         client.beta.agents.create(name="m", model="mast-scripted", metadata={f"k{i}": "v" for i in range(17)})
     assert e.value.body["error"]["details"]["error_code"] == "invalid_metadata"
