@@ -37,8 +37,9 @@ pub enum Command {
         listen: SocketAddr,
         #[command(flatten)]
         store: StoreArgs,
-        /// Serve on a non-loopback address even though no API key exists.
-        #[arg(long, env = "MAST_ALLOW_UNAUTHENTICATED")]
+        /// Serve on a non-loopback address even though no API key exists (also
+        /// `MAST_ALLOW_UNAUTHENTICATED=1`).
+        #[arg(long)]
         allow_unauthenticated: bool,
         /// Config file with `[[providers]]` tables (default: ./mast.toml when it exists).
         #[arg(long, env = "MAST_CONFIG")]

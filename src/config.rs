@@ -32,6 +32,24 @@ pub struct Config {
     pub work_leases: crate::engine::work::LeaseTerms,
 }
 
+/// A boolean setting: `1`, `true`, `yes` or `on` turn it on; `0`, `false`, `no`, `off` or an
+/// empty value leave it off (any case); anything else is an error naming the variable, so a
+/// typo never silently means "off". Every boolean setting is read through this.
+pub fn flag(name: &str) -> anyhow::Result<bool> {
+    parse_flag(name, std::env::var(name).ok().as_deref())
+}
+
+fn parse_flag(name: &str, value: Option<&str>) -> anyhow::Result<bool> {
+    let Some(v) = value else {
+        return Ok(false);
+    };
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "" | "0" | "false" | "no" | "off" => Ok(false),
+        _ => anyhow::bail!("{name}={v:?} must be 1/true/yes/on or 0/false/no/off"),
+    }
+}
+
 impl Config {
     /// Defaults for a local server on `listen` with data in `data_dir`.
     pub fn new(listen: SocketAddr, data_dir: PathBuf) -> Self {
@@ -90,7 +108,7 @@ impl Config {
         if let Some(n) = num("MAST_MAX_TOKENS")? {
             self.engine.max_tokens = n;
         }
-        if std::env::var("MAST_UNSAFE_UNSANDBOXED_TOOLS").is_ok_and(|v| v == "1") {
+        if flag("MAST_UNSAFE_UNSANDBOXED_TOOLS")? {
             self.tools.unsafe_unsandboxed = true;
         }
         if let Ok(url) = std::env::var("MAST_WEB_SEARCH_URL")
@@ -103,7 +121,7 @@ impl Config {
             self.work_leases.default_ttl_seconds = i64::from(n);
             self.work_leases.max_ttl_seconds = self.work_leases.max_ttl_seconds.max(i64::from(n));
         }
-        if std::env::var("MAST_ALLOW_PRIVATE_NETWORK").is_ok_and(|v| v == "1") {
+        if flag("MAST_ALLOW_PRIVATE_NETWORK")? {
             self.tools.allow_private_network = true;
         }
         if let Some(n) = num("MAST_SANDBOX_MEMORY_MB")? {
@@ -124,5 +142,29 @@ impl Config {
             self.db_max_connections = n;
         }
         Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_take_every_usual_spelling_and_refuse_others() {
+        for (v, on) in [
+            (Some("1"), true),
+            (Some("TRUE"), true),
+            (Some("yes"), true),
+            (Some("On"), true),
+            (Some("0"), false),
+            (Some("false"), false),
+            (Some("no"), false),
+            (Some(""), false),
+            (None, false),
+        ] {
+            assert_eq!(parse_flag("X", v).unwrap(), on, "{v:?}");
+        }
+        let err = parse_flag("MAST_X", Some("maybe")).unwrap_err().to_string();
+        assert!(err.contains("MAST_X=\"maybe\" must be"), "{err}");
     }
 }

@@ -81,7 +81,8 @@ async fn main() -> anyhow::Result<()> {
             }
             let mut config = store.config();
             config.listen = listen;
-            config.allow_unauthenticated = allow_unauthenticated;
+            config.allow_unauthenticated =
+                allow_unauthenticated || mast::config::flag("MAST_ALLOW_UNAUTHENTICATED")?;
             config.bootstrap_api_key = std::env::var("MAST_BOOTSTRAP_API_KEY")
                 .ok()
                 .filter(|k| !k.is_empty());
