@@ -159,48 +159,40 @@ impl utoipa::Modify for ErrorResponses {
                 _ => None,
             })
             .collect();
-        for item in openapi.paths.paths.values_mut() {
-            let ops = [
-                &mut item.get,
-                &mut item.post,
-                &mut item.put,
-                &mut item.delete,
+        for op in operations(openapi) {
+            let has_path_params = op
+                .parameters
+                .iter()
+                .flatten()
+                .any(|p| p.parameter_in == ParameterIn::Path);
+            let mut common = vec![
+                ("400", "The request is invalid"),
+                ("401", "No valid credential"),
+                ("403", "The credential may not do this"),
             ];
-            for op in ops.into_iter().flatten() {
-                let has_path_params = op
-                    .parameters
-                    .iter()
-                    .flatten()
-                    .any(|p| p.parameter_in == ParameterIn::Path);
-                let mut common = vec![
-                    ("400", "The request is invalid"),
-                    ("401", "No valid credential"),
-                    ("403", "The credential may not do this"),
-                ];
-                if has_path_params {
-                    common.push(("404", "Not found"));
+            if has_path_params {
+                common.push(("404", "Not found"));
+            }
+            if op.request_body.is_some() {
+                common.push(("413", "The request body is too large"));
+            }
+            if let Some(body) = &mut op.request_body {
+                let optional = body.content.values().all(|c| match &c.schema {
+                    Some(RefOr::Ref(r)) => r
+                        .ref_location
+                        .strip_prefix("#/components/schemas/")
+                        .is_some_and(|n| all_optional.iter().any(|o| o == n)),
+                    _ => false,
+                });
+                if optional {
+                    body.required = Some(Required::False);
                 }
-                if op.request_body.is_some() {
-                    common.push(("413", "The request body is too large"));
-                }
-                if let Some(body) = &mut op.request_body {
-                    let optional = body.content.values().all(|c| match &c.schema {
-                        Some(RefOr::Ref(r)) => r
-                            .ref_location
-                            .strip_prefix("#/components/schemas/")
-                            .is_some_and(|n| all_optional.iter().any(|o| o == n)),
-                        _ => false,
-                    });
-                    if optional {
-                        body.required = Some(Required::False);
-                    }
-                }
-                for (status, description) in common {
-                    op.responses
-                        .responses
-                        .entry(status.to_string())
-                        .or_insert_with(|| error(description).into());
-                }
+            }
+            for (status, description) in common {
+                op.responses
+                    .responses
+                    .entry(status.to_string())
+                    .or_insert_with(|| error(description).into());
             }
         }
     }
@@ -301,26 +293,30 @@ struct ParameterDocs;
 
 impl utoipa::Modify for ParameterDocs {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        for item in openapi.paths.paths.values_mut() {
-            let ops = [
-                &mut item.get,
-                &mut item.post,
-                &mut item.put,
-                &mut item.delete,
-            ];
-            for param in ops
-                .into_iter()
-                .flatten()
-                .flat_map(|op| op.parameters.iter_mut().flatten())
+        for param in operations(openapi).flat_map(|op| op.parameters.iter_mut().flatten()) {
+            if param.description.is_none()
+                && let Some((_, d)) = PARAMETERS.iter().find(|(n, _)| *n == param.name)
             {
-                if param.description.is_none()
-                    && let Some((_, d)) = PARAMETERS.iter().find(|(n, _)| *n == param.name)
-                {
-                    param.description = Some((*d).to_string());
-                }
+                param.description = Some((*d).to_string());
             }
         }
     }
+}
+
+/// Every operation of the document (the API uses GET, POST and DELETE; PUT for completeness).
+fn operations(
+    openapi: &mut utoipa::openapi::OpenApi,
+) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    openapi.paths.paths.values_mut().flat_map(|item| {
+        [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.delete,
+        ]
+        .into_iter()
+        .flatten()
+    })
 }
 
 /// The document as pretty JSON (what `openapi/openapi.json` holds).

@@ -402,6 +402,17 @@ impl Models {
         Some(listed)
     }
 
+    /// `GET {base}/models` of an OpenAI-compatible provider, with its key.
+    fn models_request(&self, p: &Provider, base: &str) -> reqwest::RequestBuilder {
+        let req = self
+            .http
+            .get(format!("{}/models", base.trim_end_matches('/')));
+        match &p.api_key {
+            Some(k) => req.bearer_auth(k),
+            None => req,
+        }
+    }
+
     /// Checks at start-up that each configured provider answers, and logs the ones that do
     /// not with the cause, so a typo in a URL or key shows before the first session fails.
     pub async fn probe(&self) {
@@ -427,13 +438,7 @@ impl Models {
             let Some(base) = p.config.base_url.as_deref() else {
                 continue;
             };
-            let mut req = self
-                .http
-                .get(format!("{}/models", base.trim_end_matches('/')));
-            if let Some(k) = &p.api_key {
-                req = req.bearer_auth(k);
-            }
-            match req.send().await {
+            match self.models_request(p, base).send().await {
                 Ok(r) if r.status().is_success() => {
                     tracing::info!(provider = %p.config.name, endpoint = base, "the provider answers")
                 }
@@ -500,13 +505,9 @@ impl Models {
             ) else {
                 continue;
             };
-            let mut req = self
-                .http
-                .get(format!("{}/models", base.trim_end_matches('/')));
-            if let Some(k) = &p.api_key {
-                req = req.bearer_auth(k);
-            }
-            let Ok(resp) = req.send().await else { continue };
+            let Ok(resp) = self.models_request(p, base).send().await else {
+                continue;
+            };
             let Ok(body) = resp.json::<Value>().await else {
                 continue;
             };
