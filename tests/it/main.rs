@@ -10,6 +10,7 @@ mod environments;
 mod errors;
 mod escalation;
 mod host_addresses;
+mod keys;
 mod logs;
 mod multiagent;
 mod openai;

@@ -1,11 +1,16 @@
-//! Command-line interface: `serve`, `migrate`, `keys create`, `openapi`.
+//! Command-line interface: the server (`serve`, `migrate`) and admin commands that work on
+//! the store directly (`keys`).
+//!
+//! Results go to stdout (so `KEY=$(mast keys create)` and pipes keep working); where a command
+//! wrote, warnings and progress go to stderr.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::Config;
+pub mod keys;
+pub mod store;
 
 /// Mast: a self-hostable server for the Claude Managed Agents API.
 #[derive(Debug, Parser)]
@@ -49,10 +54,15 @@ pub enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Manage API keys.
+    /// Manage API keys (and list environments' worker keys).
     Keys {
         #[command(subcommand)]
         command: KeysCommand,
+    },
+    /// Print a shell completion script (`mast completions bash > /etc/bash_completion.d/mast`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
     },
     /// Print the OpenAPI document.
     Openapi,
@@ -66,7 +76,7 @@ pub enum Command {
     },
 }
 
-/// `mast keys ...`.
+/// `mast keys ...`: these open the store directly, so they work with the server stopped too.
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
     /// Create an API key (or, with `--environment`, a self-hosted environment's worker key)
@@ -81,6 +91,28 @@ pub enum KeysCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// List API keys and environments' worker keys: ids, workspaces and times, never the keys.
+    List {
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Revoke a key by id (`apikey_…`, or a worker key's `envkey_…`); it stops working at
+    /// once on every server using the store.
+    Revoke {
+        /// The key's id, as `mast keys list` shows it.
+        id: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// Writes the completion script for `shell` to `out`.
+pub fn completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
+    use clap::CommandFactory as _;
+    clap_complete::generate(shell, &mut Cli::command(), "mast", out);
 }
 
 /// Reads `--listen`: a socket address, `HOST:PORT` with a name to resolve, or a bare port on
@@ -105,15 +137,6 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
         .or(resolved.first())
         .copied()
         .ok_or_else(|| format!("`{s}` resolves to no address"))
-}
-
-impl StoreArgs {
-    /// A config that only carries the store settings.
-    pub fn config(&self) -> Config {
-        let mut c = Config::new(SocketAddr::from(([127, 0, 0, 1], 0)), self.data_dir.clone());
-        c.database_url = self.database_url.clone().filter(|u| !u.is_empty());
-        c
-    }
 }
 
 #[cfg(test)]
