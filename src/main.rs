@@ -3,7 +3,7 @@
 use clap::Parser;
 use std::process::ExitCode;
 
-use mast::cli::{Cli, Command, KeysCommand};
+use mast::cli::{AgentsCommand, Cli, Command, KeysCommand, SessionsCommand};
 use tracing_subscriber::EnvFilter;
 
 /// Logging from `MAST_LOG` (a filter such as `info` or `warn,mast=debug`) and
@@ -131,6 +131,25 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 KeysCommand::Revoke { id, store } => mast::cli::keys::revoke(&store, &id).await,
             };
         }
+        Command::Agents {
+            command: AgentsCommand::Apply { file, server },
+        } => return mast::cli::agents::apply(&server, &file).await,
+        Command::Sessions {
+            command:
+                SessionsCommand::Tail {
+                    session_id,
+                    from_start,
+                    json,
+                    server,
+                },
+        } => return mast::cli::sessions::tail(&server, &session_id, from_start, json).await,
+        Command::Send {
+            session_id,
+            text,
+            wait,
+            json,
+            server,
+        } => return mast::cli::sessions::send(&server, &session_id, &text, wait, json).await,
         Command::Completions { shell } => mast::cli::completions(shell, &mut std::io::stdout()),
         Command::Openapi => {
             use std::io::Write as _;

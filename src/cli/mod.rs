@@ -1,5 +1,6 @@
-//! Command-line interface: the server (`serve`, `migrate`) and admin commands that work on
-//! the store directly (`keys`).
+//! Command-line interface: the server (`serve`, `migrate`), admin commands that work on the
+//! store directly (`keys`), and client commands that talk to a running server over
+//! its HTTP API like any SDK would (`agents apply`, `sessions tail`, `send`).
 //!
 //! Results go to stdout (so `KEY=$(mast keys create)` and pipes keep working); where a command
 //! wrote, warnings and progress go to stderr.
@@ -9,7 +10,10 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+pub mod agents;
+pub mod client;
 pub mod keys;
+pub mod sessions;
 pub mod store;
 
 /// Mast: a self-hostable server for the Claude Managed Agents API.
@@ -29,6 +33,18 @@ pub struct StoreArgs {
     /// Postgres connection URL; when set, Postgres is the store.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+}
+
+/// Which running server a client command talks to, and with which key.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServerArgs {
+    /// Base URL of the Mast server.
+    #[arg(long, env = "MAST_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// API key (`mast keys create`); falls back to ANTHROPIC_API_KEY. A server still in open
+    /// mode (loopback, no key created yet) needs none.
+    #[arg(long, env = "MAST_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
 }
 
 /// The subcommands.
@@ -58,6 +74,31 @@ pub enum Command {
     Keys {
         #[command(subcommand)]
         command: KeysCommand,
+    },
+    /// Manage agents on a running server.
+    Agents {
+        #[command(subcommand)]
+        command: AgentsCommand,
+    },
+    /// Follow sessions on a running server.
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+    /// Send a user message to a session (`-` reads the text from stdin).
+    Send {
+        /// The session's id.
+        session_id: String,
+        /// The message.
+        text: String,
+        /// Follow the session's events until it is idle again.
+        #[arg(long)]
+        wait: bool,
+        /// With `--wait`: print raw events, one JSON object a line.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        server: ServerArgs,
     },
     /// Print a shell completion script (`mast completions bash > /etc/bash_completion.d/mast`).
     Completions {
@@ -106,6 +147,39 @@ pub enum KeysCommand {
         id: String,
         #[command(flatten)]
         store: StoreArgs,
+    },
+}
+
+/// `mast agents ...`.
+#[derive(Debug, Subcommand)]
+pub enum AgentsCommand {
+    /// Create or update agents from a YAML or JSON file (one agent, a list, or several YAML
+    /// documents): matched by `id` when given, else by `name`; a new version only when the
+    /// content changed.
+    Apply {
+        /// The file (`-` for stdin).
+        file: PathBuf,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+/// `mast sessions ...`.
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Follow a session's events, one readable line each, reconnecting without gap or
+    /// duplicate when the connection drops; Ctrl-C stops.
+    Tail {
+        /// The session's id.
+        session_id: String,
+        /// Print the whole log first, then follow.
+        #[arg(long)]
+        from_start: bool,
+        /// Print raw events, one JSON object a line.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        server: ServerArgs,
     },
 }
 

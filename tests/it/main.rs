@@ -4,6 +4,7 @@ mod support;
 
 mod agents;
 mod cli;
+mod cli_client;
 mod crash;
 mod engine;
 mod environments;
