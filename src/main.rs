@@ -150,6 +150,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             server,
         } => return mast::cli::sessions::send(&server, &session_id, &text, wait, json).await,
+        Command::Doctor {
+            listen,
+            store,
+            config,
+        } => {
+            let setup = mast::cli::doctor::Setup::new(listen, store, config);
+            return Ok(mast::cli::doctor::doctor(&setup).await);
+        }
         Command::Completions { shell } => mast::cli::completions(shell, &mut std::io::stdout()),
         Command::Openapi => {
             use std::io::Write as _;

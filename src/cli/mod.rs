@@ -1,5 +1,5 @@
 //! Command-line interface: the server (`serve`, `migrate`), admin commands that work on the
-//! store directly (`keys`), and client commands that talk to a running server over
+//! store directly (`keys`, `doctor`), and client commands that talk to a running server over
 //! its HTTP API like any SDK would (`agents apply`, `sessions tail`, `send`).
 //!
 //! Results go to stdout (so `KEY=$(mast keys create)` and pipes keep working); where a command
@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 pub mod agents;
 pub mod client;
+pub mod doctor;
 pub mod keys;
 pub mod sessions;
 pub mod store;
@@ -99,6 +100,18 @@ pub enum Command {
         json: bool,
         #[command(flatten)]
         server: ServerArgs,
+    },
+    /// Check this host and configuration: sandbox, users, cgroups, store, model providers,
+    /// data directory and listen address; says what to fix.
+    Doctor {
+        /// The address `mast serve` would listen on.
+        #[arg(long, env = "MAST_LISTEN", default_value = "127.0.0.1:8080", value_parser = parse_listen)]
+        listen: SocketAddr,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Config file with `[[providers]]` tables (default: ./mast.toml when it exists).
+        #[arg(long, env = "MAST_CONFIG")]
+        config: Option<std::path::PathBuf>,
     },
     /// Print a shell completion script (`mast completions bash > /etc/bash_completion.d/mast`).
     Completions {
