@@ -172,9 +172,10 @@ pub fn hash_key(key: &str) -> String {
 ///   one does, it is closed for good (keys are revoked, never deleted, so the count never
 ///   falls back to zero).
 /// - API key lookups are cached only where every change is announced: on Postgres the store
-///   signals each key change to every replica in the changing transaction (and a replica whose
-///   listener reconnects drops the cache, since it may have missed one). On SQLite there is
-///   no such channel to the CLI, and the lookup is a local indexed read, so there is no cache.
+///   signals each key change to every replica in the changing transaction, and a replica
+///   caches only while its signal listener is connected (dropping the cache whenever it
+///   connects or loses the connection, when it may have missed one). On SQLite there is no
+///   such channel to the CLI, and the lookup is a local indexed read, so there is no cache.
 pub struct Authenticator {
     allow_open: bool,
     /// Set once a key exists: open mode never comes back.
@@ -221,11 +222,14 @@ impl Authenticator {
         key: &str,
     ) -> Result<Option<String>, ApiError> {
         let hash = hash_key(key);
-        let Some(hub) = &self.changes else {
+        // Read before the lookup: a change announced while it runs makes its answer stale.
+        let Some((hub, epoch)) = self
+            .changes
+            .as_ref()
+            .and_then(|hub| Some((hub, hub.keys_epoch()?)))
+        else {
             return Ok(store.workspace_for_key(&hash).await?);
         };
-        // Read before the lookup: a change announced while it runs makes its answer stale.
-        let epoch = hub.keys_epoch();
         {
             let mut cache = self.keys.lock().expect("lock");
             if cache.epoch != epoch {
@@ -241,7 +245,7 @@ impl Authenticator {
         let ws = store.workspace_for_key(&hash).await?;
         if let Some(ws) = &ws {
             let mut cache = self.keys.lock().expect("lock");
-            if cache.epoch == epoch && hub.keys_epoch() == epoch {
+            if cache.epoch == epoch && hub.keys_epoch() == Some(epoch) {
                 cache.workspaces.insert(hash, (ws.clone(), Instant::now()));
             }
         }

@@ -48,7 +48,9 @@ const CLEARED_WHEN_ABSENT: &[&str] = &[
 pub struct AgentFile {
     /// Where it is in the file, for messages: `agent 2 (\`reviewer\`)`.
     pub label: String,
+    /// The agent it is, when the file pins it.
     pub id: Option<String>,
+    /// Its name, by which it is matched when there is no `id`.
     pub name: Option<String>,
     /// The fields as written, without `id`.
     pub body: Map<String, Value>,

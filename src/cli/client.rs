@@ -17,10 +17,20 @@ pub enum CallError {
     #[error(
         "cannot reach the Mast server at {url} ({cause}); is `mast serve` running there? (--url or MAST_URL)"
     )]
-    Unreachable { url: String, cause: String },
+    Unreachable {
+        /// The server's base URL.
+        url: String,
+        /// Why the request got no answer.
+        cause: String,
+    },
     /// The server answered with an error.
     #[error("{}", describe_status(*status, message))]
-    Status { status: u16, message: String },
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// The error message of the API's error body.
+        message: String,
+    },
 }
 
 impl CallError {

@@ -21,8 +21,11 @@ use crate::tools::sandbox::{self, Isolation};
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
+    /// Nothing to do.
     Ok,
+    /// Works, but worth knowing or fixing.
     Warn,
+    /// `mast serve` would not work as meant.
     Fail,
 }
 
@@ -31,6 +34,7 @@ pub enum Status {
 pub struct Finding {
     /// What was checked (`sandbox`, `store`, `provider anthropic`, …).
     pub check: String,
+    /// How it came out.
     pub status: Status,
     /// What was found.
     pub detail: String,
@@ -69,10 +73,13 @@ impl Finding {
 
 /// What the checks look at: the settings `mast serve` would run with.
 pub struct Setup {
+    /// Where the server would listen.
     pub listen: SocketAddr,
+    /// Where its store is.
     pub store: StoreArgs,
     /// Configured providers, or why their configuration cannot be read.
     pub providers: Result<Vec<ProviderConfig>, String>,
+    /// The built-in Anthropic provider's settings.
     pub anthropic: AnthropicConfig,
     /// `MAST_UNSAFE_UNSANDBOXED_TOOLS=1`.
     pub unsafe_unsandboxed: bool,

@@ -6,8 +6,8 @@
 //! runner, polls waiting on that environment. Signals are hints: streams re-read the store,
 //! and a periodic check (and one after every reconnect) compares the watched sessions' logs
 //! with what their subscribers have, so a lost signal delays an event, never loses it.
-//! The store itself signals changed API keys (whoever changed them), and every replica drops
-//! its cached key lookups on hearing it, or on reconnecting, when it may have missed one.
+//! The store itself signals changed API keys (whoever changed them): every replica drops its
+//! cached key lookups on hearing it, and caches none while its listener is disconnected.
 
 use std::sync::atomic::Ordering;
 
@@ -49,10 +49,11 @@ impl Engine {
                         None => return,
                         Some(Heard::Connected) => {
                             // A key revoked while the listener was away went unheard.
-                            engine.inner.hub.keys_changed();
+                            engine.inner.hub.keys_heard(true);
                             engine.inner.hub.tell(Signal::Hello { greeting: true });
                             engine.resync().await;
                         }
+                        Some(Heard::Lost) => engine.inner.hub.keys_heard(false),
                         Some(Heard::Payload(p)) => engine.heard(&p),
                     },
                 }

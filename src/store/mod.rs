@@ -222,6 +222,7 @@ impl EventRecord {
 /// A stored credential as an operator sees it: never the key, which only exists as a hash.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeyRecord {
+    /// `apikey_…` or `envkey_…`.
     pub id: String,
     /// Hex SHA-256 of the key (so a leaked key can be found and revoked); never shown.
     pub key_hash: String,
@@ -229,6 +230,7 @@ pub struct KeyRecord {
     pub workspace_id: String,
     pub workspace_name: String,
     pub created_at: Micros,
+    /// When an API key was revoked (it no longer authenticates).
     pub revoked_at: Option<Micros>,
 }
 

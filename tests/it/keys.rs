@@ -150,3 +150,59 @@ backend_tests!(
     revoked_key_fails_at_once_on_every_replica,
     first_key_ends_open_mode_at_once,
 );
+
+/// A key change made while a replica's signal listener was away (so its signal went
+/// unheard) is not hidden by what the replica cached before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_change_unheard_by_a_replica_is_not_trusted_from_its_cache() {
+    if crate::support::postgres_admin_url().is_none() {
+        eprintln!("SKIPPED on Postgres: set MAST_TEST_DATABASE_URL");
+        return;
+    }
+    use sqlx::Connection as _;
+    let s = TestServer::start(Backend::Postgres).await;
+    let url = s.database_url.clone().unwrap();
+    let store = StoreAt::of(&s);
+    let key = mast_ok(&store, &["keys", "create"])
+        .await
+        .trim()
+        .to_string();
+    let c = Client::new(&s.url).with_key(&key);
+    c.get("/v1/agents").await.ok();
+    c.get("/v1/agents").await.ok();
+    let mut db = sqlx::PgConnection::connect(&url).await.unwrap();
+    let listeners = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
+                     AND query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()";
+    let before: Vec<i32> = sqlx::query_scalar(listeners)
+        .fetch_all(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(before.len(), 1, "one signal listener");
+    sqlx::query("SELECT pg_terminate_backend($1)")
+        .bind(before[0])
+        .execute(&mut db)
+        .await
+        .unwrap();
+    // Revoked behind everyone's back: no signal at all.
+    sqlx::query("UPDATE api_keys SET revoked_at = 1")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let now: Vec<i32> = sqlx::query_scalar(listeners)
+            .fetch_all(&mut db)
+            .await
+            .unwrap();
+        if now.len() == 1 && now[0] != before[0] {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the listener reconnects"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    c.get("/v1/agents").await.err(401);
+}
