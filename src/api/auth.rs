@@ -232,11 +232,13 @@ impl Authenticator {
         };
         {
             let mut cache = self.keys.lock().expect("lock");
-            if cache.epoch != epoch {
+            // Epochs only move forward: a request that read an older one is itself stale.
+            if epoch > cache.epoch {
                 cache.workspaces.clear();
                 cache.epoch = epoch;
             }
-            if let Some((ws, at)) = cache.workspaces.get(&hash)
+            if cache.epoch == epoch
+                && let Some((ws, at)) = cache.workspaces.get(&hash)
                 && at.elapsed() < CACHE_TTL
             {
                 return Ok(Some(ws.clone()));
