@@ -51,14 +51,33 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
     })
 }
 
+/// A key just made: shown once, then only its hash is stored.
+#[derive(Debug, Clone)]
+pub struct NewKey {
+    /// The key's id (`apikey_…` or `envkey_…`), by which it is listed and revoked.
+    pub id: String,
+    /// The workspace it belongs to.
+    pub workspace_id: String,
+    /// The key itself.
+    pub key: String,
+}
+
 /// Creates a new API key for a workspace (created if missing); returns the key, shown once.
 pub async fn create_api_key(store: &dyn Store, workspace: &str) -> anyhow::Result<String> {
+    Ok(mint_api_key(store, workspace).await?.key)
+}
+
+/// Creates a new API key for a workspace (created if missing), with its id.
+pub async fn mint_api_key(store: &dyn Store, workspace: &str) -> anyhow::Result<NewKey> {
     let ws = store.ensure_workspace(workspace).await?;
     let key = format!("mast_sk_{}", domain::ids::new_secret(48));
-    store
-        .insert_api_key(&domain::ids::new_id("apikey"), &ws, &hash_key(&key))
-        .await?;
-    Ok(key)
+    let id = domain::ids::new_id("apikey");
+    store.insert_api_key(&id, &ws, &hash_key(&key)).await?;
+    Ok(NewKey {
+        id,
+        workspace_id: ws,
+        key,
+    })
 }
 
 /// Creates a worker key for a self-hosted environment of a workspace; returns it, shown once.
@@ -67,6 +86,17 @@ pub async fn create_environment_key(
     workspace: &str,
     environment_id: &str,
 ) -> anyhow::Result<String> {
+    Ok(mint_environment_key(store, workspace, environment_id)
+        .await?
+        .key)
+}
+
+/// Creates a worker key for a self-hosted environment of a workspace, with its id.
+pub async fn mint_environment_key(
+    store: &dyn Store,
+    workspace: &str,
+    environment_id: &str,
+) -> anyhow::Result<NewKey> {
     let ws = store.ensure_workspace(workspace).await?;
     let env = store
         .get_environment(&ws, environment_id)
@@ -82,7 +112,11 @@ pub async fn create_environment_key(
         "environment `{environment_id}` is not self_hosted; only self-hosted environments have worker keys"
     );
     let key = api::environment_keys::mint(store, &ws, environment_id).await?;
-    Ok(key.key.unwrap_or_default())
+    Ok(NewKey {
+        id: key.id,
+        workspace_id: ws,
+        key: key.key.unwrap_or_default(),
+    })
 }
 
 /// A running server.
@@ -254,7 +288,12 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     );
     let state = AppState(Arc::new(Shared {
         store: store.clone(),
-        auth: Authenticator::new(loopback || config.allow_unauthenticated),
+        // Replicas on Postgres hear every key change (the store announces it), so they may
+        // cache lookups; a SQLite server cannot hear the CLI and looks every key up.
+        auth: Authenticator::new(
+            loopback || config.allow_unauthenticated,
+            config.database_url.is_some().then(|| hub.clone()),
+        ),
         hub: hub.clone(),
         engine: engine.clone(),
         models,

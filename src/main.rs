@@ -1,7 +1,9 @@
 //! The `mast` binary: parses the command line, sets up logging, and calls into the library.
 
 use clap::Parser;
-use mast::cli::{Cli, Command, KeysCommand};
+use std::process::ExitCode;
+
+use mast::cli::{AgentsCommand, Cli, Command, KeysCommand, SessionsCommand};
 use tracing_subscriber::EnvFilter;
 
 /// Logging from `MAST_LOG` (a filter such as `info` or `warn,mast=debug`) and
@@ -63,8 +65,18 @@ async fn shutdown_signal() {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+async fn main() -> ExitCode {
+    match run(Cli::parse()).await {
+        Ok(code) => code,
+        Err(e) => {
+            // The whole chain on one line: what failed, and why.
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve {
             listen,
@@ -105,24 +117,49 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Migrate { store } => {
             init_logging()?;
-            mast::open_store(&store.config()).await?;
-            eprintln!("migrations are up to date");
+            let opened = store.open().await?;
+            eprintln!("migrations are up to date in {}", opened.place);
+            opened.warn_if_created();
         }
-        Command::Keys {
-            command:
+        Command::Keys { command } => {
+            return match command {
                 KeysCommand::Create {
                     workspace,
                     environment,
                     store,
-                },
-        } => {
-            let s = mast::open_store(&store.config()).await?;
-            let key = match environment {
-                Some(env) => mast::create_environment_key(s.as_ref(), &workspace, &env).await?,
-                None => mast::create_api_key(s.as_ref(), &workspace).await?,
+                } => mast::cli::keys::create(&store, &workspace, environment.as_deref()).await,
+                KeysCommand::List { json, store } => mast::cli::keys::list(&store, json).await,
+                KeysCommand::Revoke { id, store } => mast::cli::keys::revoke(&store, &id).await,
             };
-            println!("{key}");
         }
+        Command::Agents {
+            command: AgentsCommand::Apply { file, server },
+        } => return mast::cli::agents::apply(&server, &file).await,
+        Command::Sessions {
+            command:
+                SessionsCommand::Tail {
+                    session_id,
+                    from_start,
+                    json,
+                    server,
+                },
+        } => return mast::cli::sessions::tail(&server, &session_id, from_start, json).await,
+        Command::Send {
+            session_id,
+            text,
+            wait,
+            json,
+            server,
+        } => return mast::cli::sessions::send(&server, &session_id, &text, wait, json).await,
+        Command::Doctor {
+            listen,
+            store,
+            config,
+        } => {
+            let setup = mast::cli::doctor::Setup::new(listen, store, config);
+            return Ok(mast::cli::doctor::doctor(&setup).await);
+        }
+        Command::Completions { shell } => mast::cli::completions(shell, &mut std::io::stdout()),
         Command::Openapi => {
             use std::io::Write as _;
             let doc = mast::api::openapi::document();
@@ -136,5 +173,5 @@ async fn main() -> anyhow::Result<()> {
             mast::tools::proxy::forward(port, socket).await?
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,8 @@
 //! bound to a workspace. With no key configured at all the server may run open (loopback).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::{FromRequestParts, Request, State};
@@ -15,13 +16,15 @@ use sha2::{Digest, Sha256};
 use super::AppState;
 use super::error::ApiError;
 use crate::domain::work::WorkState;
+use crate::hub::Hub;
 use crate::store::Store;
 
 /// The default workspace every store is created with.
 pub const DEFAULT_WORKSPACE: &str = "wrkspc_default";
 
-const CACHE_TTL: Duration = Duration::from_secs(30);
-const OPEN_CHECK_TTL: Duration = Duration::from_secs(2);
+/// How long a cached key lookup stands when no change is announced: a safety net for an
+/// announcement lost without the listener noticing (a half-open connection).
+const CACHE_TTL: Duration = Duration::from_secs(10);
 
 /// Prefix of environment keys (a self-hosted environment's workers).
 pub const ENVIRONMENT_KEY_PREFIX: &str = "mast_ek_";
@@ -161,34 +164,55 @@ pub fn hash_key(key: &str) -> String {
         .collect()
 }
 
-/// Key lookups with a short cache, and the open-mode decision.
+/// Key lookups, and the open-mode decision.
+///
+/// A key created or revoked by another process (the CLI writing the store) must count on the
+/// very next request, so nothing is trusted from memory that could have changed unseen:
+/// - Open mode is decided by counting keys on each keyless request while no key exists; once
+///   one does, it is closed for good (keys are revoked, never deleted, so the count never
+///   falls back to zero).
+/// - API key lookups are cached only where every change is announced: on Postgres the store
+///   signals each key change to every replica in the changing transaction, and a replica
+///   caches only while its signal listener is connected (dropping the cache whenever it
+///   connects or loses the connection, when it may have missed one). On SQLite there is no
+///   such channel to the CLI, and the lookup is a local indexed read, so there is no cache.
 pub struct Authenticator {
     allow_open: bool,
-    keys: Mutex<HashMap<String, (String, Instant)>>,
-    open: Mutex<Option<(bool, Instant)>>,
+    /// Set once a key exists: open mode never comes back.
+    closed: AtomicBool,
+    /// Where key changes are announced (Postgres); no caching without it.
+    changes: Option<Arc<Hub>>,
+    keys: Mutex<KeyCache>,
+}
+
+/// Cached positive lookups, all from one key epoch (see [`Hub::keys_changed`]).
+#[derive(Default)]
+struct KeyCache {
+    epoch: u64,
+    workspaces: HashMap<String, (String, Instant)>,
 }
 
 impl Authenticator {
     /// `allow_open`: accept requests into the default workspace while no key exists.
-    pub fn new(allow_open: bool) -> Self {
+    /// `changes`: the hub hearing every key change (replicas on Postgres), which makes caching
+    /// lookups safe; None looks every key up.
+    pub fn new(allow_open: bool, changes: Option<Arc<Hub>>) -> Self {
         Authenticator {
             allow_open,
-            keys: Mutex::new(HashMap::new()),
-            open: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            changes,
+            keys: Mutex::new(KeyCache::default()),
         }
     }
 
     async fn is_open(&self, store: &dyn Store) -> Result<bool, ApiError> {
-        if !self.allow_open {
+        if !self.allow_open || self.closed.load(Ordering::Relaxed) {
             return Ok(false);
         }
-        if let Some((open, at)) = *self.open.lock().expect("lock")
-            && at.elapsed() < OPEN_CHECK_TTL
-        {
-            return Ok(open);
-        }
         let open = store.count_api_keys().await? == 0;
-        *self.open.lock().expect("lock") = Some((open, Instant::now()));
+        if !open {
+            self.closed.store(true, Ordering::Relaxed);
+        }
         Ok(open)
     }
 
@@ -198,17 +222,34 @@ impl Authenticator {
         key: &str,
     ) -> Result<Option<String>, ApiError> {
         let hash = hash_key(key);
-        if let Some((ws, at)) = self.keys.lock().expect("lock").get(&hash)
-            && at.elapsed() < CACHE_TTL
+        // Read before the lookup: a change announced while it runs makes its answer stale.
+        let Some((hub, epoch)) = self
+            .changes
+            .as_ref()
+            .and_then(|hub| Some((hub, hub.keys_epoch()?)))
+        else {
+            return Ok(store.workspace_for_key(&hash).await?);
+        };
         {
-            return Ok(Some(ws.clone()));
+            let mut cache = self.keys.lock().expect("lock");
+            // Epochs only move forward: a request that read an older one is itself stale.
+            if epoch > cache.epoch {
+                cache.workspaces.clear();
+                cache.epoch = epoch;
+            }
+            if cache.epoch == epoch
+                && let Some((ws, at)) = cache.workspaces.get(&hash)
+                && at.elapsed() < CACHE_TTL
+            {
+                return Ok(Some(ws.clone()));
+            }
         }
         let ws = store.workspace_for_key(&hash).await?;
         if let Some(ws) = &ws {
-            self.keys
-                .lock()
-                .expect("lock")
-                .insert(hash, (ws.clone(), Instant::now()));
+            let mut cache = self.keys.lock().expect("lock");
+            if cache.epoch == epoch && hub.keys_epoch() == Some(epoch) {
+                cache.workspaces.insert(hash, (ws.clone(), Instant::now()));
+            }
         }
         Ok(ws)
     }

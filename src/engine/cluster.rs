@@ -6,6 +6,8 @@
 //! runner, polls waiting on that environment. Signals are hints: streams re-read the store,
 //! and a periodic check (and one after every reconnect) compares the watched sessions' logs
 //! with what their subscribers have, so a lost signal delays an event, never loses it.
+//! The store itself signals changed API keys (whoever changed them): every replica drops its
+//! cached key lookups on hearing it, and caches none while its listener is disconnected.
 
 use std::sync::atomic::Ordering;
 
@@ -46,9 +48,12 @@ impl Engine {
                     heard = in_rx.recv() => match heard {
                         None => return,
                         Some(Heard::Connected) => {
+                            // A key revoked while the listener was away went unheard.
+                            engine.inner.hub.keys_heard(true);
                             engine.inner.hub.tell(Signal::Hello { greeting: true });
                             engine.resync().await;
                         }
+                        Some(Heard::Lost) => engine.inner.hub.keys_heard(false),
                         Some(Heard::Payload(p)) => engine.heard(&p),
                     },
                 }
@@ -62,6 +67,12 @@ impl Engine {
             tracing::debug!(payload, "ignoring an unreadable replica signal");
             return;
         };
+        if signal == Signal::KeysChanged {
+            // Sent by the store for any writer of keys (the CLI is no replica), so it is
+            // neither this replica's own echo nor a peer's hello.
+            self.inner.hub.keys_changed();
+            return;
+        }
         if origin == self.inner.owner {
             return;
         }
@@ -82,6 +93,7 @@ impl Engine {
             } => self.interrupt_here(&session_id, thread_id.as_deref()),
             Signal::WorkQueued { environment_id } => self.inner.hub.work.queued(&environment_id),
             Signal::Deleted { session_id } => self.inner.hub.deleted_here(&session_id),
+            Signal::KeysChanged => {}
         }
     }
 

@@ -6,7 +6,7 @@
 //! (through the outbox), and their subscribers read the events from the store.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
@@ -67,6 +67,11 @@ pub struct Hub {
     /// When another replica was last heard from (µs since the epoch; 0 = never): a replica
     /// alone on its database sends nothing but its hellos.
     peer_heard_at: AtomicI64,
+    /// Bumped whenever API keys may have changed in the store (a signal said so, or signals
+    /// may have been missed): key lookups cached before then are not trusted.
+    keys_epoch: AtomicU64,
+    /// Whether key changes are being heard (the replica signal listener is connected).
+    keys_heard: AtomicBool,
 }
 
 /// How long after the last word from another replica this one keeps signalling.
@@ -270,6 +275,26 @@ impl Hub {
             environment_id: environment_id.to_string(),
         });
         self.work.queued(environment_id);
+    }
+
+    /// Notes that API keys may have changed: cached lookups from before are stale.
+    pub fn keys_changed(&self) {
+        self.keys_epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The current key epoch (see [`Hub::keys_changed`]), or None while key changes cannot be
+    /// heard (nothing cached may be trusted then).
+    pub fn keys_epoch(&self) -> Option<u64> {
+        self.keys_heard
+            .load(Ordering::SeqCst)
+            .then(|| self.keys_epoch.load(Ordering::SeqCst))
+    }
+
+    /// Notes whether key changes are heard from now on; either way, what was cached before
+    /// may have missed one.
+    pub fn keys_heard(&self, heard: bool) {
+        self.keys_changed();
+        self.keys_heard.store(heard, Ordering::SeqCst);
     }
 
     /// Number of stream subscribers connected here.

@@ -16,6 +16,9 @@ pub enum Signal {
     WorkQueued { environment_id: String },
     /// The session was deleted.
     Deleted { session_id: String },
+    /// API keys were created or revoked (by any process writing the store, the CLI
+    /// included): cached key lookups must not be trusted any more.
+    KeysChanged,
     /// The sender is alive: sent every few seconds, and at once to a replica newly heard.
     /// A `greeting` (sent by a replica whose listener just connected) is always answered, so
     /// a newcomer learns of every other replica before it has anything to tell them.
@@ -38,6 +41,7 @@ impl Signal {
             } => format!("{origin} i {session_id}"),
             Signal::WorkQueued { environment_id } => format!("{origin} q {environment_id}"),
             Signal::Deleted { session_id } => format!("{origin} d {session_id}"),
+            Signal::KeysChanged => format!("{origin} k -"),
             Signal::Hello { greeting: false } => format!("{origin} h -"),
             Signal::Hello { greeting: true } => format!("{origin} h new"),
         }
@@ -64,6 +68,7 @@ impl Signal {
             },
             ("q", None) => Signal::WorkQueued { environment_id: id },
             ("d", None) => Signal::Deleted { session_id: id },
+            ("k", None) if id == "-" => Signal::KeysChanged,
             ("h", None) if id == "-" => Signal::Hello { greeting: false },
             ("h", None) if id == "new" => Signal::Hello { greeting: true },
             _ => return None,
@@ -99,6 +104,7 @@ mod tests {
             },
             Signal::Hello { greeting: false },
             Signal::Hello { greeting: true },
+            Signal::KeysChanged,
         ] {
             assert_eq!(Signal::decode(&s.encode("runner_x")), Some(("runner_x", s)));
         }
@@ -111,6 +117,7 @@ mod tests {
             "r z s",
             "r d s extra",
             "r a s 1 2",
+            "r k x",
         ] {
             assert_eq!(Signal::decode(bad), None, "{bad}");
         }

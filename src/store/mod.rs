@@ -219,6 +219,42 @@ impl EventRecord {
     }
 }
 
+/// A stored credential as an operator sees it: never the key, which only exists as a hash.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyRecord {
+    /// `apikey_…` or `envkey_…`.
+    pub id: String,
+    /// Hex SHA-256 of the key (so a leaked key can be found and revoked); never shown.
+    pub key_hash: String,
+    pub kind: KeyKind,
+    pub workspace_id: String,
+    pub workspace_name: String,
+    pub created_at: Micros,
+    /// When an API key was revoked (it no longer authenticates).
+    pub revoked_at: Option<Micros>,
+}
+
+/// What a credential opens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyKind {
+    /// An API key: its whole workspace.
+    Api,
+    /// A self-hosted environment's worker key (revoking deletes it, so it is never listed
+    /// as revoked).
+    Environment { environment_id: String },
+}
+
+/// The outcome of [`Store::revoke_api_key`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Revocation {
+    /// Revoked now.
+    Revoked,
+    /// It had been revoked already, at this time.
+    AlreadyRevoked(Micros),
+    /// No API key has this id.
+    NotFound,
+}
+
 /// Who is writing to a session: a client request, or the runner that must still hold the
 /// session's lease (fencing: a replaced runner cannot write).
 #[derive(Debug, Clone, PartialEq)]
@@ -405,10 +441,16 @@ pub trait Store: Send + Sync + 'static {
     /// Stores a new API key (hash only) for a workspace.
     async fn insert_api_key(&self, id: &str, workspace_id: &str, key_hash: &str)
     -> StoreResult<()>;
-    /// The workspace of the key with this hash, if any.
+    /// The workspace of the unrevoked key with this hash, if any.
     async fn workspace_for_key(&self, key_hash: &str) -> StoreResult<Option<String>>;
-    /// How many API keys exist at all (zero means the server may run open on loopback).
+    /// How many API keys were ever created, revoked ones included (zero means the server may
+    /// run open on loopback; revoking the last key must not open it again).
     async fn count_api_keys(&self) -> StoreResult<i64>;
+    /// Every credential of every workspace, API keys then environment keys, oldest first.
+    async fn list_keys(&self) -> StoreResult<Vec<KeyRecord>>;
+    /// Revokes an API key by id. On Postgres the replicas are told in the same transaction,
+    /// so none of them keeps accepting it from a cache.
+    async fn revoke_api_key(&self, id: &str) -> StoreResult<Revocation>;
 
     // ---- agents ----
 

@@ -21,6 +21,8 @@ pub enum Heard {
     Payload(String),
     /// The connection was (re)established: anything sent meanwhile may be lost.
     Connected,
+    /// The connection dropped: nothing is heard until [`Heard::Connected`].
+    Lost,
 }
 
 /// Sends queued payloads with `pg_notify` until `stop`; a failed send is logged and dropped
@@ -99,18 +101,22 @@ pub async fn listen_forever(url: String, tx: mpsc::Sender<Heard>, stop: Cancella
                             {
                                 return;
                             }
+                            continue;
                         }
-                        // The connection dropped: connect afresh below, and only then say
-                        // so, since whatever was sent in between is gone.
                         Ok(None) => {
                             tracing::warn!("replica signal listener lost its connection");
-                            break;
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "replica signal listener lost its connection");
-                            break;
                         }
                     }
+                    // The connection dropped: say so now (nothing is heard until it is back),
+                    // connect afresh below, and say that too, since whatever was sent in
+                    // between is gone.
+                    if tx.send(Heard::Lost).await.is_err() {
+                        return;
+                    }
+                    break;
                 }
             }
             Err(e) => tracing::warn!(error = %e, "replica signal listener cannot connect"),

@@ -10,8 +10,9 @@ use sqlx::{Row, Transaction};
 use super::query::{Arg, Sql, bound};
 use super::{
     AgentFilter, Deleted, Direction, EnvironmentDeletion, EventFilter, EventRecord, ExpiredWork,
-    NewEvent, OpsCounts, Scan, SessionFilter, SessionRecord, SessionTxn, StoppedWork, Store,
-    StoreError, StoreResult, ThreadRecord, WorkRecord, WorkStats, WorkTxn, Writer,
+    KeyKind, KeyRecord, NewEvent, OpsCounts, Revocation, Scan, SessionFilter, SessionRecord,
+    SessionTxn, StoppedWork, Store, StoreError, StoreResult, ThreadRecord, WorkRecord, WorkStats,
+    WorkTxn, Writer,
 };
 use crate::domain::agent::Agent;
 use crate::domain::environment::Environment;
@@ -46,6 +47,10 @@ pub struct SqlStore {
     read: AnyPool,
     dialect: Dialect,
 }
+
+/// The origin named in key signals the store sends: not a replica, since any process writing
+/// the store (the CLI included) sends them.
+pub const KEYS_SIGNAL_ORIGIN: &str = "store";
 
 const SESSION_COLS: &str = "id, workspace_id, agent_id, agent_version, environment_id, status, body, usage, \
     active_micros, running_since, last_seq, engine, created_at, updated_at, archived_at, terminated_at, lease_owner, \
@@ -190,6 +195,22 @@ impl SqlStore {
         &self.read
     }
 
+    /// Tells every replica on this database that API keys changed, when `tx` commits:
+    /// Postgres delivers a notification only on commit (never for a rollback), after the
+    /// change is visible, so a replica that hears it and looks again finds the new state.
+    /// SQLite has a single server, which does not cache keys.
+    async fn keys_changed(&self, tx: &mut Transaction<'_, sqlx::Any>) -> StoreResult<()> {
+        if self.dialect == Dialect::Postgres {
+            // `::text`: the Any driver cannot decode `void`, pg_notify's result.
+            sqlx::query("SELECT pg_notify($1, $2)::text AS sent")
+                .bind(super::notify::CHANNEL)
+                .bind(crate::hub::Signal::KeysChanged.encode(KEYS_SIGNAL_ORIGIN))
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// The SQL dialect.
     pub(super) fn dialect(&self) -> Dialect {
         self.dialect
@@ -295,6 +316,7 @@ impl Store for SqlStore {
         workspace_id: &str,
         key_hash: &str,
     ) -> StoreResult<()> {
+        let mut tx = self.write.begin().await?;
         sqlx::query(
             "INSERT INTO api_keys (id, workspace_id, key_hash, created_at) VALUES ($1, $2, $3, $4)",
         )
@@ -302,16 +324,21 @@ impl Store for SqlStore {
         .bind(workspace_id)
         .bind(key_hash)
         .bind(time::now())
-        .execute(&self.write)
+        .execute(&mut *tx)
         .await?;
+        // A first key ends open mode; replicas re-check rather than trust what they cached.
+        self.keys_changed(&mut tx).await?;
+        tx.commit().await?;
         Ok(())
     }
 
     async fn workspace_for_key(&self, key_hash: &str) -> StoreResult<Option<String>> {
-        let row = sqlx::query("SELECT workspace_id FROM api_keys WHERE key_hash = $1")
-            .bind(key_hash)
-            .fetch_optional(&self.read)
-            .await?;
+        let row = sqlx::query(
+            "SELECT workspace_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
+        )
+        .bind(key_hash)
+        .fetch_optional(&self.read)
+        .await?;
         Ok(row.map(|r| r.try_get("workspace_id")).transpose()?)
     }
 
@@ -320,6 +347,62 @@ impl Store for SqlStore {
             .fetch_one(&self.read)
             .await?;
         Ok(row.try_get("n")?)
+    }
+
+    async fn list_keys(&self) -> StoreResult<Vec<KeyRecord>> {
+        let rows = sqlx::query(
+            "SELECT 'api' AS kind, k.id, k.workspace_id, w.name, k.created_at, k.revoked_at, \
+             NULL AS environment_id, k.key_hash FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id \
+             UNION ALL \
+             SELECT 'environment', k.id, k.workspace_id, w.name, k.created_at, NULL, k.environment_id, \
+             k.key_hash \
+             FROM environment_keys k JOIN workspaces w ON w.id = k.workspace_id \
+             ORDER BY 1, 5, 2",
+        )
+        .fetch_all(&self.read)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let environment: Option<String> = r.try_get(6)?;
+                Ok(KeyRecord {
+                    id: r.try_get(1)?,
+                    key_hash: r.try_get(7)?,
+                    kind: match environment {
+                        None => KeyKind::Api,
+                        Some(environment_id) => KeyKind::Environment { environment_id },
+                    },
+                    workspace_id: r.try_get(2)?,
+                    workspace_name: r.try_get(3)?,
+                    created_at: r.try_get(4)?,
+                    revoked_at: r.try_get(5)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn revoke_api_key(&self, id: &str) -> StoreResult<Revocation> {
+        let mut tx = self.write.begin().await?;
+        let revoked =
+            sqlx::query("UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
+                .bind(id)
+                .bind(time::now())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                > 0;
+        if revoked {
+            self.keys_changed(&mut tx).await?;
+            tx.commit().await?;
+            return Ok(Revocation::Revoked);
+        }
+        let row = sqlx::query("SELECT revoked_at FROM api_keys WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        Ok(match row {
+            Some(r) => Revocation::AlreadyRevoked(r.try_get::<Option<i64>, _>(0)?.unwrap_or(0)),
+            None => Revocation::NotFound,
+        })
     }
 
     async fn insert_agent(&self, workspace_id: &str, agent: &Agent) -> StoreResult<()> {

@@ -4,13 +4,16 @@ mod support;
 
 mod agents;
 mod cli;
+mod cli_client;
 mod crash;
+mod doctor;
 mod engine;
 mod environments;
 mod errors;
 mod escalation;
 mod first_hour;
 mod host_addresses;
+mod keys;
 mod limits;
 mod logs;
 mod multiagent;

@@ -1,0 +1,255 @@
+//! Command-line interface: the server (`serve`, `migrate`), admin commands that work on the
+//! store directly (`keys`, `doctor`), and client commands that talk to a running server over
+//! its HTTP API like any SDK would (`agents apply`, `sessions tail`, `send`).
+//!
+//! Results go to stdout (so `KEY=$(mast keys create)` and pipes keep working); where a command
+//! wrote, warnings and progress go to stderr.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+pub mod agents;
+pub mod client;
+pub mod doctor;
+pub mod keys;
+pub mod sessions;
+pub mod store;
+
+/// Mast: a self-hostable server for the Claude Managed Agents API.
+#[derive(Debug, Parser)]
+#[command(name = "mast", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where data lives: Postgres when `DATABASE_URL` is set, else SQLite under the data dir.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StoreArgs {
+    /// Directory of the embedded SQLite store (used when DATABASE_URL is unset).
+    #[arg(long, env = "MAST_DATA_DIR", default_value = "./mast-data")]
+    pub data_dir: PathBuf,
+    /// Postgres connection URL; when set, Postgres is the store.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+}
+
+/// Which running server a client command talks to, and with which key.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServerArgs {
+    /// Base URL of the Mast server.
+    #[arg(long, env = "MAST_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// API key (`mast keys create`); falls back to ANTHROPIC_API_KEY. A server still in open
+    /// mode (loopback, no key created yet) needs none.
+    #[arg(long, env = "MAST_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server.
+    Serve {
+        /// Address to listen on: `HOST:PORT` (`localhost:8080`, `0.0.0.0:8080`, `[::1]:8080`) or
+        /// a bare port (`8080`, on 127.0.0.1).
+        #[arg(long, env = "MAST_LISTEN", default_value = "127.0.0.1:8080", value_parser = parse_listen)]
+        listen: SocketAddr,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Serve on a non-loopback address even though no API key exists (also
+        /// `MAST_ALLOW_UNAUTHENTICATED=1`).
+        #[arg(long)]
+        allow_unauthenticated: bool,
+        /// Config file with `[[providers]]` tables (default: ./mast.toml when it exists).
+        #[arg(long, env = "MAST_CONFIG")]
+        config: Option<std::path::PathBuf>,
+    },
+    /// Run database migrations and exit.
+    Migrate {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Manage API keys (and list environments' worker keys).
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+    /// Manage agents on a running server.
+    Agents {
+        #[command(subcommand)]
+        command: AgentsCommand,
+    },
+    /// Follow sessions on a running server.
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+    /// Send a user message to a session (`-` reads the text from stdin).
+    Send {
+        /// The session's id.
+        session_id: String,
+        /// The message.
+        text: String,
+        /// Follow the session's events until it is idle again.
+        #[arg(long)]
+        wait: bool,
+        /// With `--wait`: print raw events, one JSON object a line.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Check this host and configuration: sandbox, users, cgroups, store, model providers,
+    /// data directory and listen address; says what to fix.
+    Doctor {
+        /// The address `mast serve` would listen on.
+        #[arg(long, env = "MAST_LISTEN", default_value = "127.0.0.1:8080", value_parser = parse_listen)]
+        listen: SocketAddr,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Config file with `[[providers]]` tables (default: ./mast.toml when it exists).
+        #[arg(long, env = "MAST_CONFIG")]
+        config: Option<std::path::PathBuf>,
+    },
+    /// Print a shell completion script (`mast completions bash > /etc/bash_completion.d/mast`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the OpenAPI document.
+    Openapi,
+    /// Inside a sandbox: forward 127.0.0.1:PORT to the egress proxy's socket (internal).
+    #[command(hide = true)]
+    SandboxForward {
+        #[arg(long)]
+        port: u16,
+        #[arg(long)]
+        socket: std::path::PathBuf,
+    },
+}
+
+/// `mast keys ...`: these open the store directly, so they work with the server stopped too.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create an API key (or, with `--environment`, a self-hosted environment's worker key)
+    /// and print it once (only its hash is stored).
+    Create {
+        /// Workspace the key belongs to (created if missing).
+        #[arg(long, default_value = "default")]
+        workspace: String,
+        /// Create a worker key for this self-hosted environment instead of an API key.
+        #[arg(long)]
+        environment: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// List API keys and environments' worker keys: ids, workspaces and times, never the keys.
+    List {
+        /// One JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Revoke a key by id (`apikey_…`, or a worker key's `envkey_…`); it stops working at
+    /// once on every server using the store.
+    Revoke {
+        /// The key's id, as `mast keys list` shows it.
+        id: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// `mast agents ...`.
+#[derive(Debug, Subcommand)]
+pub enum AgentsCommand {
+    /// Create or update agents from a YAML or JSON file (one agent, a list, or several YAML
+    /// documents): matched by `id` when given, else by `name`; a new version only when the
+    /// content changed.
+    Apply {
+        /// The file (`-` for stdin).
+        file: PathBuf,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+/// `mast sessions ...`.
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Follow a session's events, one readable line each, reconnecting without gap or
+    /// duplicate when the connection drops; Ctrl-C stops.
+    Tail {
+        /// The session's id.
+        session_id: String,
+        /// Print the whole log first, then follow.
+        #[arg(long)]
+        from_start: bool,
+        /// Print raw events, one JSON object a line.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+/// Writes the completion script for `shell` to `out`.
+pub fn completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
+    use clap::CommandFactory as _;
+    clap_complete::generate(shell, &mut Cli::command(), "mast", out);
+}
+
+/// Reads `--listen`: a socket address, `HOST:PORT` with a name to resolve, or a bare port on
+/// loopback (a public bind is always spelled out).
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs as _;
+    let s = s.trim();
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let resolved = s
+        .to_socket_addrs()
+        .map_err(|e| format!("`{s}` is not HOST:PORT or a port ({e})"))?
+        .collect::<Vec<_>>();
+    // `localhost` resolves to both loopback addresses; IPv4 is what clients try first.
+    resolved
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(resolved.first())
+        .copied()
+        .ok_or_else(|| format!("`{s}` resolves to no address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_takes_ports_names_and_addresses() {
+        assert_eq!(
+            parse_listen("8080").unwrap(),
+            "127.0.0.1:8080".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen("localhost:9000").unwrap(),
+            "127.0.0.1:9000".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen("0.0.0.0:80").unwrap(),
+            "0.0.0.0:80".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen("[::1]:81").unwrap(),
+            "[::1]:81".parse().unwrap()
+        );
+        assert!(parse_listen("nowhere").is_err());
+        assert!(parse_listen("70000").is_err());
+    }
+}

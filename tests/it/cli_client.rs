@@ -1,0 +1,531 @@
+//! The client commands through the real binary against real servers: `agents apply`,
+//! `send`, and `sessions tail` resuming without gap or duplicate after a dropped connection
+//! and after a server restart.
+
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout};
+
+use crate::backend_tests;
+use crate::crash::{Reaped, free_port, spawn, wait_up};
+use crate::support::{Backend, Client, Options, TestServer, fresh_postgres_database};
+
+/// `mast ARGS` against the server at `url`, with `key` when given.
+fn command(url: &str, key: Option<&str>, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mast"));
+    cmd.args(args)
+        .env("MAST_URL", url)
+        .env_remove("MAST_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .kill_on_drop(true);
+    if let Some(k) = key {
+        cmd.env("MAST_API_KEY", k);
+    }
+    cmd
+}
+
+async fn run(url: &str, key: Option<&str>, args: &[&str]) -> Output {
+    command(url, key, args).output().await.expect("mast runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// The agents on the server, by name.
+async fn agent_named(c: &Client, name: &str) -> Value {
+    let all = c.get("/v1/agents?limit=100").await.ok();
+    all["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == name)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+async fn agents_apply_creates_updates_and_leaves_unchanged(b: Backend) {
+    let s = TestServer::start(b).await;
+    let dir = tempfile::TempDir::new().unwrap();
+    let two = "- name: planner\n  model: mast-scripted\n  system: Plan first.\n\
+               - name: coder\n  model: mast-scripted\n  metadata: {team: core, tier: gold}\n";
+    let file = write(&dir, "agents.yaml", two);
+    let out = run(&s.url, None, &["agents", "apply", &file]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<String> = stdout(&out).lines().map(String::from).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with("created agent_") && lines[0].ends_with(" v1 (planner)"));
+    assert!(lines[1].starts_with("created agent_") && lines[1].ends_with(" v1 (coder)"));
+
+    // The same file again changes nothing.
+    let out = run(&s.url, None, &["agents", "apply", &file]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    for (line, name) in stdout(&out).lines().zip(["planner", "coder"]) {
+        assert!(
+            line.starts_with("unchanged agent_") && line.ends_with(&format!(" v1 ({name})")),
+            "{line}"
+        );
+    }
+
+    // An edit makes a new version of that agent only; what the file drops is cleared.
+    let edited = "- name: planner\n  model: mast-scripted\n  system: Plan first.\n\
+                  - name: coder\n  model: mast-scripted\n  system: Write tests.\n  metadata: {team: core}\n";
+    let file = write(&dir, "agents.yaml", edited);
+    let out = run(&s.url, None, &["agents", "apply", &file]).await;
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("unchanged") && lines[0].ends_with(" v1 (planner)"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("updated") && lines[1].ends_with(" v2 (coder)"),
+        "{text}"
+    );
+    let coder = agent_named(&s.client, "coder").await;
+    assert_eq!(coder["version"], 2);
+    assert_eq!(coder["system"], "Write tests.");
+    assert_eq!(coder["metadata"], json!({"team": "core"}));
+    let file = write(
+        &dir,
+        "coder.yml",
+        "name: coder\nmodel: mast-scripted\nmetadata: {team: core}\n",
+    );
+    let out = run(&s.url, None, &["agents", "apply", &file]).await;
+    assert!(stdout(&out).ends_with(" v3 (coder)\n"), "{}", stdout(&out));
+    assert_eq!(agent_named(&s.client, "coder").await["system"], Value::Null);
+
+    // JSON, matched by id: a rename is an update of the same agent.
+    let id = coder["id"].as_str().unwrap();
+    let file = write(
+        &dir,
+        "coder.json",
+        &json!({"id": id, "name": "engineer", "model": "mast-scripted", "metadata": {"team": "core"}})
+            .to_string(),
+    );
+    let out = run(&s.url, None, &["agents", "apply", &file]).await;
+    assert_eq!(
+        stdout(&out),
+        format!("updated {id} v4 (engineer)\n"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Several YAML documents in one file.
+    let file = write(
+        &dir,
+        "docs.yaml",
+        "name: planner\nmodel: mast-scripted\nsystem: Plan first.\n---\nname: reviewer\nmodel: mast-scripted\n",
+    );
+    let out = run(&s.url, None, &["agents", "apply", &file]).await;
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("unchanged")
+            && text.contains("created")
+            && text.ends_with(" v1 (reviewer)\n"),
+        "{text}"
+    );
+}
+
+async fn agents_apply_refuses_bad_files(b: Backend) {
+    let s = TestServer::start(b).await;
+    let dir = tempfile::TempDir::new().unwrap();
+    let count = |c: Client| async move {
+        c.get("/v1/agents?limit=100").await.ok()["data"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+
+    // A typo is caught before anything is sent.
+    let file = write(
+        &dir,
+        "typo.yaml",
+        "- name: fine\n  model: mast-scripted\n- name: typo\n  model: mast-scripted\n  sytem: hi\n",
+    );
+    let out = run(&s.url, None, &["agents", "apply", &file]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("agent 2 (`typo`): unknown field `sytem` (did you mean `system`?)"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(count(s.client.clone()).await, 0);
+    let file = write(&dir, "broken.yaml", "name: [unclosed\n");
+    let out = run(&s.url, None, &["agents", "apply", &file]).await;
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("not valid YAML"), "{}", stderr(&out));
+
+    // An agent the server refuses stops the run there; those before it were applied.
+    let file = write(
+        &dir,
+        "bad.yaml",
+        "- name: good\n  model: mast-scripted\n- name: bad\n  model: no-such-model\n- name: never\n  model: mast-scripted\n",
+    );
+    let out = run(&s.url, None, &["agents", "apply", &file]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).starts_with("created agent_") && stdout(&out).lines().count() == 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("agent 2 (`bad`)")
+            && err.contains("the server answered 400")
+            && err.contains("no-such-model"),
+        "{err}"
+    );
+    assert_eq!(count(s.client.clone()).await, 1);
+
+    // An id the server does not know.
+    let file = write(
+        &dir,
+        "ghost.json",
+        r#"{"id": "agent_ghost", "name": "ghost", "model": "mast-scripted"}"#,
+    );
+    let out = run(&s.url, None, &["agents", "apply", &file]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("there is no agent `agent_ghost`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(
+        &s.url,
+        None,
+        &["agents", "apply", "/nonexistent/agents.yaml"],
+    )
+    .await;
+    assert!(stderr(&out).contains("cannot read /nonexistent/agents.yaml"));
+}
+
+async fn send_waits_for_the_turn_and_says_what_is_wrong(b: Backend) {
+    let s = TestServer::start_with(
+        b,
+        Options {
+            api_key: Some("mast_sk_clienttestkey".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let key = Some("mast_sk_clienttestkey");
+    let agent = s.client.agent(json!([])).await;
+    let sid = s.client.session(&agent).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let out = run(&s.url, None, &["send", &sid, "say hello"]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("refused the credentials") && stderr(&out).contains("MAST_API_KEY")
+    );
+
+    let out = run(&s.url, key, &["send", &sid, "say Hello there", "--wait"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines.iter().any(|l| l.ends_with("  status    running")),
+        "{text}"
+    );
+    assert!(
+        lines.iter().any(|l| l.ends_with("  agent     Hello there")),
+        "{text}"
+    );
+    assert!(
+        lines
+            .last()
+            .unwrap()
+            .ends_with("  status    idle (end_turn)"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("user "),
+        "starts after the message sent: {text}"
+    );
+
+    // Without --wait: the sent event's id, and it is in the log.
+    let out = run(&s.url, key, &["send", &sid, "say again"]).await;
+    let id = stdout(&out).trim().to_string();
+    assert!(id.starts_with("sevt_"), "{id}");
+    crate::support::eventually(10, "the message in the log", || async {
+        s.client
+            .all_events(&sid)
+            .await
+            .iter()
+            .any(|e| e["id"] == id.as_str())
+            .then_some(())
+    })
+    .await;
+
+    // A session waiting on a custom tool's result takes the message up only after it: said.
+    let agent = s
+        .client
+        .agent(json!([crate::support::http::weather_tool()]))
+        .await;
+    let waiting = s.client.session(&agent).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = run(
+        &s.url,
+        key,
+        &[
+            "send",
+            &waiting,
+            "call get_weather {\"city\": \"Oslo\"}",
+            "--wait",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("idle (requires_action: sevt_"),
+        "{}",
+        stdout(&out)
+    );
+    let mut pending = command(&s.url, key, &["send", &waiting, "say later", "--wait"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(pending.stderr.take().unwrap()).lines();
+    let said = tokio::time::timeout(Duration::from_secs(20), err.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        said.starts_with("mast: the session waits for answers to sevt_"),
+        "{said}"
+    );
+    drop(pending);
+
+    let out = run(&s.url, key, &["send", "sesn_nope", "hi"]).await;
+    assert!(
+        stderr(&out).contains("the server answered 404"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run("http://127.0.0.1:9", key, &["send", &sid, "hi"]).await;
+    assert!(stderr(&out).contains("cannot reach the Mast server at http://127.0.0.1:9"));
+}
+
+/// A running `mast sessions tail`, its output read line by line.
+struct Tail {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+    seen: Vec<Value>,
+}
+
+impl Tail {
+    fn start(url: &str, args: &[&str]) -> Self {
+        let mut child = command(url, None, args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Tail {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads events (`--json`) until `n` idles have been seen in all.
+    async fn until_idles(&mut self, n: usize) {
+        let idles = |seen: &[Value]| {
+            seen.iter()
+                .filter(|e| e["type"] == "session.status_idle")
+                .count()
+        };
+        while idles(&self.seen) < n {
+            let line = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line())
+                .await
+                .expect("the tail printed in time")
+                .unwrap()
+                .expect("the tail is still running");
+            self.seen.push(serde_json::from_str(&line).expect(&line));
+        }
+    }
+
+    fn ids(&self) -> Vec<Value> {
+        self.seen.iter().map(|e| e["id"].clone()).collect()
+    }
+
+    /// Ctrl-C: the tail exits with 130.
+    async fn interrupt(mut self) {
+        let pid = self.child.id().unwrap().to_string();
+        std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .expect("the tail stops on Ctrl-C")
+            .unwrap();
+        assert_eq!(status.code(), Some(130));
+    }
+}
+
+fn log_ids(log: &[Value]) -> Vec<Value> {
+    log.iter().map(|e| e["id"].clone()).collect()
+}
+
+async fn tail_resumes_after_a_server_restart(b: Backend) {
+    let dir = tempfile::TempDir::new().unwrap();
+    let db = match b {
+        Backend::Sqlite => None,
+        Backend::Postgres => Some(fresh_postgres_database().await),
+    };
+    let port = free_port();
+    let mut server: Reaped = spawn(dir.path(), db.as_deref(), port);
+    let url = format!("http://127.0.0.1:{port}");
+    let c = Client::new(&url);
+    wait_up(&c).await;
+    let agent = c.agent(json!([])).await;
+    let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
+
+    // From the start of an empty session, then live.
+    // (No waiting for it to connect: whatever it misses live, it lists.)
+    let mut tail = Tail::start(&url, &["sessions", "tail", &sid, "--from-start", "--json"]);
+    c.say(&sid, "say one").await;
+    tail.until_idles(1).await;
+
+    // The server goes away mid-tail (killed), events are written while the tail is cut off,
+    // and the tail catches up from where it was.
+    let _ = server.kill();
+    let _ = server.wait();
+    server = spawn(dir.path(), db.as_deref(), port);
+    wait_up(&c).await;
+    for (turn, text) in [(2, "say two"), (3, "say three")] {
+        c.say(&sid, text).await;
+        crate::support::eventually(30, "the turn to end", || async {
+            let log = c.all_events(&sid).await;
+            (log.iter()
+                .filter(|e| e["type"] == "session.status_idle")
+                .count()
+                >= turn)
+                .then_some(())
+        })
+        .await;
+    }
+    tail.until_idles(3).await;
+    assert_eq!(
+        tail.ids(),
+        log_ids(&c.all_events(&sid).await),
+        "every event once, in order"
+    );
+    tail.interrupt().await;
+    drop(server);
+}
+
+/// A TCP proxy whose connections can be cut, as a flaky network would.
+struct Proxy {
+    port: u16,
+    conns: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn to(target: u16) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let held = conns.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                    {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                held.lock().unwrap().push(task);
+            }
+        });
+        Proxy {
+            port,
+            conns,
+            accept,
+        }
+    }
+
+    fn cut(&self) {
+        for t in self.conns.lock().unwrap().drain(..) {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.cut();
+        self.accept.abort();
+    }
+}
+
+async fn tail_resumes_after_a_dropped_connection(b: Backend) {
+    let s = TestServer::start(b).await;
+    let agent = s.client.agent(json!([])).await;
+    let sid = s.client.session(&agent).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.client.say(&sid, "say before").await;
+    crate::support::eventually(20, "the first turn to end", || async {
+        let log = s.client.all_events(&sid).await;
+        log.iter()
+            .any(|e| e["type"] == "session.status_idle")
+            .then_some(log.len())
+    })
+    .await;
+    let before = s.client.all_events(&sid).await.len();
+    let port: u16 = s.url.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::to(port).await;
+
+    // A live tail starts after what is already there.
+    let url = format!("http://127.0.0.1:{}", proxy.port);
+    let mut tail = Tail::start(&url, &["sessions", "tail", &sid, "--json"]);
+    crate::support::eventually(20, "the tail to subscribe", || async {
+        (s.stream_topics() > 0).then_some(())
+    })
+    .await;
+    s.client.say(&sid, "say one").await;
+    tail.until_idles(1).await;
+    proxy.cut();
+    s.client.say(&sid, "say two").await;
+    tail.until_idles(2).await;
+    let log = log_ids(&s.client.all_events(&sid).await);
+    assert_eq!(
+        tail.ids(),
+        log[before..].to_vec(),
+        "every later event once, in order"
+    );
+    assert!(
+        tail.seen[0]["type"] == "user.message",
+        "starts at the next event: {}",
+        tail.seen[0]
+    );
+    tail.interrupt().await;
+}
+
+backend_tests!(
+    agents_apply_creates_updates_and_leaves_unchanged,
+    agents_apply_refuses_bad_files,
+    send_waits_for_the_turn_and_says_what_is_wrong,
+    tail_resumes_after_a_server_restart,
+    tail_resumes_after_a_dropped_connection,
+);
