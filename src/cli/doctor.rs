@@ -272,13 +272,13 @@ async fn cgroup_check() -> Vec<Finding> {
         (
             "memory",
             cg.memory(),
-            "a session's memory",
+            "each session's memory",
             "each process gets `ulimit -v` instead",
         ),
         (
             "pids",
             cg.pids(),
-            "a session's processes",
+            "each session's process count",
             "only a per-user `ulimit -u`, or nothing for a non-root server",
         ),
     ]
