@@ -64,9 +64,24 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    match run(Cli::parse()).await {
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The in-sandbox proxy forwarder runs on one thread: every thread counts against the
+    // session's process limit, and a runtime per core would spend it on a many-core host.
+    let runtime = match cli.command {
+        Command::SandboxForward { .. } => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    }
+    .enable_all()
+    .build();
+    let runtime = match runtime {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
             // The whole chain on one line: what failed, and why.

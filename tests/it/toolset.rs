@@ -446,9 +446,19 @@ async fn limited_networking_allows_only_listed_hosts(b: Backend) {
             json!({"command": format!("curl -sS --max-time 5 {url}; echo; curl -sS --max-time 5 -o /dev/null -w '%{{http_code}}' http://127.0.0.3:{port}/")}),
         ),
         call("web_fetch", json!({"url": url})),
+        // The forwarder's threads count against the session's process limit: it keeps to one.
+        call(
+            "bash",
+            json!({"command": "for p in /proc/[0-9]*; do if [ \"$(cat $p/comm 2>/dev/null)\" = mast-helper ]; then echo threads=$(ls $p/task | wc -l); fi; done"}),
+        ),
     ]);
     turn(&s, &mut open, &script).await;
     let r = results(&open.st.seen);
+    assert!(
+        r[2].0.starts_with("threads=1\n"),
+        "one forwarder, on one thread: {}",
+        r[2].0
+    );
     assert!(
         r[0].0.contains("hello through the proxy"),
         "allowed host reachable: {}",
