@@ -11,6 +11,24 @@ use std::path::Path;
 /// Name of the lock file inside the data directory.
 const LOCK_FILE: &str = "mast.lock";
 
+/// How long a lock held by someone else is waited for: a server that just stopped may still be
+/// exiting, and a child process forked at that moment holds a copy of the descriptor until it
+/// execs.
+const HOLDER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Tries to take the lock until `grace` runs out.
+fn lock_within(file: &File, grace: std::time::Duration) -> Result<(), TryLockError> {
+    let deadline = std::time::Instant::now() + grace;
+    loop {
+        match file.try_lock() {
+            Err(TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Held for as long as this process serves from the data directory.
 #[derive(Debug)]
 pub struct DataDirLock {
@@ -28,7 +46,7 @@ impl DataDirLock {
             .create(true)
             .truncate(false)
             .open(&path)?;
-        match file.try_lock() {
+        match lock_within(&file, HOLDER_GRACE) {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
                 let mut holder = String::new();

@@ -13,7 +13,9 @@
 //!
 //! How far a command can overshoot: at most what it writes in one watcher interval plus one
 //! walk (about 250 ms on a small workspace) — each file stays under the room left, but many
-//! files written at once can add up to that. A `write` or `edit` can add at most its own
+//! files written at once can add up to that — and the watcher tolerates 1/64 of the quota
+//! (at least 64 KiB) beyond it, so a single file that stops exactly at the room left is never
+//! mistaken for an overrun. A `write` or `edit` can add at most its own
 //! content past the quota.
 
 use std::collections::HashSet;
@@ -105,6 +107,13 @@ pub fn over(usage: Usage, limits: &Limits, at_most: bool) -> Option<String> {
 pub const ADVICE: &str = "Delete files the task no longer needs with bash (see what is large with `du -sh /workspace/* | sort -h`; \
 build outputs, caches and downloads are good candidates), then retry. Until then files cannot grow, but bash can still delete them.";
 
+/// Bytes a workspace may hold beyond its quota while a command runs before the watcher stops
+/// it: the blocks a filesystem holds for a file being written, and the shell's own state, are
+/// not the command's doing (1/64 of the quota, at least 64 KiB).
+fn slack(quota: u64) -> u64 {
+    (quota / 64).max(64 << 10)
+}
+
 /// Bytes one file may grow to in a command: the file-size limit, or the room left.
 pub fn file_cap(usage: Usage, limits: &Limits) -> u64 {
     if limits.workspace_bytes == 0 {
@@ -125,7 +134,7 @@ pub fn grown_past(now: Usage, start: Usage, limits: &Limits) -> Option<String> {
         workspace_bytes: if limits.workspace_bytes == 0 {
             0
         } else {
-            limits.workspace_bytes.max(start.bytes)
+            (limits.workspace_bytes + slack(limits.workspace_bytes)).max(start.bytes)
         },
         workspace_files: if limits.workspace_files == 0 {
             0
