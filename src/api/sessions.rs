@@ -303,11 +303,12 @@ async fn waiting_for_worker(
     app: &AppState,
     rec: &SessionRecord,
 ) -> ApiResult<Option<crate::domain::session::WaitingForWorker>> {
+    // Most sessions wait on nobody: the engine state says so before the body is read.
+    if rec.archived_at.is_some() || !EngineState::of(rec).is_ok_and(|st| st.awaits_worker()) {
+        return Ok(None);
+    }
     let body: SessionBody = serde_json::from_str(&rec.body).map_err(ApiError::internal)?;
-    let awaits = matches!(body.environment, EnvironmentConfig::SelfHosted)
-        && rec.archived_at.is_none()
-        && EngineState::of(rec).is_ok_and(|st| st.awaits_worker());
-    if !awaits {
+    if !matches!(body.environment, EnvironmentConfig::SelfHosted) {
         return Ok(None);
     }
     let stats = app
@@ -373,7 +374,10 @@ async fn update(
     if let crate::domain::patch::Patch::Value(t) = &body.title {
         check_title(&Some(t.clone()))?;
     }
-    app.models.refresh().await;
+    if agent_update.is_some() {
+        // The agent's model is checked against the provider's current list.
+        app.models.refresh().await;
+    }
     let models = app.models.clone();
     let (rec, _) = transact_session(&app, &ws, &id, move |rec| {
         if rec.archived_at.is_some() {
