@@ -579,8 +579,6 @@ pub trait Store: Send + Sync + 'static {
         writer: &Writer,
         f: SessionTxn,
     ) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>>;
-    /// Ids of a session's queued (unprocessed) events, in order.
-    async fn queued_events(&self, session_id: &str) -> StoreResult<Vec<EventRecord>>;
     /// Events of a session by sequence number.
     async fn list_events(
         &self,

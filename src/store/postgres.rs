@@ -26,11 +26,6 @@ pub async fn connect(url: &str, max_connections: u32) -> StoreResult<SqlStore> {
     Ok(SqlStore::new(pool.clone(), pool, Dialect::Postgres))
 }
 
-/// Runs migrations only (`mast migrate`).
-pub async fn migrate(url: &str) -> StoreResult<()> {
-    connect(url, 1).await.map(|_| ())
-}
-
 /// The newest migration this binary carries.
 pub(crate) fn latest_migration() -> i64 {
     MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)

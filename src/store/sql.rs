@@ -959,16 +959,6 @@ impl Store for SqlStore {
         Ok(Some((rec, events)))
     }
 
-    async fn queued_events(&self, session_id: &str) -> StoreResult<Vec<EventRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLS} FROM events WHERE session_id = $1 AND processed_at IS NULL ORDER BY seq"
-        ))
-        .bind(session_id)
-        .fetch_all(&self.write)
-        .await?;
-        rows.iter().map(event_from_row).collect()
-    }
-
     async fn list_events(
         &self,
         session_id: &str,
