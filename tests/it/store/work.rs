@@ -36,7 +36,7 @@ async fn queue(store: &dyn mast::store::Store, env: &str, id: &str, at: i64) {
     .await;
 }
 
-/// Moves item `id` of `env` to `state` with a lease until `until`.
+/// Moves item `id` of `env` to `state`, polled by `w` and held until `until`.
 async fn hold(
     store: &dyn mast::store::Store,
     env: &str,
@@ -50,6 +50,8 @@ async fn hold(
             id,
             work_txn(move |w| {
                 w.state = state.into();
+                w.polled_at = Some(until - 2 * SEC);
+                w.polled_by = Some("w".into());
                 w.acknowledged_at = Some(until - SEC);
                 w.lease_expires_at = Some(until);
             }),
@@ -62,21 +64,24 @@ async fn hold(
 async fn polls_claim_the_oldest_unpolled_item_once(b: Backend) {
     let (store, _d) = open(b).await;
     let now = time::now();
-    queue(store.as_ref(), "env_a", "work_2", now - 5 * SEC).await;
-    queue(store.as_ref(), "env_a", "work_1", now - 10 * SEC).await;
+    queue(store.as_ref(), "env_a", "work_new", now - 5 * SEC).await;
+    queue(store.as_ref(), "env_a", "work_old", now - 10 * SEC).await;
     queue(store.as_ref(), "env_b", "work_0", now - 20 * SEC).await;
     let first = store
         .poll_work("env_a", Some("w1"), now, now - 60 * SEC, "tok1")
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(first.id, "work_1", "oldest first, only this environment's");
+    assert_eq!(
+        first.id, "work_old",
+        "oldest first (not smallest id), only this environment's"
+    );
     assert_eq!(first.state, "queued");
     assert_eq!(first.polled_at, Some(now));
     assert_eq!(first.polled_by.as_deref(), Some("w1"));
     assert_eq!(first.token_hash.as_deref(), Some("tok1"));
     assert_eq!(
-        store.get_work("env_a", "work_1").await.unwrap().unwrap(),
+        store.get_work("env_a", "work_old").await.unwrap().unwrap(),
         first
     );
     assert_eq!(
@@ -88,7 +93,7 @@ async fn polls_claim_the_oldest_unpolled_item_once(b: Backend) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(second.id, "work_2");
+    assert_eq!(second.id, "work_new");
     assert_eq!(second.polled_by, None, "an anonymous worker");
     assert!(
         store
@@ -365,8 +370,19 @@ async fn expired_work_is_requeued_or_stopped(b: Backend) {
         let w = store.get_work(env, id).await.unwrap().unwrap();
         assert_eq!(w.state, "queued", "{id}");
         assert_eq!(w.polled_at, None, "{id} can be polled again");
+        assert_eq!(w.polled_by, None, "{id}");
         assert_eq!(w.lease_expires_at, None, "{id}");
     }
+    let again = store
+        .poll_work("env_b", Some("w2"), now, 0, "tok_b")
+        .await
+        .unwrap()
+        .map(|w| w.id);
+    assert_eq!(
+        again.as_deref(),
+        Some("work_b"),
+        "claimable as never polled"
+    );
     let live = store.get_work("env_a", "work_live").await.unwrap().unwrap();
     assert_eq!(live.state, "active");
     let q = store.get_work("env_a", "work_q").await.unwrap().unwrap();
