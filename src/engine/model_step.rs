@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -145,7 +144,12 @@ impl Loop<'_> {
                     if !retry {
                         return Ok(());
                     }
-                    let delay = backoff(&self.inner.config, attempt, &err);
+                    let delay = super::backoff::delay(
+                        self.inner.config.retry_base,
+                        self.inner.config.retry_cap,
+                        attempt,
+                        err.retry_after,
+                    );
                     match self.interruptible(tokio::time::sleep(delay)).await? {
                         Waited::Interrupted => return Ok(()),
                         Waited::Done(()) => self.set_running().await?,
@@ -442,17 +446,6 @@ impl Loop<'_> {
         )
         .await?;
         Ok(())
-    }
-}
-
-pub(super) fn backoff(config: &super::EngineConfig, attempt: u32, err: &ModelError) -> Duration {
-    let exp = config
-        .retry_base
-        .saturating_mul(1u32 << (attempt - 1).min(16));
-    let d = exp.min(config.retry_cap);
-    match err.retry_after {
-        Some(after) if after > d => after.min(config.retry_cap.max(after)),
-        _ => d,
     }
 }
 

@@ -112,12 +112,15 @@ pub(super) struct Loop<'a> {
 }
 
 impl<'a> Loop<'a> {
-    /// A loop for `thread` running `agent`.
+    /// A loop for `thread` running `agent`, from the row `rec` read after the handle's
+    /// interrupt count for `thread` was `seen_interrupts`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         inner: &'a Inner,
         handle: &'a RunnerHandle,
         crew: &'a Crew,
         rec: &SessionRecord,
+        seen_interrupts: u64,
         thread: String,
         agent: SessionAgent,
         role: Role,
@@ -140,7 +143,7 @@ impl<'a> Loop<'a> {
             self_hosted: matches!(body.environment, EnvironmentConfig::SelfHosted),
             body,
             agent,
-            seen_interrupts: handle.interrupt_count(&thread),
+            seen_interrupts,
             thread,
             role,
             roster,
