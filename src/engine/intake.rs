@@ -301,13 +301,14 @@ pub fn accept(
 /// Archives a delegate thread that is not running: its open calls are closed, the parent's
 /// calls waiting on it get an error result, and it ends with
 /// `session.thread_status_terminated`. A session whose only obstacle was that thread goes
-/// back to work. Returns the decision and whether the runner has work.
+/// back to work. Returns the decision and whether the runner has work; None when the
+/// session has no such delegate thread.
 pub fn archive_thread(
     rec: &mut SessionRecord,
     thread: &str,
     lease: Option<&LeaseGrant>,
     now: Micros,
-) -> Result<(TxnOutput, bool), StoreError> {
+) -> Result<Option<(TxnOutput, bool)>, StoreError> {
     let body: SessionBody = serde_json::from_str(&rec.body)?;
     let primary = body.primary_thread_id.as_str();
     if thread == primary {
@@ -318,10 +319,10 @@ pub fn archive_thread(
     let before = EngineState::of(rec)?;
     let mut st = before.clone();
     let Some(run) = st.threads.get(thread) else {
-        return Err(StoreError::NotFound);
+        return Ok(None);
     };
     if run.archived_at.is_some() {
-        return Ok((TxnOutput::default(), false));
+        return Ok(Some((TxnOutput::default(), false)));
     }
     if run.status.is_active() {
         return Err(StoreError::Conflict(format!(
@@ -351,5 +352,8 @@ pub fn archive_thread(
         grant_lease(rec, lease, now);
         wake = true;
     }
-    Ok((state::output(rec, &before, st, events, vec![])?, wake))
+    Ok(Some((
+        state::output(rec, &before, st, events, vec![])?,
+        wake,
+    )))
 }

@@ -8,8 +8,11 @@ pub mod backoff;
 mod cluster;
 pub mod context;
 pub mod delegation;
+#[cfg(test)]
+mod fixtures;
 pub mod intake;
 mod model_step;
+pub mod ops;
 pub mod permissions;
 pub mod state;
 mod supervisor;
