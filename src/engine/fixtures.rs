@@ -4,7 +4,7 @@ use crate::domain::agent::{ExecutionIdentity, SessionAgent};
 use crate::domain::environment::EnvironmentConfig;
 use crate::domain::model_config::ModelConfig;
 use crate::domain::session::{SessionBody, SessionStatus, SessionUsage};
-use crate::engine::state::{EngineState, ThreadRun, ThreadStatus};
+use crate::engine::state::{EngineState, Pending, PendingKind, ThreadRun, ThreadStatus};
 use crate::store::{SessionRecord, ThreadRecord};
 
 /// The primary thread of every fixture session.
@@ -74,6 +74,21 @@ pub fn session(status: SessionStatus, st: &EngineState, self_hosted: bool) -> Se
         updated_at: NOW - 10_000_000,
         archived_at: None,
         terminated_at: (status == SessionStatus::Terminated).then_some(NOW - 1_000_000),
+    }
+}
+
+/// Blocking calls `ids` of `kind` on the primary thread.
+pub fn pending(kind: PendingKind, ids: &[&str]) -> EngineState {
+    EngineState {
+        pending: ids
+            .iter()
+            .map(|id| Pending {
+                id: id.to_string(),
+                kind,
+                thread_id: PRIMARY.into(),
+            })
+            .collect(),
+        ..Default::default()
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::OpError;
 use super::txn::decide;
-use crate::domain::events::{ClientEvent, kind};
+use crate::domain::events::{Answer, ClientEvent, kind};
 use crate::domain::invalid::Invalid;
 use crate::domain::time;
 use crate::engine::Engine;
@@ -75,16 +75,19 @@ impl Engine {
                     "custom_tool_use_id",
                     custom_tool_use_id,
                     kind::AGENT_CUSTOM_TOOL_USE,
-                    "result",
+                    Answer::Result,
                 ),
-                ClientEvent::ToolResult { tool_use_id, .. } => {
-                    ("tool_use_id", tool_use_id, kind::AGENT_TOOL_USE, "result")
-                }
+                ClientEvent::ToolResult { tool_use_id, .. } => (
+                    "tool_use_id",
+                    tool_use_id,
+                    kind::AGENT_TOOL_USE,
+                    Answer::Result,
+                ),
                 ClientEvent::ToolConfirmation { tool_use_id, .. } => (
                     "tool_use_id",
                     tool_use_id,
                     kind::AGENT_TOOL_USE,
-                    "confirmation",
+                    Answer::Confirmation,
                 ),
                 _ => continue,
             };
@@ -96,7 +99,7 @@ impl Engine {
                     "`events[{i}].{field}`: event `{target}` is a `{}`, not `{want}`",
                     ev.kind
                 )),
-                Some(_) if store.has_answer(id, target, answer).await? => Some(format!(
+                Some(_) if store.has_answer(id, target, answer.as_str()).await? => Some(format!(
                     "`events[{i}].{field}`: `{target}` was already answered"
                 )),
                 Some(_) => None,
