@@ -372,3 +372,7 @@ pub(super) fn stop_delegate(
     }
     out
 }
+
+#[cfg(test)]
+#[path = "turn_end_tests.rs"]
+mod tests;
