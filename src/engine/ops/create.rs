@@ -31,18 +31,18 @@ use crate::store::{NewEvent, SessionRecord, ThreadRecord, WorkRecord};
 const MAX_INITIAL_EVENTS: usize = 50;
 
 /// A creation request that passed every rule needing no lookup.
-pub struct Checked {
-    pub agent: AgentSelection,
-    pub environment_id: String,
-    pub title: Option<String>,
-    pub metadata: Metadata,
+struct Checked {
+    agent: AgentSelection,
+    environment_id: String,
+    title: Option<String>,
+    metadata: Metadata,
     /// `user.message` events that start the first turn.
-    pub initial: Vec<ClientEvent>,
+    initial: Vec<ClientEvent>,
 }
 
 impl Checked {
     /// Applies the request's own rules.
-    pub fn of(req: SessionCreate) -> Result<Self, Invalid> {
+    fn of(req: SessionCreate) -> Result<Self, Invalid> {
         let agent = parse_agent_selection(&req.agent)?;
         check_title(&req.title)?;
         let metadata = req.metadata.unwrap_or_default();
@@ -90,18 +90,18 @@ fn initial_events(list: Option<&[serde_json::Value]>) -> Result<Vec<ClientEvent>
 }
 
 /// The agent a session runs: its row and the snapshot the session keeps of it.
-pub struct ResolvedAgent {
-    pub agent: Agent,
-    pub snapshot: SessionAgent,
+struct ResolvedAgent {
+    agent: Agent,
+    snapshot: SessionAgent,
 }
 
 /// The rows a creation writes, not written yet.
-pub struct Draft {
-    pub session: SessionRecord,
-    pub thread: ThreadRecord,
-    pub events: Vec<NewEvent>,
+struct Draft {
+    session: SessionRecord,
+    thread: ThreadRecord,
+    events: Vec<NewEvent>,
     /// The first work item of a self-hosted session.
-    pub work: Option<WorkRecord>,
+    work: Option<WorkRecord>,
 }
 
 impl Engine {

@@ -14,13 +14,13 @@ pub(super) struct Committed<T> {
     pub value: T,
 }
 
-/// Runs `decide` against session `id` of workspace `ws` under its row lock as a client
+/// Runs `decision` against session `id` of workspace `ws` under its row lock as a client
 /// write, then publishes the appended events. A session of another workspace is not found.
 pub(super) async fn decide<T: Send + 'static>(
     inner: &Inner,
     ws: &str,
     id: &str,
-    decide: impl FnOnce(&mut SessionRecord) -> Result<(TxnOutput, T), StoreError> + Send + 'static,
+    decision: impl FnOnce(&mut SessionRecord) -> Result<(TxnOutput, T), StoreError> + Send + 'static,
 ) -> Result<Committed<T>, OpError> {
     // The store takes an object-safe boxed closure whose only output is the row change, so
     // the decision's own value travels back on a one-shot channel (sent only when the
@@ -31,7 +31,7 @@ pub(super) async fn decide<T: Send + 'static>(
         if rec.workspace_id != ws {
             return Err(StoreError::NotFound);
         }
-        let (out, value) = decide(rec)?;
+        let (out, value) = decision(rec)?;
         let _ = tx.send(value);
         Ok(out)
     });
