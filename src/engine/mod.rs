@@ -449,3 +449,35 @@ async fn take_lease(
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::RunnerHandle;
+
+    #[test]
+    fn a_snapshot_counts_as_the_handle_did_and_misses_later_interrupts() {
+        let h = RunnerHandle::default();
+        *h.thread_interrupts
+            .lock()
+            .unwrap()
+            .entry("sthr_d".into())
+            .or_default() += 1;
+        let seen = h.interrupts_seen();
+        for t in ["sthr_p", "sthr_d"] {
+            assert_eq!(seen.count(t), h.interrupt_count(t), "{t}");
+        }
+        // An interrupt of every thread after the snapshot (the row read) shows in each
+        // thread's count; one of a delegate, only in its own.
+        h.all_interrupts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        assert_ne!(seen.count("sthr_p"), h.interrupt_count("sthr_p"));
+        let seen = h.interrupts_seen();
+        *h.thread_interrupts
+            .lock()
+            .unwrap()
+            .entry("sthr_d".into())
+            .or_default() += 1;
+        assert_eq!(seen.count("sthr_p"), h.interrupt_count("sthr_p"));
+        assert_ne!(seen.count("sthr_d"), h.interrupt_count("sthr_d"));
+    }
+}
