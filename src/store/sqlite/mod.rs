@@ -644,3 +644,6 @@ impl Store for SqliteStore {
         self.db.read(sessions::ops_counts).await
     }
 }
+
+#[cfg(test)]
+mod tests;
