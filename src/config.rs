@@ -20,6 +20,10 @@ pub struct Config {
     /// A key `serve` makes sure exists for the default workspace.
     pub bootstrap_api_key: Option<String>,
     pub db_max_connections: u32,
+    /// SQLite's `synchronous` mode (`MAST_SQLITE_SYNCHRONOUS`): `full` (the default) makes
+    /// every acknowledged write survive a power loss; `normal` is faster and can lose the
+    /// last ones.
+    pub sqlite_synchronous: crate::store::sqlite::Synchronous,
     pub engine: EngineConfig,
     pub anthropic: AnthropicConfig,
     /// Model providers beyond the built-in ones.
@@ -60,6 +64,7 @@ impl Config {
             allow_unauthenticated: false,
             bootstrap_api_key: None,
             db_max_connections: 16,
+            sqlite_synchronous: crate::store::sqlite::Synchronous::default(),
             engine: EngineConfig::default(),
             anthropic: AnthropicConfig::from_env(),
             providers: Vec::new(),
@@ -140,6 +145,13 @@ impl Config {
         }
         if let Some(n) = num("MAST_DB_MAX_CONNECTIONS")? {
             self.db_max_connections = n;
+        }
+        if let Ok(v) = std::env::var("MAST_SQLITE_SYNCHRONOUS")
+            && !v.is_empty()
+        {
+            self.sqlite_synchronous = v
+                .parse()
+                .map_err(|e| anyhow::anyhow!("MAST_SQLITE_SYNCHRONOUS={v:?}: {e}"))?;
         }
         Ok(self)
     }

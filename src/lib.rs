@@ -40,7 +40,7 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
                 .with_context(|| "could not open the Postgres store (DATABASE_URL)")?,
         ),
         None => Arc::new(
-            store::sqlite::open(&config.data_dir)
+            store::sqlite::open(&config.data_dir, config.sqlite_synchronous)
                 .await
                 .with_context(|| {
                     format!(

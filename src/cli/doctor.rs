@@ -440,6 +440,47 @@ macro_rules! read_state {
     }};
 }
 
+/// Reads the schema version and key counts of a SQLite file, opened read-only.
+fn read_sqlite_state(file: &Path) -> Result<Option<StoreState>, String> {
+    use rusqlite::OpenFlags;
+    let read = || -> rusqlite::Result<Option<StoreState>> {
+        let conn = rusqlite::Connection::open_with_flags(
+            file,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        let exists: bool = conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = '_sqlx_migrations')",
+            [],
+            |r| r.get(0),
+        )?;
+        if !exists {
+            return Ok(None);
+        }
+        let migration: i64 = conn.query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success = TRUE",
+            [],
+            |r| r.get(0),
+        )?;
+        let keys: i64 = conn
+            .query_row("SELECT COUNT(*) FROM api_keys", [], |r| r.get(0))
+            .unwrap_or(0);
+        let active: Option<i64> = conn
+            .query_row(
+                "SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL",
+                [],
+                |r| r.get(0),
+            )
+            .ok();
+        Ok(Some(StoreState {
+            migration,
+            keys,
+            active,
+        }))
+    };
+    read().map_err(|e| e.to_string())
+}
+
 async fn store_check(setup: &Setup) -> Vec<Finding> {
     const NAME: &str = "store";
     let place = setup.store.place();
@@ -456,18 +497,12 @@ async fn store_check(setup: &Setup) -> Vec<Finding> {
                     auth_finding(&StoreState::EMPTY, setup.listen),
                 ];
             }
-            let read = async {
-                use sqlx::Connection as _;
-                let options = sqlx::sqlite::SqliteConnectOptions::new()
-                    .filename(&file)
-                    .read_only(true);
-                let mut conn = sqlx::SqliteConnection::connect_with(&options).await?;
-                read_state!(
-                    &mut conn,
-                    "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = '_sqlx_migrations')"
-                )
+            let read = {
+                let file = file.clone();
+                tokio::task::spawn_blocking(move || read_sqlite_state(&file))
             };
-            (read.await, crate::store::sqlite::latest_migration())
+            let read = read.await.unwrap_or_else(|e| Err(e.to_string()));
+            (read, crate::store::sqlite::latest_migration())
         }
         None => {
             let url = setup.store.config().database_url.unwrap_or_default();
@@ -480,8 +515,8 @@ async fn store_check(setup: &Setup) -> Vec<Finding> {
                 )
             };
             let read = match tokio::time::timeout(Duration::from_secs(10), read).await {
-                Ok(r) => r,
-                Err(_) => Err(sqlx::Error::PoolTimedOut),
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err(sqlx::Error::PoolTimedOut.to_string()),
             };
             (read, crate::store::postgres::latest_migration())
         }
