@@ -1,14 +1,13 @@
 //! Persistence: the [`Store`] trait every backend implements, and the records it moves.
 //!
-//! One SQL implementation ([`sql::SqlStore`]) serves both Postgres and SQLite through sqlx's
-//! `Any` driver; [`postgres`] and [`sqlite`] own connecting, tuning and migrating each.
+//! Each backend implements the trait on its own — [`postgres`] on a typed sqlx `PgPool`,
+//! [`sqlite`] on rusqlite with a writer thread — where they differ is exactly where speed and
+//! correctness live (locking, batching, clocks); `tests/it/store` holds both to one contract.
+//! `docs/store.md` says why each is shaped as it is.
 
 pub mod lock;
 pub mod notify;
 pub mod postgres;
-mod query;
-pub mod sql;
-mod sql_work;
 pub mod sqlite;
 
 use async_trait::async_trait;
@@ -16,8 +15,6 @@ use async_trait::async_trait;
 use crate::domain::agent::Agent;
 use crate::domain::environment::Environment;
 use crate::domain::time::Micros;
-
-pub use sql::SqlStore;
 
 /// Why a store call failed.
 #[derive(Debug, thiserror::Error)]

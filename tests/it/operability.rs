@@ -10,14 +10,21 @@ use crate::support::{Backend, TestServer};
 backend_tests!(health_readiness_and_metrics);
 
 async fn raw_sql(s: &TestServer, sql: &str) {
-    sqlx::any::install_default_drivers();
-    let url = match &s.database_url {
-        Some(u) => u.clone(),
-        None => format!("sqlite://{}", s.data_dir.join("mast.db").display()),
-    };
-    let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
-    sqlx::query(sql).execute(&mut conn).await.unwrap();
-    conn.close().await.ok();
+    match &s.database_url {
+        Some(url) => {
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+            sqlx::query(sql).execute(&mut conn).await.unwrap();
+            conn.close().await.ok();
+        }
+        None => {
+            let path = s.data_dir.join("mast.db");
+            let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+                .await
+                .unwrap();
+            sqlx::query(sql).execute(&mut conn).await.unwrap();
+            conn.close().await.ok();
+        }
+    }
 }
 
 async fn health_readiness_and_metrics(b: Backend) {
