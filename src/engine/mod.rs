@@ -7,6 +7,7 @@
 mod cluster;
 pub mod context;
 pub mod delegation;
+pub mod history;
 pub mod intake;
 mod model_step;
 pub mod permissions;
@@ -115,6 +116,8 @@ pub(crate) struct Inner {
     /// This process's lease owner id.
     pub owner: String,
     runners: Mutex<HashMap<String, Arc<RunnerHandle>>>,
+    /// What each thread's last loop knew of its log, so the next one reads only the tail.
+    pub history: history::History,
     pub shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -143,6 +146,7 @@ impl Engine {
                 config,
                 owner: new_id("runner"),
                 runners: Mutex::new(HashMap::new()),
+                history: history::History::new(history::DEFAULT_BUDGET),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),
