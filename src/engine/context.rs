@@ -281,35 +281,63 @@ impl Transcript {
     /// The context as of the events added so far. The transcript itself is left as it is, so
     /// it can be extended further.
     pub fn context(&self) -> Context {
-        let mut t = self.clone();
-        let missing: Vec<String> = t
+        self.finish(true)
+    }
+
+    /// [`Transcript::context`] without the messages (left empty): the tail and the dangling
+    /// request, which decide the loop's next step, without copying the conversation.
+    pub fn outline(&self) -> Context {
+        self.finish(false)
+    }
+
+    /// Closes what the log leaves open: answered calls with their results and the input
+    /// deferred behind them, or input consumed after the last response.
+    fn finish(&self, with_messages: bool) -> Context {
+        let missing: Vec<String> = self
             .open
             .iter()
-            .filter(|id| !t.results.contains_key(*id))
+            .filter(|id| !self.results.contains_key(*id))
             .cloned()
             .collect();
-        let tools_answered = !t.open.is_empty() && missing.is_empty();
+        let tools_answered = !self.open.is_empty() && missing.is_empty();
+        let mut closing: Vec<Value> = Vec::new();
         if tools_answered {
-            t.close_open();
-        } else if t.open.is_empty() && !t.deferred.is_empty() {
-            let deferred = std::mem::take(&mut t.deferred);
-            push(&mut t.messages, Role::User, deferred);
+            closing.extend(
+                self.open
+                    .iter()
+                    .filter_map(|id| self.results.get(id).cloned()),
+            );
+            closing.extend(self.deferred.iter().cloned());
+        } else if self.open.is_empty() {
+            closing.extend(self.deferred.iter().cloned());
+        }
+        let last_role = if closing.is_empty() {
+            self.messages.last().map(|m| m.role)
+        } else {
+            Some(Role::User)
+        };
+        let mut messages = Vec::new();
+        if with_messages {
+            messages = self.messages.clone();
+            push(&mut messages, Role::User, closing);
         }
         let tail = if !missing.is_empty() {
             Tail::AwaitingTools(missing)
-        } else if !tools_answered && t.after_response {
+        } else if !tools_answered && self.after_response {
             // Also covers responses with no content at all (a bare refusal).
-            let (stop_reason, stop_details) =
-                t.last_stop.unwrap_or_else(|| ("end_turn".into(), None));
+            let (stop_reason, stop_details) = self
+                .last_stop
+                .clone()
+                .unwrap_or_else(|| ("end_turn".into(), None));
             Tail::Assistant {
                 stop_reason,
                 stop_details,
-                continuations: t.continuations,
+                continuations: self.continuations,
             }
         } else {
-            match t.messages.last() {
+            match last_role {
                 None => Tail::Empty,
-                Some(m) if m.role == Role::User => Tail::User,
+                Some(Role::User) => Tail::User,
                 Some(_) => Tail::Assistant {
                     stop_reason: "end_turn".into(),
                     stop_details: None,
@@ -318,9 +346,9 @@ impl Transcript {
             }
         };
         Context {
-            messages: t.messages,
+            messages,
             tail,
-            dangling_request: t.started,
+            dangling_request: self.started.clone(),
         }
     }
 }
@@ -402,6 +430,11 @@ mod tests {
                 let _ = t.context();
             }
             assert_eq!(t.context(), whole, "split at {split}");
+            let outline = t.outline();
+            assert_eq!(
+                (outline.tail, outline.dangling_request),
+                (whole.tail.clone(), whole.dangling_request.clone())
+            );
         }
     }
 

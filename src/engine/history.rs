@@ -46,6 +46,9 @@ pub struct Known {
     pub last_seq: i64,
     /// `events` folded.
     pub transcript: Transcript,
+    /// The estimated size of `events` (see [`event_size`]), kept as events are added so an
+    /// entry's size costs nothing to know.
+    pub bytes: usize,
 }
 
 impl Known {
@@ -53,14 +56,11 @@ impl Known {
     pub fn settled(&self) -> bool {
         self.events.iter().all(|e| e.processed_at.is_some())
     }
+}
 
-    /// A rough size in bytes: the events and the transcript's copy of their content.
-    fn size(&self) -> usize {
-        self.events
-            .iter()
-            .map(|e| 256 + 2 * (approx_size(&e.body) + e.internal.as_ref().map_or(0, approx_size)))
-            .sum()
-    }
+/// A rough size in bytes of an event and the transcript's copy of its content.
+pub fn event_size(e: &EventRecord) -> usize {
+    256 + 2 * (approx_size(&e.body) + e.internal.as_ref().map_or(0, approx_size))
 }
 
 /// A cheap estimate of a JSON value's size in memory.
@@ -126,7 +126,7 @@ impl History {
         if !known.settled() {
             return;
         }
-        let size = known.size();
+        let size = known.bytes;
         if size > self.budget / 4 {
             return;
         }
@@ -164,7 +164,7 @@ mod tests {
     use super::*;
 
     fn known(seq: i64, processed: bool) -> Known {
-        Known {
+        let mut k = Known {
             events: vec![EventRecord {
                 session_id: "s".into(),
                 seq,
@@ -178,7 +178,10 @@ mod tests {
             }],
             last_seq: seq,
             transcript: Transcript::default(),
-        }
+            bytes: 0,
+        };
+        k.bytes = k.events.iter().map(event_size).sum();
+        k
     }
 
     #[test]
@@ -194,7 +197,7 @@ mod tests {
 
     #[test]
     fn least_recently_used_entries_go_first() {
-        let one = known(1, true).size();
+        let one = known(1, true).bytes;
         let h = History::new(one * 4);
         for s in ["a", "b", "c", "d"] {
             h.put(s, "t", known(1, true));

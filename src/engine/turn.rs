@@ -100,6 +100,8 @@ pub(super) struct Loop<'a> {
     pub last_seq: i64,
     /// `events` folded into the model context, extended as events arrive.
     pub transcript: Transcript,
+    /// The estimated size of `events`, for the history cache's bound.
+    pub known_bytes: usize,
     /// This loop consumed queued input (so what it knows is not kept; see `engine::history`).
     pub consumed_here: bool,
     pub requests: u32,
@@ -159,6 +161,7 @@ impl<'a> Loop<'a> {
             events: known.events,
             last_seq: known.last_seq,
             transcript: known.transcript,
+            known_bytes: known.bytes,
             consumed_here: false,
             requests: 0,
             usage_at_start: None,
@@ -181,6 +184,7 @@ impl<'a> Loop<'a> {
                 events: std::mem::take(&mut self.events),
                 last_seq: self.last_seq,
                 transcript: std::mem::take(&mut self.transcript),
+                bytes: self.known_bytes,
             };
             self.inner.history.put(&self.sid, &self.thread, known);
         }
@@ -233,7 +237,8 @@ impl<'a> Loop<'a> {
                 self.close_interrupted_tool(id).await?;
                 continue;
             }
-            let ctx = self.transcript.context();
+            // The messages are copied only for a model request.
+            let ctx = self.transcript.outline();
             if let Some(start) = ctx.dangling_request {
                 // The process died during this request: close its span and issue it again.
                 let end = server_event(
@@ -256,7 +261,7 @@ impl<'a> Loop<'a> {
             if !matches!(ctx.tail, Tail::AwaitingTools(_)) {
                 consumed = self.take_queued();
                 if !consumed.is_empty() {
-                    ctx = self.transcript.context();
+                    ctx = self.transcript.outline();
                 }
             }
             if !consumed.is_empty() && ctx.tail != Tail::User {
@@ -264,7 +269,10 @@ impl<'a> Loop<'a> {
                 continue;
             }
             match ctx.tail {
-                Tail::User => self.call_model(ctx.messages, consumed).await?,
+                Tail::User => {
+                    let messages = self.transcript.context().messages;
+                    self.call_model(messages, consumed).await?
+                }
                 Tail::Assistant {
                     stop_reason,
                     stop_details,
@@ -273,7 +281,7 @@ impl<'a> Loop<'a> {
                     "max_tokens" | "pause_turn"
                         if continuations <= self.inner.config.max_continuations =>
                     {
-                        let mut messages = ctx.messages;
+                        let mut messages = self.transcript.context().messages;
                         context::trim_for_continuation(&mut messages);
                         self.call_model(messages, vec![]).await?;
                     }
@@ -392,6 +400,7 @@ impl<'a> Loop<'a> {
         // was consumed, all of which has now been read.
         for e in context::in_order(&fresh) {
             self.transcript.apply(e);
+            self.known_bytes += super::history::event_size(e);
         }
         self.events.append(&mut fresh);
         Ok(())
