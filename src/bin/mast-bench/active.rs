@@ -11,6 +11,7 @@ use crate::api::{Agent, Api, Events, pct, row, wall_us};
 use crate::idle::wait_until_none_active;
 use crate::server::Server;
 
+/// Runs the scenario and prints its rows.
 pub async fn run(api: &Api, server: &Server, count: usize, watched: usize, sleep_ms: u64) {
     let (agent, env) = api.setup(Agent::Plain).await;
     let before = server.rss_mb();

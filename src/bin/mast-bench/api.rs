@@ -56,11 +56,14 @@ impl Agent {
 /// A client of one server.
 #[derive(Clone)]
 pub struct Api {
+    /// The shared HTTP client (one connection pool).
     pub http: reqwest::Client,
+    /// The server's base URL.
     pub base: String,
 }
 
 impl Api {
+    /// POSTs `body` as JSON; panics unless the answer is a success.
     pub async fn post(&self, path: &str, body: Value) -> Value {
         let r = self
             .http
@@ -75,6 +78,7 @@ impl Api {
         v
     }
 
+    /// Creates a session of `agent` in `env`; returns its id.
     pub async fn session(&self, agent: &str, env: &str) -> String {
         self.post(
             "/v1/sessions",
@@ -86,10 +90,12 @@ impl Api {
             .to_string()
     }
 
+    /// Sends one `user.message`.
     pub async fn say(&self, sid: &str, text: &str) {
         self.post(&format!("/v1/sessions/{sid}/events"), json!({"events": [{"type": "user.message", "content": [{"type": "text", "text": text}]}]})).await;
     }
 
+    /// Answers custom tool call `id` with `ok`.
     pub async fn answer(&self, sid: &str, id: &str) {
         self.post(
             &format!("/v1/sessions/{sid}/events"),

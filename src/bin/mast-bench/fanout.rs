@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::api::{Agent, Api, pct, row, wall_us};
 
+/// Runs the scenario and prints its row.
 pub async fn run(api: &Api, subscribers: usize) {
     let (agent, env) = api.setup(Agent::Plain).await;
     let sid = api.session(&agent, &env).await;

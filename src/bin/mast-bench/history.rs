@@ -4,6 +4,7 @@
 
 use crate::api::{Agent, Api, pct, row};
 
+/// Runs the scenario with an agent of `kind` and prints its rows.
 pub async fn run(api: &Api, kind: Agent, depth: usize, window: usize) {
     let (agent, env) = api.setup(kind).await;
     let label = match kind {

@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::api::{Agent, Api, row};
 use crate::server::Server;
 
+/// Runs the scenario and prints its row.
 pub async fn run(api: &Api, server: &Server, count: usize) {
     let (agent, env) = api.setup(Agent::Plain).await;
     let before = server.rss_mb();

@@ -8,7 +8,9 @@ use std::time::Duration;
 /// A running `mast serve`, killed and cleaned up on drop.
 pub struct Server {
     child: Child,
+    /// Its base URL.
     pub base: String,
+    /// `sqlite` or `postgres`.
     pub backend: &'static str,
     dir: PathBuf,
 }
