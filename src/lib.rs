@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod engine;
+pub mod error_chain;
 pub mod hub;
 pub mod models;
 pub mod store;

@@ -14,7 +14,6 @@ use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
 use crate::domain::agent::{Agent, AgentCreate, AgentSpec, AgentUpdate, same_content};
 use crate::domain::ids::new_id;
-use crate::domain::invalid::Invalid;
 use crate::domain::multiagent::{self, RosterRef, SelfAgent};
 use crate::domain::time;
 use crate::store::{AgentFilter, Direction};
@@ -32,14 +31,7 @@ fn not_found(id: &str) -> ApiError {
     ApiError::not_found(format!("agent `{id}` not found"))
 }
 
-/// 400 `agent_archived`: archive is permanent, so this is a bad request, not a conflict
-/// that could clear up (the same status and code wherever an archived agent is used).
-pub fn archived(id: &str, consequence: &str) -> Invalid {
-    Invalid::with_code(
-        "agent_archived",
-        format!("agent `{id}` is archived and {consequence}"),
-    )
-}
+pub use crate::domain::agent::archived;
 
 /// Resolves a multiagent request against the store: roster agents are looked up in the
 /// workspace, pinned to versions and checked (exist, not archived, no roster of their own).

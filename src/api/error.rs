@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::request_id;
 use crate::domain::invalid::Invalid;
+use crate::engine::ops::OpError;
 use crate::store::StoreError;
 
 /// An error answer: status, upstream error type, message and optional details.
@@ -199,6 +200,30 @@ impl From<StoreError> for ApiError {
                 ApiError::unavailable("the database is unavailable; retry shortly")
             }
             StoreError::Internal(e) => ApiError::internal(format!("{e:#}")),
+        }
+    }
+}
+
+impl From<OpError> for ApiError {
+    fn from(e: OpError) -> Self {
+        match e {
+            OpError::SessionNotFound(_)
+            | OpError::ThreadNotFound(_)
+            | OpError::AgentNotFound { .. }
+            | OpError::EnvironmentNotFound(_)
+            | OpError::WorkNotFound(_) => ApiError::not_found(e.to_string()),
+            OpError::Invalid(i) => i.into(),
+            OpError::Conflict(m) => ApiError::conflict(m),
+            OpError::Precondition { message, current } => {
+                let mut e =
+                    ApiError::conflict(message).with_status(StatusCode::PRECONDITION_FAILED);
+                e.details = Some(json!({
+                    "error_code": "heartbeat_precondition_failed",
+                    "current_state": current,
+                }));
+                e
+            }
+            OpError::Store(e) => e.into(),
         }
     }
 }

@@ -2,7 +2,6 @@
 
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -13,7 +12,7 @@ use super::auth::{Principal, session_workspace};
 use super::error::{ApiError, ApiResult};
 use super::extract::{Json, QueryParams};
 use super::pagination::{Page, PageRequest};
-use super::sessions::{accept_events, explain_answer_error, not_found};
+use super::sessions::not_found;
 use crate::domain::events::{LISTABLE_TYPES, parse_batch};
 use crate::store::{Direction, EventFilter};
 
@@ -66,16 +65,10 @@ async fn send(
             e.kind()
         )));
     }
-    match accept_events(&app, &ws, &id, batch.clone()).await {
-        Ok(data) => Ok(axum::Json(SentEvents { data })),
-        // Only a code-less 400 can be an answer to an unknown or answered id; an archived
-        // session (`session_archived`) says so itself.
-        Err(e) if e.status == StatusCode::BAD_REQUEST && e.details.is_none() => {
-            explain_answer_error(&app, &id, &batch).await?;
-            Err(e)
-        }
-        Err(e) => Err(e),
-    }
+    let accepted = app.engine.accept_events(&ws, &id, batch).await?;
+    Ok(axum::Json(SentEvents {
+        data: accepted.iter().map(|e| e.wire()).collect(),
+    }))
 }
 
 /// List a session's events.

@@ -1,5 +1,7 @@
 //! The HTTP layer: axum routers (one file per resource), extractors, errors, auth, pagination
-//! and the SSE endpoint. Handlers validate, call the store or engine, and shape responses.
+//! and the SSE endpoint. Handlers translate HTTP into a call of the engine's front door
+//! ([`crate::engine::ops`]) — or a plain store read for logs and resources the engine does not
+//! own — and its typed result back into a response.
 
 pub mod agents;
 pub mod auth;

@@ -14,13 +14,11 @@ use super::auth::Workspace;
 use super::error::{ApiError, ApiResult};
 use super::extract::{NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
-use super::sessions::{not_found, transact_session};
-use crate::domain::session::{SessionBody, SessionUsage};
-use crate::domain::thread::{SessionThread, SessionThreadTag, ThreadStats};
-use crate::domain::time;
-use crate::engine::intake;
-use crate::engine::state::{EngineState, status_of};
-use crate::store::{Direction, EventFilter, SessionRecord, StoreError, ThreadRecord};
+use super::sessions::not_found;
+use crate::domain::session::SessionBody;
+use crate::domain::thread::SessionThread;
+use crate::engine::state::ThreadStatus;
+use crate::store::{Direction, EventFilter};
 
 /// Routes of this resource.
 pub fn router() -> Router<AppState> {
@@ -45,88 +43,8 @@ pub fn router() -> Router<AppState> {
         .route("/v1/sessions/{session_id}/transcript", get(transcript))
 }
 
-const STATUSES: &[&str] = &["running", "idle", "rescheduling", "terminated"];
-
 fn thread_not_found(id: &str) -> ApiError {
     ApiError::not_found(format!("thread `{id}` not found in this session"))
-}
-
-fn seconds(micros: i64) -> f64 {
-    micros as f64 / 1_000_000.0
-}
-
-/// The wire thread: its row, with the status, usage and stats the session row keeps.
-pub fn view(rec: &SessionRecord, st: &EngineState, t: &ThreadRecord) -> ApiResult<SessionThread> {
-    let body: Value = serde_json::from_str(&t.body).map_err(ApiError::internal)?;
-    let mut agent = body.get("agent").cloned().unwrap_or(Value::Null);
-    if let Some(o) = agent.as_object_mut() {
-        o.remove("multiagent");
-    }
-    let now = time::now();
-    let (status, stats, usage) = match (&t.parent_thread_id, st.threads.get(&t.id)) {
-        (Some(_), Some(run)) => {
-            let usage = (run.status != crate::engine::state::ThreadStatus::Running
-                || run.usage != SessionUsage::default())
-            .then(|| {
-                let mut u = serde_json::to_value(&run.usage).unwrap_or(Value::Null);
-                u["active_seconds"] = json!(run.active_seconds(now));
-                u
-            });
-            let stats = run.started_at.map(|_| ThreadStats {
-                active_seconds: run.active_seconds(now),
-                duration_seconds: seconds(now - t.created_at),
-                startup_seconds: 0.0,
-            });
-            (run.status.as_str().to_string(), stats, usage)
-        }
-        _ => {
-            let active = rec.active_micros + rec.running_since.map_or(0, |s| (now - s).max(0));
-            let mut usage: Value = serde_json::from_str(&rec.usage).map_err(ApiError::internal)?;
-            usage["active_seconds"] = json!(seconds(active));
-            (
-                status_of(rec).as_str().to_string(),
-                Some(ThreadStats {
-                    active_seconds: seconds(active),
-                    duration_seconds: seconds(rec.terminated_at.unwrap_or(now) - rec.created_at),
-                    startup_seconds: 0.0,
-                }),
-                Some(usage),
-            )
-        }
-    };
-    let archived = st
-        .threads
-        .get(&t.id)
-        .and_then(|r| r.archived_at)
-        .or(t.archived_at)
-        .or(rec.archived_at.filter(|_| t.parent_thread_id.is_none()));
-    Ok(SessionThread {
-        tag: SessionThreadTag::Tag,
-        id: t.id.clone(),
-        session_id: t.session_id.clone(),
-        parent_thread_id: t.parent_thread_id.clone(),
-        status,
-        agent,
-        workflow_run_id: None,
-        stats,
-        usage,
-        created_at: time::format(t.created_at),
-        updated_at: time::format(match t.parent_thread_id {
-            None => rec.updated_at,
-            Some(_) => t.updated_at,
-        }),
-        archived_at: time::format_opt(archived),
-    })
-}
-
-async fn session(app: &AppState, ws: &str, id: &str) -> ApiResult<(SessionRecord, EngineState)> {
-    let rec = app
-        .store
-        .get_session(ws, id)
-        .await?
-        .ok_or_else(|| not_found(id))?;
-    let st = EngineState::of(&rec).map_err(ApiError::from)?;
-    Ok((rec, st))
 }
 
 /// List a session's threads.
@@ -144,26 +62,24 @@ async fn list(
     q: QueryParams,
 ) -> ApiResult<axum::Json<Page<SessionThread>>> {
     let page = PageRequest::<String>::parse(&q, Direction::Ascending, 1000, 1000, false)?;
-    let statuses = q.all("statuses");
-    if let Some(bad) = statuses.iter().find(|s| !STATUSES.contains(&s.as_str())) {
-        return Err(ApiError::invalid(format!(
-            "`statuses[]` value `{bad}` is not one of running, idle, rescheduling, terminated"
-        )));
-    }
-    let (rec, st) = session(&app, &ws, &id).await?;
-    let rows = app.store.list_threads(&id, &page.scan()).await?;
-    let page = page.finish(rows, |t| t.id.clone());
-    let mut data = Vec::with_capacity(page.data.len());
-    for t in &page.data {
-        let v = view(&rec, &st, t)?;
-        if statuses.is_empty() || statuses.contains(&v.status) {
-            data.push(v);
-        }
-    }
+    let statuses = q
+        .all("statuses")
+        .iter()
+        .map(|s| {
+            ThreadStatus::parse(s).ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "`statuses[]` value `{s}` is not one of running, idle, rescheduling, terminated"
+                ))
+            })
+        })
+        .collect::<ApiResult<Vec<_>>>()?;
+    let rows = app
+        .engine
+        .list_threads(&ws, &id, &statuses, page.scan())
+        .await?;
     Ok(axum::Json(Page {
-        data,
-        next_page: page.next_page,
         prev_page: None,
+        ..page.finish(rows, |t| t.id.clone())
     }))
 }
 
@@ -178,13 +94,7 @@ async fn retrieve(
     Workspace(ws): Workspace,
     Path((id, tid)): Path<(String, String)>,
 ) -> ApiResult<axum::Json<SessionThread>> {
-    let (rec, st) = session(&app, &ws, &id).await?;
-    let t = app
-        .store
-        .get_thread(&id, &tid)
-        .await?
-        .ok_or_else(|| thread_not_found(&tid))?;
-    Ok(axum::Json(view(&rec, &st, &t)?))
+    Ok(axum::Json(app.engine.thread(&ws, &id, &tid).await?))
 }
 
 /// Archive a thread.
@@ -200,37 +110,7 @@ async fn archive(
     Path((id, tid)): Path<(String, String)>,
     _: NoBody,
 ) -> ApiResult<axum::Json<SessionThread>> {
-    let t = app
-        .store
-        .get_thread(&id, &tid)
-        .await?
-        .ok_or_else(|| thread_not_found(&tid))?;
-    let lease = app.engine.lease_grant();
-    let woke = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = woke.clone();
-    let target = tid.clone();
-    let (rec, _) = transact_session(&app, &ws, &id, move |rec| {
-        if rec.archived_at.is_some() {
-            return Err(StoreError::Invalid(intake::archived(
-                &rec.id,
-                "its threads cannot be archived",
-            )));
-        }
-        let (out, wake) = intake::archive_thread(rec, &target, lease.as_ref(), time::now())?;
-        flag.store(wake, std::sync::atomic::Ordering::SeqCst);
-        Ok(out)
-    })
-    .await
-    .map_err(|e| match e.status.as_u16() {
-        404 => thread_not_found(&tid),
-        _ => e,
-    })?;
-    if woke.load(std::sync::atomic::Ordering::SeqCst) {
-        app.engine.wake(&id);
-    }
-    let st = EngineState::of(&rec).map_err(ApiError::from)?;
-    let t = app.store.get_thread(&id, &tid).await?.unwrap_or(t);
-    Ok(axum::Json(view(&rec, &st, &t)?))
+    Ok(axum::Json(app.engine.archive_thread(&ws, &id, &tid).await?))
 }
 
 /// List a thread's events.
@@ -247,7 +127,10 @@ async fn events(
     q: QueryParams,
 ) -> ApiResult<axum::Json<Page<Value>>> {
     let page = PageRequest::<i64>::parse(&q, Direction::Ascending, 1000, 1000, true)?;
-    session(&app, &ws, &id).await?;
+    app.store
+        .get_session(&ws, &id)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
     app.store
         .get_thread(&id, &tid)
         .await?

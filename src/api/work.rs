@@ -2,14 +2,12 @@
 //! poll with an environment key, get each item's sessions token in its `secret`, and keep
 //! the item's lease alive with heartbeats while they serve the session's tool calls.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::routing::{get, post};
-use serde_json::json;
 
 use super::AppState;
 use super::auth::{Principal, WORK_TOKEN_PREFIX, Workspace, hash_key};
@@ -18,14 +16,13 @@ use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
 use crate::domain::environment::{Environment, EnvironmentConfig};
 use crate::domain::ids::new_secret;
-use crate::domain::metadata;
 use crate::domain::time;
 use crate::domain::work::{
     Work, WorkHeartbeat, WorkQueueStats, WorkQueueStatsTag, WorkState, WorkStop, WorkUpdate,
     secret_for,
 };
-use crate::engine::work::{self, Refusal};
-use crate::store::{Direction, StoreError};
+use crate::engine::work;
+use crate::store::Direction;
 
 /// Longest `block_ms` a poll may ask for.
 const MAX_BLOCK_MS: i64 = 999;
@@ -138,57 +135,6 @@ async fn item_caller(
     }
 }
 
-fn refusal(r: Refusal) -> ApiError {
-    match r {
-        Refusal::Conflict(m) => ApiError::conflict(m),
-        Refusal::Precondition { message, current } => {
-            let mut e = ApiError::conflict(message);
-            e.status = StatusCode::PRECONDITION_FAILED;
-            e.details = Some(json!({
-                "error_code": "heartbeat_precondition_failed",
-                "current_state": current,
-            }));
-            e
-        }
-    }
-}
-
-/// Runs a decision on a locked item; a refusal changes nothing.
-async fn transact<T: Send + 'static>(
-    app: &AppState,
-    env_id: &str,
-    work_id: &str,
-    f: impl FnOnce(&mut crate::store::WorkRecord) -> Result<T, Refusal> + Send + 'static,
-) -> ApiResult<(crate::store::WorkRecord, T)> {
-    let slot: Arc<Mutex<Option<Result<T, Refusal>>>> = Arc::new(Mutex::new(None));
-    let out = slot.clone();
-    let result = app
-        .store
-        .transact_work(
-            env_id,
-            work_id,
-            Box::new(move |w| {
-                let r = f(w);
-                let failed = r.is_err();
-                *out.lock().expect("slot") = Some(r);
-                if failed {
-                    // Aborts the transaction; the refusal itself travels in the slot.
-                    return Err(StoreError::Conflict("refused".into()));
-                }
-                Ok(())
-            }),
-        )
-        .await;
-    let decided = slot.lock().expect("slot").take();
-    match (result, decided) {
-        (Ok(Some(w)), Some(Ok(v))) => Ok((w, v)),
-        (Ok(None), _) => Err(work_not_found(work_id)),
-        (_, Some(Err(r))) => Err(refusal(r)),
-        (Err(e), _) => Err(e.into()),
-        (Ok(Some(_)), None) => Err(ApiError::internal("work decision did not run")),
-    }
-}
-
 /// Poll for work.
 ///
 /// A worker asks for the next queued work item of a self-hosted environment (long-polls up to `block_ms`); the item carries a session token for that session only.
@@ -279,11 +225,10 @@ async fn ack(
     _: NoBody,
 ) -> ApiResult<axum::Json<Work>> {
     environment_key_for(&principal, &env_id, "acknowledging")?;
-    let terms = app.work_leases;
-    let (w, ()) = transact(&app, &env_id, &work_id, move |w| {
-        work::ack(w, time::now(), terms)
-    })
-    .await?;
+    let w = app
+        .engine
+        .ack_work(&env_id, &work_id, app.work_leases)
+        .await?;
     Ok(axum::Json(work::view(&w, None)?))
 }
 
@@ -306,11 +251,10 @@ async fn heartbeat(
     // Without one the beat is unconditional.
     let expected = q.get("expected_last_heartbeat").map(str::to_string);
     let desired = q.int("desired_ttl_seconds", 1, i64::MAX)?;
-    let terms = app.work_leases;
-    let (_, hb) = transact(&app, &env_id, &work_id, move |w| {
-        work::heartbeat(w, expected.as_deref(), desired, time::now(), terms)
-    })
-    .await?;
+    let hb = app
+        .engine
+        .heartbeat_work(&env_id, &work_id, expected, desired, app.work_leases)
+        .await?;
     Ok(axum::Json(hb))
 }
 
@@ -329,19 +273,7 @@ async fn stop(
 ) -> ApiResult<axum::Json<Work>> {
     item_caller(&app, &principal, &env_id, &work_id, true).await?;
     let force = body.force.unwrap_or(false);
-    let (w, ()) = transact(&app, &env_id, &work_id, move |w| {
-        work::stop(w, force, time::now())
-    })
-    .await?;
-    if w.stopped_at.is_some() {
-        // A worker that let go mid-turn leaves tool calls unanswered: queue the session again.
-        // (Marked in the stop's own transaction, so the reaper finishes this after a crash.)
-        let item = crate::store::StoppedWork {
-            work_id: w.id.clone(),
-            session_id: w.session_id.clone(),
-        };
-        app.engine.settle_stopped_work(&item).await;
-    }
+    let w = app.engine.stop_work(&env_id, &work_id, force).await?;
     Ok(axum::Json(work::view(&w, None)?))
 }
 
@@ -406,28 +338,10 @@ async fn update(
     Json(body): Json<WorkUpdate>,
 ) -> ApiResult<axum::Json<Work>> {
     self_hosted(&app, &ws, &env_id).await?;
-    let current = app
-        .store
-        .get_work(&env_id, &work_id)
-        .await?
-        .ok_or_else(|| work_not_found(&work_id))?;
-    // Validated before the transaction so bad metadata is a 400 that changes nothing.
-    let stored: metadata::Metadata = serde_json::from_str(&current.metadata)
-        .map_err(|e| ApiError::internal(format!("stored work metadata: {e}")))?;
-    metadata::apply_patch(&stored, &body.metadata, false)?;
-    let patch = body.metadata;
-    let (w, ()) = transact(&app, &env_id, &work_id, move |w| {
-        let stored: metadata::Metadata = serde_json::from_str(&w.metadata).unwrap_or_default();
-        // Re-applied on the locked row so concurrent patches of other keys both land.
-        if let Ok(next) = metadata::apply_patch(&stored, &patch, false)
-            && next != stored
-        {
-            w.metadata = serde_json::to_string(&next).unwrap_or_else(|_| "{}".into());
-            w.updated_at = time::now();
-        }
-        Ok(())
-    })
-    .await?;
+    let w = app
+        .engine
+        .update_work_metadata(&env_id, &work_id, body.metadata)
+        .await?;
     Ok(axum::Json(work::view(&w, None)?))
 }
 

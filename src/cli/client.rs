@@ -99,15 +99,9 @@ impl Api {
 
     fn unreachable(&self, e: &reqwest::Error) -> CallError {
         // reqwest's own text is "error sending request for url (...)"; the cause says why.
-        let mut cause = e.to_string();
-        let mut source = std::error::Error::source(e);
-        while let Some(s) = source {
-            cause = s.to_string();
-            source = s.source();
-        }
         CallError::Unreachable {
             url: self.base.clone(),
-            cause,
+            cause: crate::error_chain::root_cause(e),
         }
     }
 

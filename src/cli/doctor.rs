@@ -646,12 +646,7 @@ async fn probe_models(
             "check the provider's base URL, and its status",
         ),
         Err(e) => {
-            let mut cause = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                cause = s.to_string();
-                source = s.source();
-            }
+            let cause = crate::error_chain::root_cause(&e);
             Finding::fail(
                 check,
                 format!("cannot reach {url}: {cause}"),

@@ -215,6 +215,15 @@ fn check_description(d: &Option<String>) -> Valid<()> {
     Ok(())
 }
 
+/// 400 `agent_archived`: archive is permanent, so this is a bad request, not a conflict
+/// that could clear up (the same status and code wherever an archived agent is used).
+pub fn archived(id: &str, consequence: &str) -> Invalid {
+    Invalid::with_code(
+        "agent_archived",
+        format!("agent `{id}` is archived and {consequence}"),
+    )
+}
+
 /// Checks `system` against the 100,000 character limit (also used for session overrides).
 pub fn check_system(field: &str, s: &Option<String>) -> Valid<()> {
     if let Some(s) = s {

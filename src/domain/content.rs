@@ -22,6 +22,10 @@ const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/w
 /// Upper bound on one text block, so a single event cannot balloon the log.
 pub const MAX_TEXT_CHARS: usize = 1_000_000;
 
+/// Opening tag under which a `system.message`'s text reaches every model, closed by
+/// `</system-message>`; models (the scripted one included) tell it from the user's words by it.
+pub const SYSTEM_PREFIX: &str = "<system-message>";
+
 fn text_block(at: &str, v: &Value, place: Place) -> Valid<Value> {
     let o = Obj::new(at, v, "a text block", &["type", "text"])?;
     let text = o

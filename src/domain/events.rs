@@ -297,6 +297,26 @@ pub fn parse_batch(events: &[Value], max: usize) -> Valid<Vec<ClientEvent>> {
     Ok(parsed)
 }
 
+/// What a client or server event gives a blocking event: the store keeps one answer of each
+/// kind per blocking event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// A tool result (`agent.tool_result`, `user.tool_result`, `user.custom_tool_result`).
+    Result,
+    /// A `user.tool_confirmation`.
+    Confirmation,
+}
+
+impl Answer {
+    /// The name the store records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Answer::Result => "result",
+            Answer::Confirmation => "confirmation",
+        }
+    }
+}
+
 /// Why a turn stopped (API.md §4.6).
 #[derive(Debug, Clone, PartialEq)]
 pub enum StopReason {

@@ -8,12 +8,25 @@ use time::format_description::well_known::Rfc3339;
 /// Microseconds since the Unix epoch; what every stored timestamp column holds.
 pub type Micros = i64;
 
-/// The current time in microseconds.
+/// The current time in microseconds (shifted by [`skew`], which is zero outside tests).
 pub fn now() -> Micros {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_micros() as i64)
         .unwrap_or(0)
+        + skew()
+}
+
+/// A test-only shift of this process's clock, from `MAST_CLOCK_SKEW_MS` (read once): lets a
+/// test run a replica whose clock is off, to prove leases follow the database's clock.
+pub fn skew() -> Micros {
+    static SKEW: std::sync::OnceLock<Micros> = std::sync::OnceLock::new();
+    *SKEW.get_or_init(|| {
+        std::env::var("MAST_CLOCK_SKEW_MS")
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .map_or(0, |ms| ms * 1000)
+    })
 }
 
 /// Formats a stored timestamp as RFC 3339 in UTC, e.g. `2026-03-15T10:00:00.123456Z`.

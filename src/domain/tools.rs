@@ -11,6 +11,14 @@ use utoipa::ToSchema;
 use super::fields::{Obj, must_be, one_of, quoted, tag};
 use super::invalid::{Invalid, Valid, check_len, join};
 
+/// A tool offered to a model: its name, what it does, and the JSON schema of its input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDef {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
 /// Identifier of the built-in toolset.
 pub const AGENT_TOOLSET: &str = "agent_toolset_20260401";
 

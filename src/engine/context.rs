@@ -13,8 +13,8 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
+use crate::domain::content::SYSTEM_PREFIX;
 use crate::domain::events::kind;
-use crate::models::scripted::SYSTEM_PREFIX;
 use crate::models::{Message, Role};
 use crate::store::EventRecord;
 

@@ -9,11 +9,11 @@ use super::intake::server_event;
 use super::state::{EngineState, ThreadRun, ThreadStatus};
 use crate::domain::agent::SessionAgent;
 use crate::domain::content;
-use crate::domain::events::{self, kind};
+use crate::domain::events::{self, Answer, kind};
 use crate::domain::ids::new_id;
 use crate::domain::multiagent::ADVISOR_NAME;
 use crate::domain::time::Micros;
-use crate::models::ToolDef;
+use crate::domain::tools::ToolDef;
 use crate::store::{NewEvent, ThreadRecord};
 
 /// Name of the roster tool.
@@ -403,7 +403,7 @@ pub fn answered(
         thread,
         now,
     );
-    result.answers = Some((call.to_string(), "result"));
+    result.answers = Some((call.to_string(), Answer::Result.as_str()));
     vec![use_event, result]
 }
 

@@ -12,7 +12,7 @@ use super::state::{
 };
 use super::turn_end::{closed_tool_call, resume_if_queued, stop_delegate};
 use crate::domain::environment::EnvironmentConfig;
-use crate::domain::events::{self, ClientEvent, StopReason, kind};
+use crate::domain::events::{self, Answer, ClientEvent, StopReason, kind};
 use crate::domain::ids::new_id;
 use crate::domain::invalid::Invalid;
 use crate::domain::session::{SessionBody, SessionStatus};
@@ -87,199 +87,17 @@ pub fn accept(
 ) -> Result<(TxnOutput, Accepted), StoreError> {
     check_open(rec)?;
     let body: SessionBody = serde_json::from_str(&rec.body)?;
-    let primary = body.primary_thread_id.as_str();
-    let status = status_of(rec);
     let before = EngineState::of(rec)?;
-    let mut st = before.clone();
-    let can_start = status == SessionStatus::Idle && st.pending.is_empty();
-    let mut events: Vec<NewEvent> = Vec::new();
-    let mut acc = Accepted::default();
-    let (mut answered, mut starts_turn, mut closed_pending) = (false, false, false);
-    // Threads whose blocking events this batch answered, and delegates it stopped.
-    let mut answered_threads: BTreeSet<String> = BTreeSet::new();
-    let mut stopped: Vec<String> = Vec::new();
-
+    let mut intake = Intake::new(&body.primary_thread_id, status_of(rec), before.clone());
+    let mut events = Vec::with_capacity(batch.len() + 1);
     for (i, ev) in batch.iter().enumerate() {
-        let mut routed = None;
-        let mut answers = None;
-        let mut processed = Some(now);
-        match ev {
-            ClientEvent::UserMessage { .. } | ClientEvent::SystemMessage { .. } => {
-                if matches!(ev, ClientEvent::SystemMessage { .. })
-                    && !st.pending.is_empty()
-                    && !(i > 0 && batch[i - 1].is_tool_result())
-                {
-                    return Err(StoreError::Invalid(Invalid::new(
-                        "while the session requires action, `system.message` may only accompany a tool result",
-                    )));
-                }
-                if can_start {
-                    starts_turn = true;
-                } else {
-                    processed = None;
-                    st.queued += 1;
-                }
-            }
-            ClientEvent::CustomToolResult {
-                custom_tool_use_id: id,
-                ..
-            } => {
-                let p = st.take(id, PendingKind::Custom).ok_or_else(|| {
-                    not_pending(i, "custom_tool_use_id", id, "agent.custom_tool_use")
-                })?;
-                answered = true;
-                answers = Some((id.clone(), "result"));
-                answered_threads.insert(p.thread_id.clone());
-                routed = (p.thread_id != primary).then_some(p.thread_id);
-            }
-            ClientEvent::ToolResult {
-                tool_use_id: id, ..
-            } => {
-                let p = st.take(id, PendingKind::ClientTool).ok_or_else(|| {
-                    not_pending(i, "tool_use_id", id, "self-hosted agent.tool_use")
-                })?;
-                answered = true;
-                answers = Some((id.clone(), "result"));
-                answered_threads.insert(p.thread_id.clone());
-                routed = (p.thread_id != primary).then_some(p.thread_id);
-            }
-            ClientEvent::ToolConfirmation {
-                tool_use_id: id, ..
-            } => {
-                let p = st.take(id, PendingKind::Confirmation).ok_or_else(|| {
-                    not_pending(i, "tool_use_id", id, "agent.tool_use awaiting confirmation")
-                })?;
-                answered = true;
-                answers = Some((id.clone(), "confirmation"));
-                answered_threads.insert(p.thread_id.clone());
-                routed = (p.thread_id != primary).then_some(p.thread_id);
-            }
-            ClientEvent::Interrupt { thread_id } => match thread_id.as_deref() {
-                Some(t) if t != primary && !st.threads.contains_key(t) => {
-                    return Err(StoreError::Invalid(Invalid::new(format!(
-                        "`events[{i}].session_thread_id` `{t}` is not a thread of this session"
-                    ))));
-                }
-                Some(t) if t != primary => {
-                    let run = &st.threads[t];
-                    if run.status.is_active() {
-                        st.set_interrupt(t, true);
-                        acc.interrupt_thread = Some(t.to_string());
-                    } else if !run.replies_to.is_empty() || st.pending_of(t).next().is_some() {
-                        stopped.push(t.to_string());
-                    }
-                }
-                // The primary thread, or every thread: delegates go with their parent.
-                _ => {
-                    if status.is_active() {
-                        st.interrupt = true;
-                        for run in st.threads.values_mut().filter(|r| r.status.is_active()) {
-                            run.interrupt = true;
-                        }
-                        acc.interrupt_all = true;
-                    } else if !st.pending.is_empty()
-                        || st.threads.values().any(|r| !r.replies_to.is_empty())
-                    {
-                        closed_pending = true;
-                    }
-                }
-            },
-        }
-        events.push(NewEvent {
-            id: new_id("sevt"),
-            thread_id: Some(routed.clone().unwrap_or_else(|| primary.to_string())),
-            kind: ev.kind().to_string(),
-            body: ev.body(routed.as_deref()),
-            internal: None,
-            answers,
-            processed_at: processed,
-        });
+        let follows_result = i > 0 && batch[i - 1].is_tool_result();
+        events.push(intake.take(i, ev, follows_result, now)?);
     }
-
-    for t in &stopped {
-        events.extend(stop_delegate(
-            &mut st,
-            t,
-            primary,
-            "The user interrupted this delegate before it finished.",
-            false,
-            now,
-        ));
-        answered = true;
-    }
-    // A delegate whose blocking events are all answered goes back to work.
-    let mut woke = false;
-    for t in answered_threads.iter().filter(|t| *t != primary) {
-        if st.pending_of(t).next().is_none()
-            && let Some(run) = st.threads.get_mut(t)
-            && run.status == ThreadStatus::Idle
-        {
-            run.set_status(ThreadStatus::Running, now);
-            events.push(server_event(
-                kind::THREAD_STATUS_RUNNING,
-                events::thread_status(t, &run.agent_name, None),
-                t,
-                now,
-            ));
-            woke = true;
-        }
-    }
-
-    if closed_pending {
-        // Interrupting a session blocked on requires_action closes each pending call with an
-        // error result and ends the turn without sampling the model (API.md §5.3).
-        let blocked: Vec<String> = st
-            .threads
-            .iter()
-            .filter(|(id, r)| !r.replies_to.is_empty() || st.pending_of(id).next().is_some())
-            .map(|(id, _)| id.clone())
-            .collect();
-        for t in blocked {
-            events.extend(stop_delegate(
-                &mut st,
-                &t,
-                primary,
-                "The user interrupted the session before this delegate finished.",
-                false,
-                now,
-            ));
-        }
-        for p in std::mem::take(&mut st.pending) {
-            events.push(closed_tool_call(&p.id, &p.thread_id, now));
-        }
-        events.push(server_event(
-            kind::STATUS_IDLE,
-            events::idle(&StopReason::EndTurn, None),
-            primary,
-            now,
-        ));
-        rec.updated_at = now;
-        // Input queued behind the blocked turn now gets its own.
-        let resumed = resume_if_queued(rec, &st, primary, lease, now);
-        acc.wake = !resumed.is_empty();
-        events.extend(resumed);
-    } else if status == SessionStatus::Idle
-        && (woke || (answered && st.pending.is_empty()) || starts_turn)
-    {
-        events.push(server_event(
-            kind::STATUS_RUNNING,
-            serde_json::json!({}),
-            primary,
-            now,
-        ));
-        set_status(rec, SessionStatus::Running, now);
-        acc.wake = true;
-    } else if status == SessionStatus::Idle && answered && !st.pending.is_empty() {
-        let remaining = StopReason::RequiresAction(st.pending_ids());
-        events.push(server_event(
-            kind::STATUS_IDLE,
-            events::idle(&remaining, None),
-            primary,
-            now,
-        ));
-    } else if status.is_active() {
-        acc.wake = true;
-    }
+    events.extend(intake.stop_delegates(now));
+    events.extend(intake.restart_answered_delegates(now));
+    events.extend(intake.settle(rec, lease, now));
+    let Intake { st, mut acc, .. } = intake;
     if acc.wake {
         grant_lease(rec, lease, now);
     }
@@ -298,16 +116,287 @@ pub fn accept(
     Ok((out, acc))
 }
 
+/// A batch being applied: the engine state as the batch changes it, and what it did so far.
+struct Intake<'a> {
+    primary: &'a str,
+    /// The session's status before the batch.
+    status: SessionStatus,
+    /// An idle session with nothing pending starts a turn on new input.
+    can_start: bool,
+    st: EngineState,
+    acc: Accepted,
+    /// A blocking event was answered (or closed by stopping its delegate).
+    answered: bool,
+    /// New input starts a turn now rather than queueing.
+    starts_turn: bool,
+    /// An interrupt of an idle, blocked session: its pending calls are closed.
+    closed_pending: bool,
+    /// Threads whose blocking events the batch answered.
+    answered_threads: BTreeSet<String>,
+    /// Idle delegates the batch interrupted while they waited.
+    stopped: Vec<String>,
+    /// A delegate went back to work, its calls all answered.
+    restarted: bool,
+}
+
+impl<'a> Intake<'a> {
+    fn new(primary: &'a str, status: SessionStatus, st: EngineState) -> Self {
+        Intake {
+            primary,
+            status,
+            can_start: status == SessionStatus::Idle && st.pending.is_empty(),
+            st,
+            acc: Accepted::default(),
+            answered: false,
+            starts_turn: false,
+            closed_pending: false,
+            answered_threads: BTreeSet::new(),
+            stopped: Vec::new(),
+            restarted: false,
+        }
+    }
+
+    /// Applies event `i` of the batch and returns its echo: routed to the thread it answers,
+    /// queued (not processed) when it cannot start a turn now.
+    fn take(
+        &mut self,
+        i: usize,
+        ev: &ClientEvent,
+        follows_result: bool,
+        now: Micros,
+    ) -> Result<NewEvent, StoreError> {
+        let mut routed = None;
+        let mut answers = None;
+        let mut processed = Some(now);
+        match ev {
+            ClientEvent::UserMessage { .. } | ClientEvent::SystemMessage { .. } => {
+                if matches!(ev, ClientEvent::SystemMessage { .. })
+                    && !self.st.pending.is_empty()
+                    && !follows_result
+                {
+                    return Err(StoreError::Invalid(Invalid::new(
+                        "while the session requires action, `system.message` may only accompany a tool result",
+                    )));
+                }
+                if self.can_start {
+                    self.starts_turn = true;
+                } else {
+                    processed = None;
+                    self.st.queued += 1;
+                }
+            }
+            ClientEvent::CustomToolResult {
+                custom_tool_use_id: id,
+                ..
+            } => {
+                routed = self.answer(i, id, PendingKind::Custom)?;
+                answers = Some((id.clone(), Answer::Result.as_str()));
+            }
+            ClientEvent::ToolResult {
+                tool_use_id: id, ..
+            } => {
+                routed = self.answer(i, id, PendingKind::ClientTool)?;
+                answers = Some((id.clone(), Answer::Result.as_str()));
+            }
+            ClientEvent::ToolConfirmation {
+                tool_use_id: id, ..
+            } => {
+                routed = self.answer(i, id, PendingKind::Confirmation)?;
+                answers = Some((id.clone(), Answer::Confirmation.as_str()));
+            }
+            ClientEvent::Interrupt { thread_id } => self.interrupt(i, thread_id.as_deref())?,
+        }
+        Ok(NewEvent {
+            id: new_id("sevt"),
+            thread_id: Some(routed.clone().unwrap_or_else(|| self.primary.to_string())),
+            kind: ev.kind().to_string(),
+            body: ev.body(routed.as_deref()),
+            internal: None,
+            answers,
+            processed_at: processed,
+        })
+    }
+
+    /// Takes pending call `id` of `kind` answered by event `i`; returns the delegate thread
+    /// the answer is routed to (None on the primary thread).
+    fn answer(
+        &mut self,
+        i: usize,
+        id: &str,
+        kind: PendingKind,
+    ) -> Result<Option<String>, StoreError> {
+        let (field, what) = match kind {
+            PendingKind::Custom => ("custom_tool_use_id", "agent.custom_tool_use"),
+            PendingKind::ClientTool => ("tool_use_id", "self-hosted agent.tool_use"),
+            PendingKind::Confirmation => ("tool_use_id", "agent.tool_use awaiting confirmation"),
+        };
+        let p = self
+            .st
+            .take(id, kind)
+            .ok_or_else(|| not_pending(i, field, id, what))?;
+        self.answered = true;
+        self.answered_threads.insert(p.thread_id.clone());
+        Ok((p.thread_id != self.primary).then_some(p.thread_id))
+    }
+
+    /// An interrupt of one delegate (`Some`) or of the primary thread and every delegate.
+    fn interrupt(&mut self, i: usize, thread: Option<&str>) -> Result<(), StoreError> {
+        let st = &mut self.st;
+        match thread {
+            Some(t) if t != self.primary && !st.threads.contains_key(t) => {
+                return Err(StoreError::Invalid(Invalid::new(format!(
+                    "`events[{i}].session_thread_id` `{t}` is not a thread of this session"
+                ))));
+            }
+            Some(t) if t != self.primary => {
+                let run = &st.threads[t];
+                if run.status.is_active() {
+                    st.set_interrupt(t, true);
+                    self.acc.interrupt_thread = Some(t.to_string());
+                } else if !run.replies_to.is_empty() || st.pending_of(t).next().is_some() {
+                    self.stopped.push(t.to_string());
+                }
+            }
+            // The primary thread, or every thread: delegates go with their parent.
+            _ => {
+                if self.status.is_active() {
+                    st.interrupt = true;
+                    for run in st.threads.values_mut().filter(|r| r.status.is_active()) {
+                        run.interrupt = true;
+                    }
+                    self.acc.interrupt_all = true;
+                } else if !st.pending.is_empty()
+                    || st.threads.values().any(|r| !r.replies_to.is_empty())
+                {
+                    self.closed_pending = true;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the idle delegates the batch interrupted: their calls are closed and their
+    /// parent's calls on them answered.
+    fn stop_delegates(&mut self, now: Micros) -> Vec<NewEvent> {
+        let mut events = Vec::new();
+        for t in std::mem::take(&mut self.stopped) {
+            events.extend(stop_delegate(
+                &mut self.st,
+                &t,
+                self.primary,
+                "The user interrupted this delegate before it finished.",
+                false,
+                now,
+            ));
+            self.answered = true;
+        }
+        events
+    }
+
+    /// A delegate whose blocking events are all answered goes back to work.
+    fn restart_answered_delegates(&mut self, now: Micros) -> Vec<NewEvent> {
+        let mut events = Vec::new();
+        for t in self.answered_threads.iter().filter(|t| *t != self.primary) {
+            if self.st.pending_of(t).next().is_none()
+                && let Some(run) = self.st.threads.get_mut(t)
+                && run.status == ThreadStatus::Idle
+            {
+                run.set_status(ThreadStatus::Running, now);
+                events.push(server_event(
+                    kind::THREAD_STATUS_RUNNING,
+                    events::thread_status(t, &run.agent_name, None),
+                    t,
+                    now,
+                ));
+                self.restarted = true;
+            }
+        }
+        events
+    }
+
+    /// The session's status change: an interrupt of a blocked session closes its calls and
+    /// idles it (resuming queued input); answers or new input start an idle session; answers
+    /// that leave calls pending restate `requires_action`; an active session just has work.
+    fn settle(
+        &mut self,
+        rec: &mut SessionRecord,
+        lease: Option<&LeaseGrant>,
+        now: Micros,
+    ) -> Vec<NewEvent> {
+        let primary = self.primary;
+        let mut events = Vec::new();
+        if self.closed_pending {
+            // Interrupting a session blocked on requires_action closes each pending call with
+            // an error result and ends the turn without sampling the model (API.md §5.3).
+            let st = &mut self.st;
+            let blocked: Vec<String> = st
+                .threads
+                .iter()
+                .filter(|(id, r)| !r.replies_to.is_empty() || st.pending_of(id).next().is_some())
+                .map(|(id, _)| id.clone())
+                .collect();
+            for t in blocked {
+                events.extend(stop_delegate(
+                    st,
+                    &t,
+                    primary,
+                    "The user interrupted the session before this delegate finished.",
+                    false,
+                    now,
+                ));
+            }
+            for p in std::mem::take(&mut st.pending) {
+                events.push(closed_tool_call(&p.id, &p.thread_id, now));
+            }
+            events.push(server_event(
+                kind::STATUS_IDLE,
+                events::idle(&StopReason::EndTurn, None),
+                primary,
+                now,
+            ));
+            rec.updated_at = now;
+            // Input queued behind the blocked turn now gets its own.
+            let resumed = resume_if_queued(rec, st, primary, lease, now);
+            self.acc.wake = !resumed.is_empty();
+            events.extend(resumed);
+        } else if self.status == SessionStatus::Idle
+            && (self.restarted || (self.answered && self.st.pending.is_empty()) || self.starts_turn)
+        {
+            events.push(server_event(
+                kind::STATUS_RUNNING,
+                serde_json::json!({}),
+                primary,
+                now,
+            ));
+            set_status(rec, SessionStatus::Running, now);
+            self.acc.wake = true;
+        } else if self.status == SessionStatus::Idle && self.answered && !self.st.pending.is_empty()
+        {
+            let remaining = StopReason::RequiresAction(self.st.pending_ids());
+            events.push(server_event(
+                kind::STATUS_IDLE,
+                events::idle(&remaining, None),
+                primary,
+                now,
+            ));
+        } else if self.status.is_active() {
+            self.acc.wake = true;
+        }
+        events
+    }
+}
+
 /// Archives a delegate thread that is not running: its open calls are closed, the parent's
 /// calls waiting on it get an error result, and it ends with
 /// `session.thread_status_terminated`. A session whose only obstacle was that thread goes
-/// back to work. Returns the decision and whether the runner has work.
+/// back to work. Returns the decision and whether the runner has work; None when the
+/// session has no such delegate thread.
 pub fn archive_thread(
     rec: &mut SessionRecord,
     thread: &str,
     lease: Option<&LeaseGrant>,
     now: Micros,
-) -> Result<(TxnOutput, bool), StoreError> {
+) -> Result<Option<(TxnOutput, bool)>, StoreError> {
     let body: SessionBody = serde_json::from_str(&rec.body)?;
     let primary = body.primary_thread_id.as_str();
     if thread == primary {
@@ -318,10 +407,10 @@ pub fn archive_thread(
     let before = EngineState::of(rec)?;
     let mut st = before.clone();
     let Some(run) = st.threads.get(thread) else {
-        return Err(StoreError::NotFound);
+        return Ok(None);
     };
     if run.archived_at.is_some() {
-        return Ok((TxnOutput::default(), false));
+        return Ok(Some((TxnOutput::default(), false)));
     }
     if run.status.is_active() {
         return Err(StoreError::Conflict(format!(
@@ -351,5 +440,12 @@ pub fn archive_thread(
         grant_lease(rec, lease, now);
         wake = true;
     }
-    Ok((state::output(rec, &before, st, events, vec![])?, wake))
+    Ok(Some((
+        state::output(rec, &before, st, events, vec![])?,
+        wake,
+    )))
 }
+
+#[cfg(test)]
+#[path = "intake_tests.rs"]
+mod tests;

@@ -4,12 +4,16 @@
 //! Appending input wakes the session's runner here; a reaper resumes sessions whose owner
 //! died (expired lease), and at start-up every session left active is resumed from its log.
 
+pub mod backoff;
 mod cluster;
 pub mod context;
 pub mod delegation;
+#[cfg(test)]
+mod fixtures;
 pub mod history;
 pub mod intake;
 mod model_step;
+pub mod ops;
 pub mod permissions;
 pub mod state;
 mod supervisor;
@@ -49,6 +53,7 @@ pub struct EngineConfig {
     pub max_retries: u32,
     /// First retry delay; doubles per attempt up to `retry_cap`.
     pub retry_base: Duration,
+    /// Longest retry delay, a provider's `Retry-After` included.
     pub retry_cap: Duration,
     /// `max_tokens` of each model request.
     pub max_tokens: u32,
@@ -104,6 +109,35 @@ impl RunnerHandle {
             .copied()
             .unwrap_or(0);
         self.all_interrupts.load(Ordering::SeqCst) + own
+    }
+
+    /// Every thread's interrupt count now, for a loop that reads the session row next and
+    /// does not know yet which thread it will drive.
+    pub(crate) fn interrupts_seen(&self) -> InterruptsSeen {
+        let threads = self
+            .thread_interrupts
+            .lock()
+            .expect("interrupts lock")
+            .clone();
+        InterruptsSeen {
+            all: self.all_interrupts.load(Ordering::SeqCst),
+            threads,
+        }
+    }
+}
+
+/// The interrupt counts a runner saw before it read the session row: an interrupt signalled
+/// after that read differs from them, so the loop's first wait still sees it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct InterruptsSeen {
+    all: u64,
+    threads: HashMap<String, u64>,
+}
+
+impl InterruptsSeen {
+    /// The count [`RunnerHandle::interrupt_count`] gave for `thread` at the snapshot.
+    pub(crate) fn count(&self, thread: &str) -> u64 {
+        self.all + self.threads.get(thread).copied().unwrap_or(0)
     }
 }
 
@@ -333,9 +367,12 @@ async fn run(inner: Arc<Inner>, sid: String, handle: Arc<RunnerHandle>) {
     };
     loop {
         handle.dirty.store(false, Ordering::SeqCst);
+        // Read before the row (the loop's rule): an interrupt recorded after `take_lease`
+        // read the row must still cut the first model request.
+        let seen = handle.interrupts_seen();
         match take_lease(&inner, &sid).await {
             Ok(Some(rec)) => {
-                let released = match supervisor::drive(&inner, &handle, rec).await {
+                let released = match supervisor::drive(&inner, &handle, rec, &seen).await {
                     Ok(turn::Ended::Released) => true,
                     Ok(turn::Ended::NoWork) => false,
                     Err(e) => {
@@ -415,4 +452,36 @@ async fn take_lease(
         return Ok(Some(rec));
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunnerHandle;
+
+    #[test]
+    fn a_snapshot_counts_as_the_handle_did_and_misses_later_interrupts() {
+        let h = RunnerHandle::default();
+        *h.thread_interrupts
+            .lock()
+            .unwrap()
+            .entry("sthr_d".into())
+            .or_default() += 1;
+        let seen = h.interrupts_seen();
+        for t in ["sthr_p", "sthr_d"] {
+            assert_eq!(seen.count(t), h.interrupt_count(t), "{t}");
+        }
+        // An interrupt of every thread after the snapshot (the row read) shows in each
+        // thread's count; one of a delegate, only in its own.
+        h.all_interrupts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        assert_ne!(seen.count("sthr_p"), h.interrupt_count("sthr_p"));
+        let seen = h.interrupts_seen();
+        *h.thread_interrupts
+            .lock()
+            .unwrap()
+            .entry("sthr_d".into())
+            .or_default() += 1;
+        assert_eq!(seen.count("sthr_p"), h.interrupt_count("sthr_p"));
+        assert_ne!(seen.count("sthr_d"), h.interrupt_count("sthr_d"));
+    }
 }

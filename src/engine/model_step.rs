@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -15,13 +14,14 @@ use super::state::{Pending, PendingKind, ThreadStatus, set_status};
 use super::tool_step::SANDBOX_TOOLS;
 use super::turn::{Loop, RunError, Waited};
 use crate::domain::content;
-use crate::domain::events::{self, StopReason, kind};
+use crate::domain::events::{self, Answer, StopReason, kind};
 use crate::domain::ids::new_id;
 use crate::domain::model_config::Speed;
 use crate::domain::session::{ModelUsage, SessionStatus, SessionUsage};
 use crate::domain::time;
-use crate::domain::tools::Tool;
-use crate::models::{Delta, Message, ModelError, ModelRequest, ModelResponse, ToolDef};
+use crate::domain::tools::{Tool, ToolDef};
+use crate::models::{Block, Delta, Message, ModelError, ModelRequest, ModelResponse, ModelStop};
+use crate::store::NewEvent;
 
 impl Loop<'_> {
     fn custom_tools(&self) -> Vec<ToolDef> {
@@ -145,7 +145,12 @@ impl Loop<'_> {
                     if !retry {
                         return Ok(());
                     }
-                    let delay = backoff(&self.inner.config, attempt, &err);
+                    let delay = super::backoff::delay(
+                        self.inner.config.retry_base,
+                        self.inner.config.retry_cap,
+                        attempt,
+                        err.retry_after,
+                    );
                     match self.interruptible(tokio::time::sleep(delay)).await? {
                         Waited::Interrupted => return Ok(()),
                         Waited::Done(()) => self.set_running().await?,
@@ -218,7 +223,8 @@ impl Loop<'_> {
 
     /// Turns a model response into events: thinking, message, tool uses, the span's end (which
     /// privately keeps the exact content for rebuilding context), results for calls answered
-    /// at once (unknown or refused tools, the roster), and delegations.
+    /// at once (unknown or refused tools, the roster), and delegations — all in one
+    /// transaction, which also ends the turn when the response ends it by itself.
     async fn record_response(
         &mut self,
         resp: ModelResponse,
@@ -228,147 +234,10 @@ impl Loop<'_> {
     ) -> Result<(), RunError> {
         let now = time::now();
         let thread = self.thread.clone();
-        // A delegate's blocking calls also show on the session's stream, naming their thread.
-        let crosspost = self.child_name().map(|_| thread.clone());
-        let custom: Vec<String> = self.custom_tools().into_iter().map(|t| t.name).collect();
-        let mut out = Vec::new();
-        let mut pending = Vec::new();
-        let mut refused_calls = Vec::new();
-        let mut sends = Vec::new();
-        let mut listings = Vec::new();
-        let mut runs_here = false;
-        let mut content = Vec::with_capacity(resp.content.len());
-        if resp.content.iter().any(|b| {
-            matches!(
-                b.get("type").and_then(Value::as_str),
-                Some("thinking" | "redacted_thinking")
-            )
-        }) {
-            let mut e = server_event(kind::AGENT_THINKING, json!({}), &thread, now);
-            e.id = thinking_id;
-            out.push(e);
-        }
-        let texts: Vec<Value> = resp
-            .content
-            .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-            .map(|b| content::text(b.get("text").and_then(Value::as_str).unwrap_or("")))
-            .collect();
-        let said = texts
-            .iter()
-            .filter_map(|t| t.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n");
-        if !texts.is_empty() {
-            let mut e = server_event(
-                kind::AGENT_MESSAGE,
-                json!({ "content": texts }),
-                &thread,
-                now,
-            );
-            e.id = message_id;
-            out.push(e);
-        }
-        let cut_short = resp.stop_reason == "max_tokens";
-        for block in resp.content {
-            if block.get("type").and_then(Value::as_str) != Some("tool_use") {
-                content.push(block);
-                continue;
-            }
-            if cut_short {
-                // Its input may be incomplete; the continuation will call it again.
-                continue;
-            }
-            let name = block
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            let input = block.get("input").cloned().unwrap_or_else(|| json!({}));
-            let id = new_id("sevt");
-            let mut b = block.clone();
-            b["id"] = json!(id);
-            content.push(b);
-            if custom.contains(&name) {
-                let mut body = json!({ "name": name, "input": input });
-                if let Some(t) = &crosspost {
-                    body["session_thread_id"] = json!(t);
-                }
-                let mut e = server_event(kind::AGENT_CUSTOM_TOOL_USE, body, &thread, now);
-                e.id = id.clone();
-                out.push(e);
-                pending.push(Pending {
-                    id,
-                    kind: PendingKind::Custom,
-                    thread_id: thread.clone(),
-                });
-            } else if self.roster.is_some() && name == LIST_AGENTS {
-                listings.push((id, input));
-            } else if let Some(roster) = self.roster.as_ref().filter(|_| name == SEND_TO_AGENT) {
-                let models = self.inner.models.clone();
-                let routable = move |m: &str| models.check_routable(m);
-                match delegation::parse_send(&id, &input, roster, &self.agent, &routable) {
-                    Ok(s) => sends.push(s),
-                    Err(msg) => {
-                        out.extend(delegation::refuse(&id, &name, &input, &msg, &thread, now))
-                    }
-                }
-                runs_here = true;
-            } else if permissions::is_builtin(&self.agent.tools, &name) {
-                // Policy is decided here, in code, before anything runs.
-                let decision = permissions::decide(&self.agent.tools, &name, &input, &self.egress);
-                let mut body = json!({ "name": name, "input": input, "evaluated_permission": decision.label() });
-                if let Some(ev) = decision.evaluation() {
-                    body["evaluation"] = ev.clone();
-                }
-                let for_worker = self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
-                let blocking = matches!(decision, permissions::Decision::Ask { .. })
-                    || (for_worker && matches!(decision, permissions::Decision::Allow { .. }));
-                if let (Some(t), true) = (&crosspost, blocking) {
-                    body["session_thread_id"] = json!(t);
-                }
-                let mut e = server_event(kind::AGENT_TOOL_USE, body, &thread, now);
-                e.id = id.clone();
-                out.push(e);
-                match decision {
-                    permissions::Decision::Deny { reason, .. } => refused_calls.push((
-                        id,
-                        format!("Permission denied: {reason}. The call did not run; choose another approach or ask the user."),
-                    )),
-                    permissions::Decision::Ask { .. } => pending.push(Pending {
-                        id,
-                        kind: PendingKind::Confirmation,
-                        thread_id: thread.clone(),
-                    }),
-                    permissions::Decision::Allow { .. } if for_worker => pending.push(Pending {
-                        id,
-                        kind: PendingKind::ClientTool,
-                        thread_id: thread.clone(),
-                    }),
-                    permissions::Decision::Allow { .. } => runs_here = true,
-                }
-            } else {
-                let mut e = server_event(
-                    kind::AGENT_TOOL_USE,
-                    json!({ "name": name, "input": input, "evaluated_permission": "deny" }),
-                    &thread,
-                    now,
-                );
-                e.id = id.clone();
-                out.push(e);
-                let available: Vec<String> =
-                    self.offered_tools().into_iter().map(|t| t.name).collect();
-                let available = if available.is_empty() {
-                    "none".to_string()
-                } else {
-                    available.join(", ")
-                };
-                refused_calls.push((
-                    id,
-                    format!("There is no tool named `{name}`. Available tools: {available}."),
-                ));
-            }
-        }
+        let stop = resp.stop();
+        let (mut out, said) = said_events(&resp.content, &thread, message_id, thinking_id, now);
+        let calls = self.sort_calls(resp.content, stop == ModelStop::MaxTokens, now);
+        out.extend(calls.events);
         let mut end = server_event(
             kind::SPAN_END,
             events::span_end(start_id, &resp.usage, false),
@@ -376,37 +245,37 @@ impl Loop<'_> {
             now,
         );
         end.internal = Some(
-            json!({ "content": content, "stop_reason": resp.stop_reason, "stop_details": resp.stop_details }),
+            json!({ "content": calls.content, "stop_reason": resp.stop_reason, "stop_details": resp.stop_details }),
         );
         out.push(end);
-        let answered_now = !refused_calls.is_empty() || !listings.is_empty();
-        for (id, msg) in refused_calls {
+        let answered_now = !calls.refused.is_empty() || !calls.listings.is_empty();
+        for (id, msg) in calls.refused {
             let mut e = server_event(
                 kind::AGENT_TOOL_RESULT,
                 events::tool_result(&id, vec![content::text(msg)], true),
                 &thread,
                 now,
             );
-            e.answers = Some((id, "result"));
+            e.answers = Some((id, Answer::Result.as_str()));
             out.push(e);
         }
-        let usage = resp.usage;
-        // When the response ends the turn by itself, the idle goes in the same transaction.
-        // Calls answered right away or run here keep the turn going.
-        let ends_turn = if !answered_now && !runs_here {
-            match resp.stop_reason.as_str() {
-                _ if !pending.is_empty() => Some((StopReason::RequiresAction(vec![]), None)),
-                "end_turn" | "stop_sequence" => Some((StopReason::EndTurn, None)),
-                "refusal" => Some((StopReason::Refusal, resp.stop_details.clone())),
-                _ => None,
-            }
-        } else {
-            None
-        };
+        let ends_turn = response_ends_turn(
+            stop,
+            !calls.pending.is_empty(),
+            answered_now || calls.runs_here,
+        )
+        .map(|reason| {
+            let details = (reason == StopReason::Refusal)
+                .then(|| resp.stop_details.clone())
+                .flatten();
+            (reason, details)
+        });
         let mut ender = self.ender();
         if ender.child.is_some() {
             ender.reply = Some(said);
         }
+        let (usage, pending, listings, sends) =
+            (resp.usage, calls.pending, calls.listings, calls.sends);
         let roster = self.roster.clone();
         let (sid, primary) = (self.sid.clone(), self.primary.clone());
         self.commit(
@@ -418,7 +287,6 @@ impl Loop<'_> {
                     t.usage.add(&usage);
                 }
                 st.pending.extend(pending);
-                let mut out = out;
                 if let Some(roster) = &roster {
                     for (id, input) in listings {
                         out.extend(delegation::answered(
@@ -443,16 +311,204 @@ impl Loop<'_> {
         .await?;
         Ok(())
     }
+
+    /// Gives every `tool_use` block of a response its event id and decides, in code, what
+    /// becomes of the call. A response cut by `max_tokens` runs no calls: their input may be
+    /// incomplete, and the continuation calls them again.
+    fn sort_calls(&self, blocks: Vec<Value>, cut_short: bool, now: time::Micros) -> Calls {
+        let mut calls = Calls {
+            content: Vec::with_capacity(blocks.len()),
+            ..Default::default()
+        };
+        for block in blocks {
+            let Block::ToolUse { name, input } = Block::of(&block) else {
+                calls.content.push(block);
+                continue;
+            };
+            if cut_short {
+                continue;
+            }
+            let name = name.to_string();
+            let input = input.cloned().unwrap_or_else(|| json!({}));
+            let id = new_id("sevt");
+            let mut b = block.clone();
+            b["id"] = json!(id);
+            calls.content.push(b);
+            self.sort_call(&mut calls, id, name, input, now);
+        }
+        calls
+    }
+
+    /// Decides one call: a custom tool waits for the client, the roster tools answer or
+    /// delegate here, a built-in tool goes through its permission policy, and an unknown
+    /// tool is refused.
+    fn sort_call(
+        &self,
+        calls: &mut Calls,
+        id: String,
+        name: String,
+        input: Value,
+        now: time::Micros,
+    ) {
+        let thread = &self.thread;
+        // A delegate's blocking calls also show on the session's stream, naming their thread.
+        let crosspost = self.child_name().map(|_| thread.clone());
+        let is_custom = self
+            .agent
+            .tools
+            .iter()
+            .any(|t| matches!(t, Tool::Custom(c) if c.name == name));
+        if is_custom {
+            let mut body = json!({ "name": name, "input": input });
+            if let Some(t) = &crosspost {
+                body["session_thread_id"] = json!(t);
+            }
+            let mut e = server_event(kind::AGENT_CUSTOM_TOOL_USE, body, thread, now);
+            e.id = id.clone();
+            calls.events.push(e);
+            calls.pending.push(Pending {
+                id,
+                kind: PendingKind::Custom,
+                thread_id: thread.clone(),
+            });
+        } else if self.roster.is_some() && name == LIST_AGENTS {
+            calls.listings.push((id, input));
+        } else if let Some(roster) = self.roster.as_ref().filter(|_| name == SEND_TO_AGENT) {
+            let models = self.inner.models.clone();
+            let routable = move |m: &str| models.check_routable(m);
+            match delegation::parse_send(&id, &input, roster, &self.agent, &routable) {
+                Ok(s) => calls.sends.push(s),
+                Err(msg) => calls
+                    .events
+                    .extend(delegation::refuse(&id, &name, &input, &msg, thread, now)),
+            }
+            calls.runs_here = true;
+        } else if permissions::is_builtin(&self.agent.tools, &name) {
+            // Policy is decided here, in code, before anything runs.
+            let decision = permissions::decide(&self.agent.tools, &name, &input, &self.egress);
+            let mut body =
+                json!({ "name": name, "input": input, "evaluated_permission": decision.label() });
+            if let Some(ev) = decision.evaluation() {
+                body["evaluation"] = ev.clone();
+            }
+            let for_worker = self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
+            let blocking = matches!(decision, permissions::Decision::Ask { .. })
+                || (for_worker && matches!(decision, permissions::Decision::Allow { .. }));
+            if let (Some(t), true) = (&crosspost, blocking) {
+                body["session_thread_id"] = json!(t);
+            }
+            let mut e = server_event(kind::AGENT_TOOL_USE, body, thread, now);
+            e.id = id.clone();
+            calls.events.push(e);
+            match decision {
+                permissions::Decision::Deny { reason, .. } => calls.refused.push((
+                    id,
+                    format!("Permission denied: {reason}. The call did not run; choose another approach or ask the user."),
+                )),
+                permissions::Decision::Ask { .. } => calls.pending.push(Pending {
+                    id,
+                    kind: PendingKind::Confirmation,
+                    thread_id: thread.clone(),
+                }),
+                permissions::Decision::Allow { .. } if for_worker => calls.pending.push(Pending {
+                    id,
+                    kind: PendingKind::ClientTool,
+                    thread_id: thread.clone(),
+                }),
+                permissions::Decision::Allow { .. } => calls.runs_here = true,
+            }
+        } else {
+            let mut e = server_event(
+                kind::AGENT_TOOL_USE,
+                json!({ "name": name, "input": input, "evaluated_permission": "deny" }),
+                thread,
+                now,
+            );
+            e.id = id.clone();
+            calls.events.push(e);
+            let available: Vec<String> = self.offered_tools().into_iter().map(|t| t.name).collect();
+            let available = if available.is_empty() {
+                "none".to_string()
+            } else {
+                available.join(", ")
+            };
+            calls.refused.push((
+                id,
+                format!("There is no tool named `{name}`. Available tools: {available}."),
+            ));
+        }
+    }
 }
 
-pub(super) fn backoff(config: &super::EngineConfig, attempt: u32, err: &ModelError) -> Duration {
-    let exp = config
-        .retry_base
-        .saturating_mul(1u32 << (attempt - 1).min(16));
-    let d = exp.min(config.retry_cap);
-    match err.retry_after {
-        Some(after) if after > d => after.min(config.retry_cap.max(after)),
-        _ => d,
+/// What the tool calls of one response came to.
+#[derive(Default)]
+struct Calls {
+    /// `agent.tool_use` / `agent.custom_tool_use` events, and refusals of bad delegations.
+    events: Vec<NewEvent>,
+    /// The response's content as the context keeps it (calls with their event ids).
+    content: Vec<Value>,
+    /// Calls that block the turn until answered.
+    pending: Vec<Pending>,
+    /// Calls answered at once with an error: (call id, message).
+    refused: Vec<(String, String)>,
+    /// Delegations to start.
+    sends: Vec<delegation::Send>,
+    /// `list_agents` calls, answered in the transaction from the roster.
+    listings: Vec<(String, Value)>,
+    /// A call runs in this process (a built-in tool, a delegation).
+    runs_here: bool,
+}
+
+/// The `agent.thinking` and `agent.message` events of a response, and the text it said.
+fn said_events(
+    blocks: &[Value],
+    thread: &str,
+    message_id: String,
+    thinking_id: String,
+    now: time::Micros,
+) -> (Vec<NewEvent>, String) {
+    let mut out = Vec::new();
+    if blocks.iter().any(|b| Block::of(b) == Block::Thinking) {
+        let mut e = server_event(kind::AGENT_THINKING, json!({}), thread, now);
+        e.id = thinking_id;
+        out.push(e);
+    }
+    let texts: Vec<&str> = blocks
+        .iter()
+        .filter_map(|b| match Block::of(b) {
+            Block::Text(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    if !texts.is_empty() {
+        let content: Vec<Value> = texts.iter().map(|t| content::text(*t)).collect();
+        let mut e = server_event(
+            kind::AGENT_MESSAGE,
+            json!({ "content": content }),
+            thread,
+            now,
+        );
+        e.id = message_id;
+        out.push(e);
+    }
+    (out, texts.join("\n"))
+}
+
+/// Whether a response ends the turn by itself, so the idle goes in the transaction that
+/// records it: calls answered at once or run here keep the turn going; blocking calls end
+/// it with `requires_action`; otherwise the model's stop reason decides (a continued or
+/// unknown reason leaves it to the loop).
+fn response_ends_turn(stop: ModelStop, blocked: bool, keeps_going: bool) -> Option<StopReason> {
+    if keeps_going {
+        return None;
+    }
+    if blocked {
+        return Some(StopReason::RequiresAction(vec![]));
+    }
+    match stop {
+        ModelStop::EndTurn | ModelStop::StopSequence => Some(StopReason::EndTurn),
+        ModelStop::Refusal => Some(StopReason::Refusal),
+        _ => None,
     }
 }
 
@@ -519,4 +575,64 @@ fn record_request(
     };
     metrics::histogram!(crate::telemetry::MODEL_DURATION, "model" => model.to_string(), "outcome" => result)
         .record(started.elapsed().as_secs_f64());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::response_ends_turn;
+    use crate::domain::events::StopReason;
+    use crate::models::ModelStop;
+
+    #[test]
+    fn when_a_response_ends_the_turn_by_itself() {
+        use ModelStop::*;
+        let requires = Some(StopReason::RequiresAction(vec![]));
+        // (model stop, calls blocked on the client, calls answered or run here) -> ends with
+        let cases = [
+            (EndTurn, false, false, Some(StopReason::EndTurn)),
+            (StopSequence, false, false, Some(StopReason::EndTurn)),
+            (Refusal, false, false, Some(StopReason::Refusal)),
+            // Continued, failed or unknown stops are the loop's to handle.
+            (MaxTokens, false, false, None),
+            (PauseTurn, false, false, None),
+            (ContextWindowExceeded, false, false, None),
+            (Other, false, false, None),
+            // A call the client must answer blocks the turn, whatever the model said.
+            (ToolUse, true, false, requires.clone()),
+            (EndTurn, true, false, requires.clone()),
+            // A call answered at once or run here keeps the turn going, even beside a
+            // blocking one: the loop decides after it.
+            (ToolUse, false, true, None),
+            (ToolUse, true, true, None),
+            (EndTurn, false, true, None),
+        ];
+        for (stop, blocked, keeps_going, want) in cases {
+            assert_eq!(
+                response_ends_turn(stop, blocked, keeps_going),
+                want,
+                "{stop:?} blocked {blocked} keeps going {keeps_going}"
+            );
+        }
+    }
+
+    #[test]
+    fn stop_reasons_parse_and_continue() {
+        for (s, stop, continues) in [
+            ("end_turn", ModelStop::EndTurn, false),
+            ("stop_sequence", ModelStop::StopSequence, false),
+            ("tool_use", ModelStop::ToolUse, false),
+            ("max_tokens", ModelStop::MaxTokens, true),
+            ("pause_turn", ModelStop::PauseTurn, true),
+            ("refusal", ModelStop::Refusal, false),
+            (
+                "model_context_window_exceeded",
+                ModelStop::ContextWindowExceeded,
+                false,
+            ),
+            ("something_new", ModelStop::Other, false),
+        ] {
+            assert_eq!(ModelStop::parse(s), stop, "{s}");
+            assert_eq!(stop.continues(), continues, "{s}");
+        }
+    }
 }

@@ -82,6 +82,18 @@ impl ThreadStatus {
     pub fn is_active(self) -> bool {
         matches!(self, ThreadStatus::Running | ThreadStatus::Rescheduling)
     }
+
+    /// The status of a wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            ThreadStatus::Idle,
+            ThreadStatus::Running,
+            ThreadStatus::Rescheduling,
+            ThreadStatus::Terminated,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
+    }
 }
 
 /// The runtime state of a child thread, kept on the session row so every decision about it

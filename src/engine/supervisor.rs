@@ -12,7 +12,7 @@ use tokio::sync::{Notify, mpsc};
 
 use super::delegation::thread_agent;
 use super::turn::{Crew, Ended, Loop, Role, RunError};
-use super::{Inner, RunnerHandle};
+use super::{Inner, InterruptsSeen, RunnerHandle};
 use crate::domain::session::SessionBody;
 use crate::store::{SessionRecord, StoreError};
 
@@ -24,6 +24,7 @@ pub(super) async fn drive(
     inner: &Inner,
     handle: &RunnerHandle,
     rec: SessionRecord,
+    seen: &InterruptsSeen,
 ) -> Result<Ended, RunError> {
     let (spawn, mut to_spawn) = mpsc::unbounded_channel();
     let crew = Crew {
@@ -37,6 +38,7 @@ pub(super) async fn drive(
         handle,
         &crew,
         &rec,
+        seen.count(&body.primary_thread_id),
         body.primary_thread_id.clone(),
         body.agent.clone(),
         Role::Primary,
@@ -81,6 +83,8 @@ async fn run_child<'a>(
     tid: String,
 ) -> (String, Result<Ended, RunError>) {
     let result = async {
+        // Counted before the row is read, as every iteration of the loop does.
+        let seen = handle.interrupt_count(&tid);
         let rec = inner
             .store
             .get_session_by_id(sid)
@@ -108,6 +112,7 @@ async fn run_child<'a>(
             handle,
             crew,
             &rec,
+            seen,
             tid.clone(),
             agent,
             Role::Child { name },

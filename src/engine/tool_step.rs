@@ -10,7 +10,7 @@ use super::intake::server_event;
 use super::state::{EngineState, Pending, PendingKind};
 use super::turn::{Loop, RunError, Waited};
 use crate::domain::content;
-use crate::domain::events::{self, kind};
+use crate::domain::events::{self, Answer, kind};
 use crate::domain::session::SessionUsage;
 use crate::domain::time;
 use crate::tools::SessionTools;
@@ -196,7 +196,7 @@ impl Loop<'_> {
                     &primary,
                     time::now(),
                 );
-                e.answers = Some((call.id, "result"));
+                e.answers = Some((call.id, Answer::Result.as_str()));
                 Ok(vec![e])
             },
             vec![],
@@ -224,7 +224,7 @@ impl Loop<'_> {
                     &primary,
                     time::now(),
                 );
-                e.answers = Some((id, "result"));
+                e.answers = Some((id, Answer::Result.as_str()));
                 Ok(vec![e])
             },
             vec![],
@@ -271,7 +271,7 @@ impl Loop<'_> {
                 let text = "The server stopped while this tool call was running, so whether it took effect is unknown. \
                             Check the workspace before running it again.";
                 let mut e = server_event(kind::AGENT_TOOL_RESULT, events::tool_result(&id, vec![content::text(text)], true), &primary, time::now());
-                e.answers = Some((id, "result"));
+                e.answers = Some((id, Answer::Result.as_str()));
                 Ok(vec![e])
             },
             vec![],

@@ -22,9 +22,10 @@ use super::turn_end::Ender;
 use super::{Inner, RunnerHandle};
 use crate::domain::agent::SessionAgent;
 use crate::domain::environment::EnvironmentConfig;
-use crate::domain::events::{self, StopReason, kind};
+use crate::domain::events::{self, Answer, StopReason, kind};
 use crate::domain::session::{ModelUsage, SessionBody, SessionStatus};
 use crate::domain::time;
+use crate::models::{Block, ModelStop};
 use crate::store::{EventRecord, NewEvent, SessionRecord, StoreError, Writer};
 use crate::tools::SessionTools;
 use crate::tools::egress::EgressPolicy;
@@ -119,12 +120,15 @@ pub(super) struct Loop<'a> {
 }
 
 impl<'a> Loop<'a> {
-    /// A loop for `thread` running `agent`.
+    /// A loop for `thread` running `agent`, from the row `rec` read after the handle's
+    /// interrupt count for `thread` was `seen_interrupts`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         inner: &'a Inner,
         handle: &'a RunnerHandle,
         crew: &'a Crew,
         rec: &SessionRecord,
+        seen_interrupts: u64,
         thread: String,
         agent: SessionAgent,
         role: Role,
@@ -154,7 +158,7 @@ impl<'a> Loop<'a> {
             self_hosted: matches!(body.environment, EnvironmentConfig::SelfHosted),
             body,
             agent,
-            seen_interrupts: handle.interrupt_count(&thread),
+            seen_interrupts,
             thread,
             role,
             roster,
@@ -175,8 +179,35 @@ impl<'a> Loop<'a> {
     }
 
     /// Drives this thread until it has no work (idle or terminated), the lease is lost, or
-    /// the process shuts down. A loop that ends cleanly leaves what it knows of the log for
-    /// the thread's next loop.
+    /// the process shuts down.
+    ///
+    /// Each iteration reads the row (after noting the interrupt count, so an interrupt
+    /// signalled after the read still cuts the next wait) and this thread's new events, then
+    /// takes the first step that applies, in this order of precedence:
+    ///
+    /// 1. **shutdown** — the process is stopping: return; the runner releases the lease so
+    ///    another replica (or the next start) resumes the session.
+    /// 2. **released** — the last commit handed the lease back (the session went idle).
+    /// 3. **no work** — the session (primary) or this thread (delegate) is not running or
+    ///    retrying.
+    /// 4. **interrupt** — an interrupt is recorded for this thread: close its open calls and
+    ///    idle it with `end_turn` (the primary first lets its working delegates stop).
+    /// 5. **orphaned tool** — a built-in call started and never recorded a result (the process
+    ///    died while it ran): close it with an error result; it is never run twice.
+    /// 6. **dangling request** — a model request started and never ended: close its span
+    ///    and issue it again.
+    /// 7. **rescheduled** — a retry delay ended: back to running.
+    /// 8. **queued input** — unless calls are outstanding, queued messages are taken into the
+    ///    next model request (or only marked consumed when no request follows).
+    /// 9. **the context's tail** — the user spoke last: call the model; the model stopped at
+    ///    `max_tokens` / `pause_turn`: continue it (a bounded number of times); it refused:
+    ///    idle with `refusal`; its context overflowed: fail the turn; calls outstanding: run
+    ///    the next one here, hand it to a worker, wait for delegates, close an orphaned
+    ///    delegation, or idle with `requires_action` for the client's answers; otherwise
+    ///    idle with `end_turn`.
+    ///
+    /// A loop that ends cleanly leaves what it knows of the log for the thread's next loop
+    /// (see `engine::history`).
     pub async fn run(&mut self, first: Option<SessionRecord>) -> Result<Ended, RunError> {
         let ended = self.drive(first).await;
         if ended.is_ok() && !self.consumed_here {
@@ -277,16 +308,16 @@ impl<'a> Loop<'a> {
                     stop_reason,
                     stop_details,
                     continuations,
-                } => match stop_reason.as_str() {
-                    "max_tokens" | "pause_turn"
-                        if continuations <= self.inner.config.max_continuations =>
+                } => match ModelStop::parse(&stop_reason) {
+                    stop if stop.continues()
+                        && continuations <= self.inner.config.max_continuations =>
                     {
                         let mut messages = self.transcript.context().messages;
                         context::trim_for_continuation(&mut messages);
                         self.call_model(messages, vec![]).await?;
                     }
-                    "refusal" => self.finish(StopReason::Refusal, stop_details).await?,
-                    "model_context_window_exceeded" => {
+                    ModelStop::Refusal => self.finish(StopReason::Refusal, stop_details).await?,
+                    ModelStop::ContextWindowExceeded => {
                         self.fail_turn(
                             "model_request_failed_error",
                             "the conversation no longer fits the model's context window",
@@ -418,33 +449,39 @@ impl<'a> Loop<'a> {
             + 'static,
     {
         let self_hosted = self.self_hosted;
+        // Whether a self-hosted session's committed state waits on a worker, decided with the
+        // state the decision already decoded (the store's transaction returns only the row).
+        let (awaits_tx, awaits_rx) = match self_hosted {
+            true => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                (Some(tx), Some(rx))
+            }
+            false => (None, None),
+        };
         let txn = Box::new(move |rec: &mut SessionRecord| {
             let before = EngineState::of(rec)?;
             let mut st = before.clone();
             let events = f(rec, &mut st)?;
             // Whenever the session waits on a worker, some work item must be live for one
             // to pick up, even if the last worker let its item go a moment ago.
-            let ensure_work =
-                (self_hosted && st.awaits_worker()).then(|| work_item_for(rec, time::now()));
+            let awaits_worker = self_hosted && st.awaits_worker();
+            let ensure_work = awaits_worker.then(|| work_item_for(rec, time::now()));
             let mut out = state::output(rec, &before, st, events, mark_processed)?;
             out.ensure_work = ensure_work;
+            if let Some(tx) = awaits_tx {
+                let _ = tx.send(awaits_worker);
+            }
             Ok(out)
         });
-        self.run_txn(txn).await
-    }
-
-    /// Runs a runner transaction, publishes its events and notes a lease hand-back.
-    async fn run_txn(
-        &mut self,
-        txn: crate::store::SessionTxn,
-    ) -> Result<Vec<EventRecord>, RunError> {
         let (rec, appended) = self
             .hold(self.inner.store.transact(&self.sid, &self.writer, txn))
             .await?
             .ok_or(RunError::Gone)?;
         self.released = rec.lease_owner.as_deref() != Some(self.inner.owner.as_str());
         self.inner.hub.publish(&self.sid, &appended);
-        if self.self_hosted && EngineState::of(&rec).is_ok_and(|st| st.awaits_worker()) {
+        if let Some(rx) = awaits_rx
+            && rx.await.unwrap_or(false)
+        {
             self.inner.hub.work_queued(&rec.environment_id);
         }
         Ok(appended)
@@ -548,8 +585,10 @@ impl<'a> Loop<'a> {
             .map(|blocks| {
                 blocks
                     .iter()
-                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-                    .filter_map(|b| b.get("text").and_then(Value::as_str))
+                    .filter_map(|b| match Block::of(b) {
+                        Block::Text(t) => Some(t),
+                        _ => None,
+                    })
                     .collect::<Vec<_>>()
                     .join("\n")
             })
@@ -719,7 +758,7 @@ impl<'a> Loop<'a> {
                     &primary,
                     time::now(),
                 );
-                e.answers = Some((call, "result"));
+                e.answers = Some((call, Answer::Result.as_str()));
                 Ok(vec![e])
             },
             vec![],

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::intake::server_event;
 use super::state::{EngineState, LeaseGrant, ThreadStatus, grant_lease, set_status};
 use crate::domain::content;
-use crate::domain::events::{self, StopReason, kind};
+use crate::domain::events::{self, Answer, StopReason, kind};
 use crate::domain::session::SessionStatus;
 use crate::domain::time::{self, Micros};
 use crate::store::{NewEvent, SessionRecord, StoreError};
@@ -254,7 +254,7 @@ pub(super) fn reply(
             now,
         );
         e.internal = Some(json!({ "call": call, "is_error": is_error }));
-        e.answers = Some((call, "result"));
+        e.answers = Some((call, Answer::Result.as_str()));
         out.push(e);
     }
     out
@@ -293,7 +293,7 @@ pub(super) fn closed_tool_call(id: &str, thread: &str, now: i64) -> NewEvent {
         thread,
         now,
     );
-    e.answers = Some((id.to_string(), "result"));
+    e.answers = Some((id.to_string(), Answer::Result.as_str()));
     e
 }
 
@@ -372,3 +372,7 @@ pub(super) fn stop_delegate(
     }
     out
 }
+
+#[cfg(test)]
+#[path = "turn_end_tests.rs"]
+mod tests;

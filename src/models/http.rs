@@ -55,17 +55,7 @@ pub async fn stream_events(
 /// A request error with its causes: reqwest's own text ("error sending request for url (…)")
 /// leaves out why ("Connection refused"), which is what an operator needs.
 pub fn describe(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        let c = cause.to_string();
-        if !text.contains(&c) {
-            text.push_str(": ");
-            text.push_str(&c);
-        }
-        source = cause.source();
-    }
-    text
+    crate::error_chain::chain(e)
 }
 
 /// Parses one SSE data payload.

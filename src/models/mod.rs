@@ -42,13 +42,9 @@ pub struct Message {
     pub content: Vec<Value>,
 }
 
-/// A tool the model may call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolDef {
-    pub name: String,
-    pub description: String,
-    pub input_schema: Value,
-}
+// Tool definitions are domain data (the engine and the tools build them); re-exported here
+// because every provider serializes them.
+pub use crate::domain::tools::ToolDef;
 
 /// Everything a provider needs for one request.
 #[derive(Debug, Clone)]
@@ -69,9 +65,94 @@ pub struct ModelResponse {
     /// Content blocks in order (text, thinking with signature, tool_use, ...).
     pub content: Vec<Value>,
     /// `end_turn`, `tool_use`, `max_tokens`, `pause_turn`, `refusal`, `stop_sequence`, ...
+    /// (kept as the provider said it, for the log; [`ModelResponse::stop`] types it).
     pub stop_reason: String,
     pub stop_details: Option<Value>,
     pub usage: ModelUsage,
+}
+
+impl ModelResponse {
+    /// Why the model stopped.
+    pub fn stop(&self) -> ModelStop {
+        ModelStop::parse(&self.stop_reason)
+    }
+}
+
+/// Why a model response ended, as the loop acts on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelStop {
+    /// The model finished its answer.
+    EndTurn,
+    /// A stop sequence ended it; the loop treats it as a finished answer.
+    StopSequence,
+    /// The model called tools and waits for their results.
+    ToolUse,
+    /// The `max_tokens` limit cut the answer; it is continued.
+    MaxTokens,
+    /// The provider paused a long turn; it is continued.
+    PauseTurn,
+    /// The model declined to answer.
+    Refusal,
+    /// The conversation no longer fits the model's context window.
+    ContextWindowExceeded,
+    /// A reason this server does not know; treated as a finished answer.
+    Other,
+}
+
+impl ModelStop {
+    /// The stop of a provider's `stop_reason`.
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "end_turn" => ModelStop::EndTurn,
+            "stop_sequence" => ModelStop::StopSequence,
+            "tool_use" => ModelStop::ToolUse,
+            "max_tokens" => ModelStop::MaxTokens,
+            "pause_turn" => ModelStop::PauseTurn,
+            "refusal" => ModelStop::Refusal,
+            "model_context_window_exceeded" => ModelStop::ContextWindowExceeded,
+            _ => ModelStop::Other,
+        }
+    }
+
+    /// Whether the loop asks the model to go on with the same answer.
+    pub fn continues(self) -> bool {
+        matches!(self, ModelStop::MaxTokens | ModelStop::PauseTurn)
+    }
+}
+
+/// One content block of a message, as the engine reads it: a borrowed, typed view of the
+/// Anthropic-shaped JSON that providers and the log exchange.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Block<'a> {
+    /// A `text` block.
+    Text(&'a str),
+    /// A `thinking` or `redacted_thinking` block.
+    Thinking,
+    /// A `tool_use` block: the tool's name and its input (absent in a malformed block).
+    ToolUse {
+        name: &'a str,
+        input: Option<&'a Value>,
+    },
+    /// A `tool_result` block.
+    ToolResult,
+    /// Anything else (images, documents, server tool blocks, …): passed through untouched.
+    Other,
+}
+
+impl<'a> Block<'a> {
+    /// The typed view of `block`.
+    pub fn of(block: &'a Value) -> Self {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => Block::Text(block.get("text").and_then(Value::as_str).unwrap_or("")),
+            Some("thinking" | "redacted_thinking") => Block::Thinking,
+            Some("tool_use") => Block::ToolUse {
+                name: block.get("name").and_then(Value::as_str).unwrap_or(""),
+                input: block.get("input"),
+            },
+            Some("tool_result") => Block::ToolResult,
+            _ => Block::Other,
+        }
+    }
 }
 
 /// Progress while a response streams, for opt-in previews.

@@ -18,13 +18,12 @@ use serde_json::{Value, json};
 use super::{
     Delta, DeltaSink, ErrorKind, ModelClient, ModelError, ModelRequest, ModelResponse, Role,
 };
+// `system.message` text reaches models under this prefix; the script reader skips it.
+use crate::domain::content::SYSTEM_PREFIX;
 use crate::domain::session::ModelUsage;
 
 /// The model id served by [`Scripted`].
 pub const MODEL_ID: &str = "mast-scripted";
-
-/// Prefix under which `system.message` text reaches models; the script reader skips it.
-pub const SYSTEM_PREFIX: &str = "<system-message>";
 
 /// The scripted model.
 #[derive(Debug, Default, Clone)]

@@ -523,7 +523,6 @@ pub trait Store: Send + Sync + 'static {
         include_archived: bool,
         scan: &Scan<String>,
     ) -> StoreResult<Vec<Environment>>;
-    /// Deletes an environment; false when it did not exist.
     /// Deletes an environment (with its worker keys and work items) unless sessions that are
     /// not archived still use it: those are returned (a few ids) and nothing changes.
     async fn delete_environment(
@@ -683,7 +682,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Drops leases held by any owner but `owner` (single-replica start-up); returns how many.
     async fn clear_foreign_leases(&self, owner: &str) -> StoreResult<u64>;
-    /// Sessions that need a runner: active status or queued input, and no live lease.
+    /// Sessions that need a runner: `running` or `rescheduling` (accepted input sets one of
+    /// them in its own transaction) with no live lease, least recently updated first.
     async fn sessions_needing_runner(&self, now: Micros, limit: i64) -> StoreResult<Vec<String>>;
 
     // ---- operations ----

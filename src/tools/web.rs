@@ -134,7 +134,7 @@ pub async fn fetch(
     let resp = match client.get(url.clone()).send().await {
         Ok(r) => r,
         Err(e) => {
-            let why = error_chain(&e);
+            let why = crate::error_chain::chain(&e);
             if why.contains("internal address") {
                 return ToolOutput::error(format!("Refused to fetch {url}: {why}."));
             }
@@ -191,18 +191,6 @@ pub async fn fetch(
         return ToolOutput::error(format!("{url} answered HTTP {}:\n{out}", status.as_u16()));
     }
     ToolOutput::text(format!("Content of {url}:\n\n{out}"))
-}
-
-/// An error with its causes, which is where reqwest puts the reason.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    out
 }
 
 /// Renders HTML as readable text off the async threads, cut to [`MAX_HTML_BYTES`] first.

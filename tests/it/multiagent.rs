@@ -410,6 +410,19 @@ async fn a_failing_delegate_does_not_fail_the_coordinator(b: Backend) {
         .await
         .ok();
     assert_eq!(threads["data"].as_array().unwrap().len(), 1);
+    // The filter applies before paging: a one-row page skips the idle primary thread and
+    // still finds the terminated delegate, with no page after it.
+    let page = s
+        .client
+        .get(&format!(
+            "/v1/sessions/{sid}/threads?statuses[]=terminated&limit=1"
+        ))
+        .await
+        .ok();
+    let data = page["data"].as_array().unwrap();
+    assert_eq!(data.len(), 1, "{page}");
+    assert_eq!(data[0]["status"], "terminated");
+    assert!(page["next_page"].is_null(), "{page}");
 }
 
 async fn limits_on_threads_and_depth(b: Backend) {

@@ -1,5 +1,6 @@
 //! Several replicas on one Postgres: streams and interrupts reach the session whichever
-//! replica serves the request, and a replica SIGKILLed under load loses nothing.
+//! replica serves the request, a replica SIGKILLed under load loses nothing, and a replica
+//! whose clock is off neither takes a live lease nor keeps a dead one.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -10,25 +11,13 @@ use serde_json::{Value, json};
 use crate::crash::{Reaped, check_log, free_port, spawn, wait_up};
 use crate::support::http::weather_tool;
 use crate::support::sse::Stream;
-use crate::support::{
-    Backend, Client, TestServer, eventually, fresh_postgres_database, postgres_admin_url,
-};
+use crate::support::{Backend, Client, TestServer, eventually, fresh_postgres_database};
 
 const WEATHER: &str = "call get_weather {\"city\":\"Oslo\"}\n---\nsay Oslo: {{result}}";
 
-fn skipped() -> bool {
-    if postgres_admin_url().is_none() {
-        eprintln!("SKIPPED: several replicas need Postgres; set MAST_TEST_DATABASE_URL");
-        return true;
-    }
-    false
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "Postgres: run with --include-ignored and MAST_TEST_DATABASE_URL"]
 async fn streams_and_interrupts_cross_replicas() {
-    if skipped() {
-        return;
-    }
     let a = TestServer::start(Backend::Postgres).await;
     let b = TestServer::boot(a.config.clone(), Backend::Postgres).await;
     let agent = a.client.agent(json!([weather_tool()])).await;
@@ -241,17 +230,15 @@ async fn answer(r: &Replicas, sid: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "Postgres: run with --include-ignored and MAST_TEST_DATABASE_URL"]
 async fn one_of_two_replicas_killed_under_load_loses_nothing() {
-    if !skipped() {
-        killed_under_load(2).await;
-    }
+    killed_under_load(2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "Postgres: run with --include-ignored and MAST_TEST_DATABASE_URL"]
 async fn one_of_three_replicas_killed_under_load_loses_nothing() {
-    if !skipped() {
-        killed_under_load(3).await;
-    }
+    killed_under_load(3).await;
 }
 
 async fn killed_under_load(replicas: usize) {
@@ -348,4 +335,152 @@ async fn killed_under_load(replicas: usize) {
         c.kill().ok();
         c.wait().ok();
     }
+}
+
+/// The real binary on `db`, its clock shifted by `skew_ms` (`MAST_CLOCK_SKEW_MS`), with the
+/// short leases of the crash tests.
+fn spawn_skewed(data_dir: &std::path::Path, db: &str, port: u16, skew_ms: i64) -> Reaped {
+    use std::process::{Command, Stdio};
+    let child = Command::new(env!("CARGO_BIN_EXE_mast"))
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
+        .arg(data_dir)
+        .env("MAST_CLOCK_SKEW_MS", skew_ms.to_string())
+        .env("MAST_LEASE_TTL_MS", "1500")
+        .env("MAST_REAP_INTERVAL_MS", "200")
+        .env("MAST_LOG", "warn")
+        .env("MAST_DB_MAX_CONNECTIONS", "6")
+        .env("DATABASE_URL", db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("mast binary starts");
+    Reaped(child)
+}
+
+/// A session of `agent` created on `c`, with `script` sent to it there (so that replica's
+/// runner takes the turn).
+async fn session_running(c: &Client, agent: &Value, script: &str) -> String {
+    let sid = c.session(agent).await["id"].as_str().unwrap().to_string();
+    c.say(&sid, script).await;
+    sid
+}
+
+/// The log once its turn ended (`end_turn`), read through `c`.
+async fn ended(c: &Client, sid: &str, secs: u64) -> Vec<Value> {
+    eventually(secs, "the turn to end", || async {
+        let log = c.all_events(sid).await;
+        log.iter()
+            .any(|e| e["type"] == "session.status_idle" && e["stop_reason"]["type"] == "end_turn")
+            .then_some(log)
+    })
+    .await
+}
+
+/// How many model requests a log started.
+fn requests(log: &[Value]) -> usize {
+    log.iter()
+        .filter(|e| e["type"] == "span.model_request_start")
+        .count()
+}
+
+/// Lease takeovers a replica counted (`/metrics`).
+async fn takeovers(c: &Client) -> f64 {
+    let text = reqwest::get(format!("{}/metrics", c.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("mast_lease_takeovers_total"))
+        .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "Postgres: run with --include-ignored and MAST_TEST_DATABASE_URL"]
+async fn a_skewed_clock_neither_steals_a_live_lease_nor_keeps_a_dead_one() {
+    const HOUR_MS: i64 = 3_600_000;
+    let db = fresh_postgres_database().await;
+    let dir = tempfile::TempDir::new().unwrap();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    // On time, an hour ahead, an hour behind.
+    let skews = [0, HOUR_MS, -HOUR_MS];
+    let mut replicas: Vec<Reaped> = ports
+        .iter()
+        .zip(skews)
+        .map(|(p, skew)| spawn_skewed(dir.path(), &db, *p, skew))
+        .collect();
+    let clients: Vec<Client> = ports
+        .iter()
+        .map(|p| Client::new(&format!("http://127.0.0.1:{p}")))
+        .collect();
+    for c in &clients {
+        wait_up(c).await;
+    }
+    let (on_time, ahead, behind) = (&clients[0], &clients[1], &clients[2]);
+    let agent = on_time.agent(json!([])).await;
+
+    // Live leases: a turn much longer than a lease runs on the replica behind (whose deadlines,
+    // by its own clock, lie an hour in the past) and one on the replica on time (whose
+    // deadlines the replica ahead would see as an hour gone). Each keeps its runner.
+    let slow = "sleep 4000\nsay done";
+    let on_behind = session_running(behind, &agent, slow).await;
+    let on_on_time = session_running(on_time, &agent, slow).await;
+    for sid in [&on_behind, &on_on_time] {
+        let log = ended(on_time, sid, 30).await;
+        check_log(&log);
+        one_runner_at_a_time(&log);
+        assert_eq!(
+            requests(&log),
+            1,
+            "{sid}: the turn ran once, never taken over"
+        );
+        let said: Vec<&Value> = log
+            .iter()
+            .filter(|e| e["type"] == "agent.message")
+            .collect();
+        assert_eq!(said.len(), 1, "{sid}");
+        assert_eq!(said[0]["content"][0]["text"], "done");
+    }
+    for c in &clients {
+        assert_eq!(takeovers(c).await, 0.0, "no replica took a live lease");
+    }
+
+    // Dead leases: turns running on the replica ahead (whose deadlines, by its own clock, lie
+    // an hour in the future) and on the replica on time (whose deadlines the replica behind
+    // would see as an hour away) lose their runners; the replica behind finishes both.
+    let slow = "sleep 3000\nsay handed over";
+    let on_ahead = session_running(ahead, &agent, slow).await;
+    let on_on_time = session_running(on_time, &agent, slow).await;
+    for sid in [&on_ahead, &on_on_time] {
+        eventually(20, "the turn to start", || async {
+            (requests(&behind.all_events(sid).await) >= 1).then_some(())
+        })
+        .await;
+    }
+    for r in &mut replicas[..2] {
+        r.kill().unwrap(); // SIGKILL
+        r.wait().unwrap();
+    }
+    for sid in [&on_ahead, &on_on_time] {
+        // A lease lasts 1.5 s: far less than the hour a clock could make it.
+        let log = ended(behind, sid, 30).await;
+        check_log(&log);
+        one_runner_at_a_time(&log);
+        assert!(
+            log.iter()
+                .any(|e| e["type"] == "agent.message" && e["content"][0]["text"] == "handed over"),
+            "{sid}: the replica behind finished the turn"
+        );
+    }
+    assert!(
+        takeovers(behind).await >= 2.0,
+        "the replica behind took both dead leases"
+    );
 }

@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use crate::backend_tests;
 use crate::support::sse::Stream;
-use crate::support::{Backend, Options, TestServer};
+use crate::support::{Backend, Options, TestServer, eventually};
 
 backend_tests!(
     tools_do_real_work_and_explain_their_errors,
@@ -772,17 +772,27 @@ async fn confirmations_out_of_order_and_interrupts(b: Backend) {
     assert_eq!(r.len(), 2);
     assert!(r.iter().all(|(t, e)| *e && t.contains("interrupted")));
     assert!(!ws.join("three").exists());
-    // Interrupt while a tool runs: the command is stopped and its call closed.
+    // Interrupt while a tool runs: the command is killed and its call closed. Its `sleep`
+    // carries a duration unique to this run, so the process can be found on this machine
+    // (the sandbox's pid namespace is nested in ours) before and after the interrupt.
     sess.st.seen.clear();
     let mut allow = session(&s, toolset(json!([]), "always_allow"), None).await;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let marker = format!("20.{nanos:09}");
     s.client
         .say(
             &allow.id,
-            "call bash {\"command\": \"sleep 20; touch late\"}",
+            &format!("call bash {{\"command\": \"sleep {marker}; touch late\"}}"),
         )
         .await;
-    allow.st.until(30, |e| e["type"] == "agent.tool_use").await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    eventually(30, "the command to run", || {
+        let running = !pids_with_arg(&marker).is_empty();
+        async move { running.then_some(()) }
+    })
+    .await;
     s.client
         .send_events(&allow.id, json!([{"type": "user.interrupt"}]))
         .await;
@@ -790,7 +800,12 @@ async fn confirmations_out_of_order_and_interrupts(b: Backend) {
     assert_eq!(idle["stop_reason"]["type"], "end_turn");
     let r = results(&allow.st.seen);
     assert!(r[0].1 && r[0].0.contains("interrupted"), "{r:?}");
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // Left alone it would sleep for 20 s more: gone within 5 s means it was killed.
+    eventually(5, "the interrupted command to be killed", || {
+        let gone = pids_with_arg(&marker).is_empty();
+        async move { gone.then_some(()) }
+    })
+    .await;
     assert!(
         !s.data_dir
             .join("workspaces")
@@ -798,6 +813,23 @@ async fn confirmations_out_of_order_and_interrupts(b: Backend) {
             .join("late")
             .exists()
     );
+}
+
+/// Processes on this machine with `arg` as one of their command-line arguments.
+fn pids_with_arg(arg: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    dir.filter_map(|e| {
+        let e = e.ok()?;
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        cmdline
+            .split(|b| *b == 0)
+            .any(|a| a == arg.as_bytes())
+            .then_some(pid)
+    })
+    .collect()
 }
 
 async fn web_tools_follow_domain_lists_and_providers(b: Backend) {

@@ -484,17 +484,40 @@ async fn a_poll_wakes_when_work_arrives(b: Backend) {
             .ok(),
         Value::Null
     );
-    let waiting = tokio::spawn({
-        let worker = worker.clone();
+    let polling = || {
+        let client = s.client.clone();
         let env = env.clone();
         async move {
-            worker
-                .get(&format!("/v1/environments/{env}/work/poll?block_ms=999"))
+            client
+                .get(&format!("/v1/environments/{env}/work/stats"))
                 .await
-                .ok()
+                .ok()["workers_polling"]
+                .as_i64()
+                .unwrap()
+        }
+    };
+    let before = polling().await;
+    let waiting = tokio::spawn({
+        let url = format!("{}/v1/environments/{env}/work/poll?block_ms=999", s.url);
+        let key = st.key.clone();
+        async move {
+            let r = reqwest::Client::new()
+                .get(url)
+                .header("x-api-key", key)
+                .header("anthropic-worker-id", "waiting-worker")
+                .send()
+                .await
+                .unwrap();
+            r.json::<Value>().await.unwrap()
         }
     });
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // A poll registers its waiter before its first claim, and the claim counts its worker:
+    // once the stats count this worker, the poll is waiting (its first claim found nothing).
+    eventually(10, "the long poll to be waiting", || {
+        let polling = polling();
+        async move { (polling.await > before).then_some(()) }
+    })
+    .await;
     let sid = session(&s, &st).await;
     // The poll only claims at its start and when woken, so an item here proves the wake-up.
     let item = waiting.await.unwrap();

@@ -83,7 +83,7 @@ def run_turn(client, session_id, script, timeout=90):
     raise AssertionError("stream ended early")
 
 
-def eventually(check, timeout=30, what="condition"):
+def eventually(check, timeout=30, what="condition", interval=0.1):
     deadline = time.time() + timeout
     while True:
         value = check()
@@ -91,7 +91,7 @@ def eventually(check, timeout=30, what="condition"):
             return value
         if time.time() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+        time.sleep(interval)
 
 
 def token_of(item):
@@ -218,12 +218,20 @@ def test_a_long_poll_returns_when_work_arrives(client, server):
     assert w.beta.environments.work.poll(env.id) is None
     got = {}
 
+    def polling():
+        return client.get(f"/v1/environments/{env.id}/work/stats", cast_to=object)["workers_polling"]
+
+    before = polling()
+
     def poll():
-        got["item"] = w.beta.environments.work.poll(env.id, block_ms=999)
+        got["item"] = w.beta.environments.work.poll(
+            env.id, block_ms=999, extra_headers={"Anthropic-Worker-ID": "waiting-worker"})
 
     t = threading.Thread(target=poll)
     t.start()
-    time.sleep(0.2)
+    # A poll registers its waiter before its first claim, and the claim counts its worker:
+    # once the stats count this worker, the poll is waiting (its first claim found nothing).
+    eventually(lambda: polling() > before, timeout=10, what="the long poll to be waiting", interval=0.01)
     sess = client.beta.sessions.create(agent=agent.id, environment_id=env.id)
     t.join(timeout=10)
     # A poll claims only when it starts and when woken, so an item here means it was woken.

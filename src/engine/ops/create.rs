@@ -1,0 +1,300 @@
+//! Creating a session, as a pipeline of stages: check the request, resolve the agent,
+//! resolve the environment, draft the rows, commit and start.
+//!
+//! A feature that adds to session creation (resources, vaults, budgets, …) adds its check to
+//! [`Checked`], its lookups as a stage of its own beside [`resolve_agent`], and its part of
+//! the rows to [`Draft`]; every stage before [`Engine::commit_draft`] writes nothing.
+
+use std::collections::HashMap;
+
+use serde_json::json;
+
+use super::{OpError, views};
+use crate::domain::agent::{self as agents, Agent, SessionAgent};
+use crate::domain::environment::{Environment, EnvironmentConfig};
+use crate::domain::events::{ClientEvent, kind};
+use crate::domain::ids::new_id;
+use crate::domain::invalid::Invalid;
+use crate::domain::metadata::{self, Metadata};
+use crate::domain::multiagent;
+use crate::domain::session::{
+    AgentSelection, Session, SessionBody, SessionCreate, SessionStatus, SessionUsage,
+    check_resources, check_title, check_vault_ids, parse_agent_selection,
+};
+use crate::domain::time::{self, Micros};
+use crate::engine::Engine;
+use crate::engine::intake::server_event;
+use crate::engine::state::{EngineState, grant_lease, set_status, work_item_for};
+use crate::store::{NewEvent, SessionRecord, ThreadRecord, WorkRecord};
+
+/// Most `initial_events` a creation may carry.
+const MAX_INITIAL_EVENTS: usize = 50;
+
+/// A creation request that passed every rule needing no lookup.
+struct Checked {
+    agent: AgentSelection,
+    environment_id: String,
+    title: Option<String>,
+    metadata: Metadata,
+    /// `user.message` events that start the first turn.
+    initial: Vec<ClientEvent>,
+}
+
+impl Checked {
+    /// Applies the request's own rules.
+    fn of(req: SessionCreate) -> Result<Self, Invalid> {
+        let agent = parse_agent_selection(&req.agent)?;
+        check_title(&req.title)?;
+        let metadata = req.metadata.unwrap_or_default();
+        metadata::validate(&metadata)?;
+        if req.budget.as_ref().is_some_and(|b| !b.is_null()) {
+            return Err(Invalid::with_code(
+                "model_not_budgetable",
+                "budgets are not supported: this server keeps no model price list",
+            ));
+        }
+        check_vault_ids(req.vault_ids.as_ref())?;
+        check_resources(req.resources.as_ref())?;
+        Ok(Checked {
+            agent,
+            environment_id: req.environment_id,
+            title: req.title,
+            metadata,
+            initial: initial_events(req.initial_events.as_deref())?,
+        })
+    }
+}
+
+/// `initial_events`: at most 50, each a `user.message`.
+fn initial_events(list: Option<&[serde_json::Value]>) -> Result<Vec<ClientEvent>, Invalid> {
+    let Some(list) = list else {
+        return Ok(vec![]);
+    };
+    if list.len() > MAX_INITIAL_EVENTS {
+        return Err(Invalid::new(format!(
+            "`initial_events` has more than {MAX_INITIAL_EVENTS} events"
+        )));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let parsed = ClientEvent::parse(&format!("initial_events[{i}]"), e)?;
+            match parsed {
+                ClientEvent::UserMessage { .. } => Ok(parsed),
+                _ => Err(Invalid::new(format!(
+                    "`initial_events[{i}]` must be a `user.message`"
+                ))),
+            }
+        })
+        .collect()
+}
+
+/// The agent a session runs: its row and the snapshot the session keeps of it.
+struct ResolvedAgent {
+    agent: Agent,
+    snapshot: SessionAgent,
+}
+
+/// The rows a creation writes, not written yet.
+struct Draft {
+    session: SessionRecord,
+    thread: ThreadRecord,
+    events: Vec<NewEvent>,
+    /// The first work item of a self-hosted session.
+    work: Option<WorkRecord>,
+}
+
+impl Engine {
+    /// Creates a session in workspace `ws` and starts its first turn when the request
+    /// carries `initial_events`.
+    pub async fn create_session(&self, ws: &str, req: SessionCreate) -> Result<Session, OpError> {
+        let checked = Checked::of(req)?;
+        let agent = self.resolve_agent(ws, &checked.agent).await?;
+        let env = self
+            .resolve_environment(ws, &checked.environment_id)
+            .await?;
+        let now = time::now();
+        let draft = self.draft(ws, checked, agent, &env, now)?;
+        let rec = self.commit_draft(draft).await?;
+        Ok(views::session(&rec, now)?)
+    }
+
+    /// The selected agent (a version, or the latest), with its roster pinned and the
+    /// request's overrides applied to the snapshot.
+    async fn resolve_agent(
+        &self,
+        ws: &str,
+        sel: &AgentSelection,
+    ) -> Result<ResolvedAgent, OpError> {
+        let store = &self.inner.store;
+        let agent = store
+            .get_agent(ws, &sel.id, sel.version)
+            .await?
+            .ok_or_else(|| OpError::AgentNotFound {
+                id: sel.id.clone(),
+                version: sel.version,
+            })?;
+        if agent.archived_at.is_some() {
+            return Err(agents::archived(&agent.id, "cannot start new sessions").into());
+        }
+        let mut snapshot = agent.thread_snapshot();
+        if let Some(m) = &agent.multiagent {
+            let mut snapshots = HashMap::new();
+            for (id, v) in multiagent::pinned_refs(m) {
+                if let Some(a) = store.get_agent(ws, &id, Some(v)).await? {
+                    snapshots.insert((id, v), a.thread_snapshot());
+                }
+            }
+            snapshot.multiagent = Some(multiagent::session_form(m, &|id, v| {
+                snapshots.get(&(id.to_string(), v)).cloned()
+            }));
+        }
+        if let Some(o) = sel.overrides.clone() {
+            snapshot = o.apply(snapshot)?;
+            // An overridden model is checked against the provider's current list.
+            self.inner.models.refresh().await;
+            self.inner
+                .models
+                .check_routable(&snapshot.model.id)
+                .map_err(Invalid::new)?;
+        }
+        Ok(ResolvedAgent { agent, snapshot })
+    }
+
+    /// The environment the session runs in; archived ones take no new sessions.
+    async fn resolve_environment(&self, ws: &str, id: &str) -> Result<Environment, OpError> {
+        let env = self
+            .inner
+            .store
+            .get_environment(ws, id)
+            .await?
+            .ok_or_else(|| OpError::EnvironmentNotFound(id.to_string()))?;
+        if env.archived_at.is_some() {
+            return Err(Invalid::with_code(
+                "environment_archived",
+                format!("environment `{}` is archived", env.id),
+            )
+            .into());
+        }
+        Ok(env)
+    }
+
+    /// The rows of the new session: idle, or running with the lease granted to this process
+    /// when initial events start a turn.
+    fn draft(
+        &self,
+        ws: &str,
+        checked: Checked,
+        resolved: ResolvedAgent,
+        env: &Environment,
+        now: Micros,
+    ) -> Result<Draft, OpError> {
+        let id = new_id("sesn");
+        let thread_id = new_id("sthr");
+        let ResolvedAgent { agent, snapshot } = resolved;
+        let body = SessionBody {
+            title: checked.title,
+            metadata: checked.metadata,
+            agent: snapshot.clone(),
+            resources: vec![],
+            vault_ids: vec![],
+            budget: None,
+            outcome_evaluations: vec![],
+            deployment_id: None,
+            environment: env.config.clone(),
+            primary_thread_id: thread_id.clone(),
+        };
+        let mut session = SessionRecord {
+            id: id.clone(),
+            workspace_id: ws.to_string(),
+            agent_id: agent.id.clone(),
+            agent_version: agent.version,
+            environment_id: env.id.clone(),
+            status: SessionStatus::Idle.as_str().into(),
+            body: serde_json::to_string(&body).map_err(internal)?,
+            usage: serde_json::to_string(&SessionUsage::default()).map_err(internal)?,
+            active_micros: 0,
+            running_since: None,
+            last_seq: 0,
+            engine: serde_json::to_string(&EngineState::default()).map_err(internal)?,
+            created_at: now,
+            updated_at: now,
+            archived_at: None,
+            terminated_at: None,
+            lease_owner: None,
+            lease_expires_at: None,
+        };
+        let thread = ThreadRecord {
+            id: thread_id.clone(),
+            session_id: id,
+            parent_thread_id: None,
+            spawning_event_id: None,
+            status: SessionStatus::Idle.as_str().into(),
+            body: serde_json::to_string(&json!({ "agent": snapshot, "agent_name": agent.name }))
+                .map_err(internal)?,
+            created_at: now,
+            updated_at: now,
+            archived_at: None,
+        };
+        let mut events: Vec<NewEvent> = checked
+            .initial
+            .iter()
+            .map(|e| NewEvent {
+                id: new_id("sevt"),
+                thread_id: Some(thread_id.clone()),
+                kind: e.kind().into(),
+                body: e.body(None),
+                internal: None,
+                answers: None,
+                processed_at: Some(now),
+            })
+            .collect();
+        if !events.is_empty() {
+            events.push(server_event(
+                kind::STATUS_RUNNING,
+                json!({}),
+                &thread_id,
+                now,
+            ));
+            set_status(&mut session, SessionStatus::Running, now);
+            grant_lease(&mut session, self.lease_grant().as_ref(), now);
+        }
+        // A self-hosted session is handed to the environment's workers from the start.
+        let work = matches!(env.config, EnvironmentConfig::SelfHosted)
+            .then(|| work_item_for(&session, now));
+        Ok(Draft {
+            session,
+            thread,
+            events,
+            work,
+        })
+    }
+
+    /// Writes the drafted rows, tells the environment's workers about a first work item and
+    /// starts the runner of a session that has a turn to run.
+    async fn commit_draft(&self, draft: Draft) -> Result<SessionRecord, OpError> {
+        let Draft {
+            mut session,
+            thread,
+            events,
+            work,
+        } = draft;
+        let appended = self
+            .inner
+            .store
+            .create_session(&session, &thread, &events, work.as_ref())
+            .await?;
+        if work.is_some() {
+            self.inner.hub.work_queued(&session.environment_id);
+        }
+        session.last_seq = appended.len() as i64;
+        if !appended.is_empty() {
+            self.wake(&session.id);
+        }
+        Ok(session)
+    }
+}
+
+fn internal(e: serde_json::Error) -> OpError {
+    OpError::Store(e.into())
+}

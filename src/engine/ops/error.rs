@@ -1,0 +1,69 @@
+//! Why a front-door operation refused or failed.
+
+use crate::domain::invalid::Invalid;
+use crate::engine::work::Refusal;
+use crate::store::StoreError;
+
+/// The failures of a front-door operation, one variant per answer the API gives.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    /// No session with this id in the caller's workspace.
+    #[error("session `{0}` not found")]
+    SessionNotFound(String),
+    /// No thread with this id in the session.
+    #[error("thread `{0}` not found in this session")]
+    ThreadNotFound(String),
+    /// No agent with this id (and version, when one was asked for) in the workspace.
+    #[error("agent `{id}`{} not found", version.map(|v| format!(" version {v}")).unwrap_or_default())]
+    AgentNotFound { id: String, version: Option<i64> },
+    /// No environment with this id in the workspace.
+    #[error("environment `{0}` not found")]
+    EnvironmentNotFound(String),
+    /// No work item with this id in the environment.
+    #[error("work item `{0}` not found")]
+    WorkNotFound(String),
+    /// The request breaks a rule (a 400, with its error code when the rule has one).
+    #[error(transparent)]
+    Invalid(Invalid),
+    /// The session's current state does not allow it (running, terminated, …); retrying the
+    /// same request will not help until that state changes.
+    #[error("{0}")]
+    Conflict(String),
+    /// A worker's view of its lease is stale (`heartbeat_precondition_failed`); carries the
+    /// server's lease state.
+    #[error("{message}")]
+    Precondition {
+        message: String,
+        current: serde_json::Value,
+    },
+    /// The store failed (unavailable, internal).
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for OpError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Invalid(i) => OpError::Invalid(i),
+            StoreError::Conflict(m) => OpError::Conflict(m),
+            e => OpError::Store(e),
+        }
+    }
+}
+
+impl From<Refusal> for OpError {
+    fn from(r: Refusal) -> Self {
+        match r {
+            Refusal::Conflict(m) => OpError::Conflict(m),
+            Refusal::Precondition { message, current } => {
+                OpError::Precondition { message, current }
+            }
+        }
+    }
+}
+
+impl From<Invalid> for OpError {
+    fn from(e: Invalid) -> Self {
+        OpError::Invalid(e)
+    }
+}

@@ -1,0 +1,113 @@
+//! Accepting a batch of client events: messages, answers to blocking events, interrupts.
+
+use super::OpError;
+use super::txn::decide;
+use crate::domain::events::{Answer, ClientEvent, kind};
+use crate::domain::invalid::Invalid;
+use crate::domain::time;
+use crate::engine::Engine;
+use crate::engine::intake::{self, Accepted};
+use crate::store::EventRecord;
+
+impl Engine {
+    /// Appends a validated batch to session `id` of workspace `ws` in one transaction and
+    /// acts on what it did: interrupts working threads, wakes the runner, tells the
+    /// environment's workers about new work. Returns the appended client events, in
+    /// request order.
+    pub async fn accept_events(
+        &self,
+        ws: &str,
+        id: &str,
+        batch: Vec<ClientEvent>,
+    ) -> Result<Vec<EventRecord>, OpError> {
+        let n = batch.len();
+        let lease = self.lease_grant();
+        let decided = {
+            let batch = batch.clone();
+            decide(&self.inner, ws, id, move |rec| {
+                intake::accept(rec, &batch, lease.as_ref(), time::now())
+            })
+            .await
+        };
+        let committed = match decided {
+            Ok(c) => c,
+            // Only a code-less refusal can be an answer to an unknown or answered id; an
+            // archived session (`session_archived`) says so itself.
+            Err(OpError::Invalid(e)) if e.code.is_none() => {
+                self.explain_answer_error(id, &batch).await?;
+                return Err(OpError::Invalid(e));
+            }
+            Err(e) => return Err(e),
+        };
+        self.signal_accepted(id, &committed.rec.environment_id, &committed.value);
+        let mut events = committed.events;
+        events.truncate(n);
+        Ok(events)
+    }
+
+    /// Tells the runner (here or on another replica) and the workers what an accepted batch
+    /// changed.
+    fn signal_accepted(&self, id: &str, environment_id: &str, acc: &Accepted) {
+        if acc.interrupt_all {
+            self.interrupt(id, None);
+        }
+        if let Some(t) = &acc.interrupt_thread {
+            self.interrupt(id, Some(t));
+        }
+        if acc.wake {
+            self.wake(id);
+        }
+        if acc.work {
+            self.inner.hub.work_queued(environment_id);
+        }
+    }
+
+    /// A precise refusal for `user.*` events answering blocking events: the id is unknown,
+    /// names another kind of event, or was already answered. The transaction itself is the
+    /// authority; this only explains its refusal, so it returns Ok when it finds nothing.
+    async fn explain_answer_error(&self, id: &str, batch: &[ClientEvent]) -> Result<(), OpError> {
+        let store = &self.inner.store;
+        for (i, e) in batch.iter().enumerate() {
+            let (field, target, want, answer) = match e {
+                ClientEvent::CustomToolResult {
+                    custom_tool_use_id, ..
+                } => (
+                    "custom_tool_use_id",
+                    custom_tool_use_id,
+                    kind::AGENT_CUSTOM_TOOL_USE,
+                    Answer::Result,
+                ),
+                ClientEvent::ToolResult { tool_use_id, .. } => (
+                    "tool_use_id",
+                    tool_use_id,
+                    kind::AGENT_TOOL_USE,
+                    Answer::Result,
+                ),
+                ClientEvent::ToolConfirmation { tool_use_id, .. } => (
+                    "tool_use_id",
+                    tool_use_id,
+                    kind::AGENT_TOOL_USE,
+                    Answer::Confirmation,
+                ),
+                _ => continue,
+            };
+            let refusal = match store.get_event(id, target).await? {
+                None => Some(format!(
+                    "`events[{i}].{field}`: no event `{target}` in this session"
+                )),
+                Some(ev) if ev.kind != want => Some(format!(
+                    "`events[{i}].{field}`: event `{target}` is a `{}`, not `{want}`",
+                    ev.kind
+                )),
+                Some(_) if store.has_answer(id, target, answer.as_str()).await? => Some(format!(
+                    "`events[{i}].{field}`: `{target}` was already answered"
+                )),
+                Some(_) => None,
+            };
+            if let Some(message) = refusal {
+                return Err(Invalid::new(message).into());
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,17 @@
+//! The engine's front door: every operation the API performs on sessions and threads.
+//!
+//! Each operation owns its whole effect — the store transaction that decides it, publishing
+//! what it appended, waking or interrupting runners, queueing self-hosted work — and returns
+//! a typed result or an [`OpError`]. The API layer only translates HTTP to these calls and
+//! their results back to HTTP.
+
+mod create;
+mod error;
+mod events;
+mod sessions;
+mod threads;
+mod txn;
+pub mod views;
+mod work;
+
+pub use error::OpError;

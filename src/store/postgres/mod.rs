@@ -1,0 +1,460 @@
+//! The Postgres store: [`PgStore`], typed statements on a [`PgPool`], migrations from
+//! `migrations/postgres`, lease times on the database's clock ([`clock`]). Why it is shaped
+//! so: `docs/store.md`.
+
+mod agents;
+mod clock;
+mod environments;
+mod events;
+mod keys;
+mod leases;
+mod rows;
+mod sessions;
+mod transact;
+mod work;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, Postgres};
+use sqlx::{Encode, QueryBuilder, Type};
+
+use super::{
+    AgentFilter, Deleted, Direction, EnvironmentDeletion, EventFilter, EventRecord, ExpiredWork,
+    KeyRecord, NewEvent, OpsCounts, Revocation, Scan, SessionFilter, SessionRecord, SessionTxn,
+    StoppedWork, Store, StoreResult, ThreadRecord, WorkRecord, WorkStats, WorkTxn, Writer,
+};
+use crate::domain::agent::Agent;
+use crate::domain::environment::Environment;
+use crate::domain::time::Micros;
+use clock::Clock;
+
+/// Migrations embedded in the binary.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
+
+/// The origin named in key signals the store sends: not a replica, since any process writing
+/// the store (the CLI included) sends them.
+const KEYS_SIGNAL_ORIGIN: &str = "store";
+
+/// The [`Store`] on Postgres. Cheap to clone (a pool and a shared clock).
+#[derive(Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    clock: Arc<Clock>,
+}
+
+/// Connects to `url`, runs pending migrations, and returns the store.
+pub async fn connect(url: &str, max_connections: u32) -> StoreResult<PgStore> {
+    use sqlx::ConnectOptions as _;
+    use std::str::FromStr as _;
+    // Statements are logged at `trace` only (noise at `debug`, and they may carry user
+    // data); slow ones (over a second) at `warn`.
+    let options = PgConnectOptions::from_str(url)?
+        .log_statements(tracing::log::LevelFilter::Trace)
+        .log_slow_statements(tracing::log::LevelFilter::Warn, Duration::from_secs(1));
+    let pool = PgPoolOptions::new()
+        .max_connections(max_connections)
+        // Fail fast while the database is down instead of hanging requests.
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(options)
+        .await?;
+    MIGRATOR
+        .run(&pool)
+        .await
+        .map_err(|e| anyhow::anyhow!("postgres migrations failed: {e}"))?;
+    let clock = Arc::new(Clock::default());
+    clock.sync(&pool).await?;
+    Ok(PgStore { pool, clock })
+}
+
+/// The newest migration this binary carries.
+pub(crate) fn latest_migration() -> i64 {
+    MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+/// Appends a keyset page to a list query: rows beyond `scan.after`, ordered, limited.
+fn push_scan<'a, K>(qb: &mut QueryBuilder<'a, Postgres>, column: &str, scan: &Scan<K>)
+where
+    K: Clone + Send + Encode<'a, Postgres> + Type<Postgres> + 'a,
+{
+    let (op, order) = match scan.direction {
+        Direction::Ascending => (" > ", " ASC"),
+        Direction::Descending => (" < ", " DESC"),
+    };
+    if let Some(after) = &scan.after {
+        qb.push(" AND ")
+            .push(column)
+            .push(op)
+            .push_bind(after.clone());
+    }
+    qb.push(" ORDER BY ").push(column).push(order);
+    qb.push(" LIMIT ").push_bind(scan.limit);
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn ensure_workspace(&self, name: &str) -> StoreResult<String> {
+        self.ensure_workspace_pg(name).await
+    }
+
+    async fn insert_api_key(
+        &self,
+        id: &str,
+        workspace_id: &str,
+        key_hash: &str,
+    ) -> StoreResult<()> {
+        self.insert_api_key_pg(id, workspace_id, key_hash).await
+    }
+
+    async fn workspace_for_key(&self, key_hash: &str) -> StoreResult<Option<String>> {
+        self.workspace_for_key_pg(key_hash).await
+    }
+
+    async fn count_api_keys(&self) -> StoreResult<i64> {
+        self.count_api_keys_pg().await
+    }
+
+    async fn list_keys(&self) -> StoreResult<Vec<KeyRecord>> {
+        self.list_keys_pg().await
+    }
+
+    async fn revoke_api_key(&self, id: &str) -> StoreResult<Revocation> {
+        self.revoke_api_key_pg(id).await
+    }
+
+    async fn insert_agent(&self, workspace_id: &str, agent: &Agent) -> StoreResult<()> {
+        self.insert_agent_pg(workspace_id, agent).await
+    }
+
+    async fn get_agent(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        version: Option<i64>,
+    ) -> StoreResult<Option<Agent>> {
+        self.get_agent_pg(workspace_id, id, version).await
+    }
+
+    async fn append_agent_version(
+        &self,
+        workspace_id: &str,
+        agent: &Agent,
+        expected: i64,
+    ) -> StoreResult<()> {
+        self.append_agent_version_pg(workspace_id, agent, expected)
+            .await
+    }
+
+    async fn list_agents(
+        &self,
+        workspace_id: &str,
+        filter: &AgentFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<Agent>> {
+        self.list_agents_pg(workspace_id, filter, scan).await
+    }
+
+    async fn list_agent_versions(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        scan: &Scan<i64>,
+    ) -> StoreResult<Vec<Agent>> {
+        self.list_agent_versions_pg(workspace_id, id, scan).await
+    }
+
+    async fn archive_agent(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        at: Micros,
+    ) -> StoreResult<Option<Agent>> {
+        self.archive_agent_pg(workspace_id, id, at).await
+    }
+
+    async fn insert_environment(
+        &self,
+        workspace_id: &str,
+        env: &Environment,
+        created_at: Micros,
+    ) -> StoreResult<()> {
+        self.insert_environment_pg(workspace_id, env, created_at)
+            .await
+    }
+
+    async fn get_environment(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<Environment>> {
+        self.get_environment_pg(workspace_id, id).await
+    }
+
+    async fn update_environment(
+        &self,
+        workspace_id: &str,
+        env: &Environment,
+        at: Micros,
+        archived: bool,
+    ) -> StoreResult<()> {
+        self.update_environment_pg(workspace_id, env, at, archived)
+            .await
+    }
+
+    async fn list_environments(
+        &self,
+        workspace_id: &str,
+        include_archived: bool,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<Environment>> {
+        self.list_environments_pg(workspace_id, include_archived, scan)
+            .await
+    }
+
+    async fn delete_environment(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<EnvironmentDeletion> {
+        self.delete_environment_pg(workspace_id, id).await
+    }
+
+    async fn create_session(
+        &self,
+        session: &SessionRecord,
+        thread: &ThreadRecord,
+        events: &[NewEvent],
+        work: Option<&WorkRecord>,
+    ) -> StoreResult<Vec<EventRecord>> {
+        self.create_session_pg(session, thread, events, work).await
+    }
+
+    async fn get_session(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<SessionRecord>> {
+        self.get_session_pg(Some(workspace_id), id).await
+    }
+
+    async fn get_session_by_id(&self, id: &str) -> StoreResult<Option<SessionRecord>> {
+        self.get_session_pg(None, id).await
+    }
+
+    async fn last_seqs(&self, ids: &[String]) -> StoreResult<Vec<(String, i64)>> {
+        self.last_seqs_pg(ids).await
+    }
+
+    async fn list_sessions(
+        &self,
+        workspace_id: &str,
+        filter: &SessionFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        self.list_sessions_pg(workspace_id, filter, scan).await
+    }
+
+    async fn delete_session(&self, workspace_id: &str, id: &str) -> StoreResult<Deleted> {
+        self.delete_session_pg(workspace_id, id).await
+    }
+
+    async fn list_threads(
+        &self,
+        session_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<ThreadRecord>> {
+        self.list_threads_pg(session_id, scan).await
+    }
+
+    async fn get_thread(&self, session_id: &str, id: &str) -> StoreResult<Option<ThreadRecord>> {
+        self.get_thread_pg(session_id, id).await
+    }
+
+    async fn transact(
+        &self,
+        session_id: &str,
+        writer: &Writer,
+        f: SessionTxn,
+    ) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>> {
+        self.transact_pg(session_id, writer, f).await
+    }
+
+    async fn list_events(
+        &self,
+        session_id: &str,
+        filter: &EventFilter,
+        scan: &Scan<i64>,
+    ) -> StoreResult<Vec<EventRecord>> {
+        self.list_events_pg(session_id, filter, scan).await
+    }
+
+    async fn events_after(
+        &self,
+        session_id: &str,
+        after_seq: i64,
+        kinds: &[&str],
+        limit: i64,
+    ) -> StoreResult<Vec<EventRecord>> {
+        self.events_after_pg(session_id, after_seq, kinds, limit)
+            .await
+    }
+
+    async fn get_event(&self, session_id: &str, id: &str) -> StoreResult<Option<EventRecord>> {
+        self.get_event_pg(session_id, id).await
+    }
+
+    async fn has_answer(&self, session_id: &str, id: &str, kind: &str) -> StoreResult<bool> {
+        self.has_answer_pg(session_id, id, kind).await
+    }
+
+    async fn claim_lease(
+        &self,
+        session_id: &str,
+        owner: &str,
+        now: Micros,
+        until: Micros,
+    ) -> StoreResult<bool> {
+        self.claim_lease_pg(session_id, owner, now, until).await
+    }
+
+    async fn renew_lease(&self, session_id: &str, owner: &str, until: Micros) -> StoreResult<bool> {
+        self.renew_lease_pg(session_id, owner, until).await
+    }
+
+    async fn release_lease(&self, session_id: &str, owner: &str) -> StoreResult<()> {
+        self.release_lease_pg(session_id, owner).await
+    }
+
+    async fn insert_environment_key(
+        &self,
+        id: &str,
+        workspace_id: &str,
+        environment_id: &str,
+        key_hash: &str,
+    ) -> StoreResult<()> {
+        self.insert_environment_key_pg(id, workspace_id, environment_id, key_hash)
+            .await
+    }
+
+    async fn list_environment_keys(
+        &self,
+        environment_id: &str,
+    ) -> StoreResult<Vec<(String, Micros)>> {
+        self.list_environment_keys_pg(environment_id).await
+    }
+
+    async fn delete_environment_key(&self, environment_id: &str, id: &str) -> StoreResult<bool> {
+        self.delete_environment_key_pg(environment_id, id).await
+    }
+
+    async fn environment_for_key(&self, key_hash: &str) -> StoreResult<Option<(String, String)>> {
+        self.environment_for_key_pg(key_hash).await
+    }
+
+    async fn work_for_token(&self, token_hash: &str) -> StoreResult<Option<WorkRecord>> {
+        self.work_for_token_pg(token_hash).await
+    }
+
+    async fn poll_work(
+        &self,
+        environment_id: &str,
+        worker_id: Option<&str>,
+        now: Micros,
+        reclaim_before: Micros,
+        token_hash: &str,
+    ) -> StoreResult<Option<WorkRecord>> {
+        self.poll_work_pg(environment_id, worker_id, now, reclaim_before, token_hash)
+            .await
+    }
+
+    async fn transact_work(
+        &self,
+        environment_id: &str,
+        id: &str,
+        f: WorkTxn,
+    ) -> StoreResult<Option<WorkRecord>> {
+        self.transact_work_pg(environment_id, id, f).await
+    }
+
+    async fn get_work(&self, environment_id: &str, id: &str) -> StoreResult<Option<WorkRecord>> {
+        self.get_work_pg(environment_id, id).await
+    }
+
+    async fn list_work(
+        &self,
+        environment_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<WorkRecord>> {
+        self.list_work_pg(environment_id, scan).await
+    }
+
+    async fn work_stats(&self, environment_id: &str, now: Micros) -> StoreResult<WorkStats> {
+        self.work_stats_pg(environment_id, now).await
+    }
+
+    async fn requeue_expired_work(&self, now: Micros) -> StoreResult<ExpiredWork> {
+        self.requeue_expired_work_pg(now).await
+    }
+
+    async fn work_needing_requeue_check(&self, limit: i64) -> StoreResult<Vec<StoppedWork>> {
+        self.work_needing_requeue_check_pg(limit).await
+    }
+
+    async fn clear_requeue_check(&self, work_id: &str) -> StoreResult<()> {
+        self.clear_requeue_check_pg(work_id).await
+    }
+
+    async fn stop_session_work(
+        &self,
+        session_id: &str,
+        now: Micros,
+        graceful: bool,
+    ) -> StoreResult<()> {
+        self.stop_session_work_pg(session_id, now, graceful).await
+    }
+
+    async fn clear_foreign_leases(&self, owner: &str) -> StoreResult<u64> {
+        self.clear_foreign_leases_pg(owner).await
+    }
+
+    async fn sessions_needing_runner(&self, now: Micros, limit: i64) -> StoreResult<Vec<String>> {
+        self.sessions_needing_runner_pg(now, limit).await
+    }
+
+    async fn readiness(&self) -> Option<String> {
+        let latest = latest_migration();
+        let v = sqlx::query_scalar::<_, i64>(
+            "SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success = TRUE",
+        )
+        .fetch_one(&self.pool)
+        .await;
+        match v {
+            Err(e) => Some(format!("the database is unreachable: {e}")),
+            Ok(v) if v < latest => Some(format!(
+                "the database schema is at migration {v}, this binary needs {latest}"
+            )),
+            Ok(_) => None,
+        }
+    }
+
+    async fn ops_counts(&self) -> StoreResult<OpsCounts> {
+        let sessions_by_status = sqlx::query_as::<_, (String, i64)>(
+            "SELECT status, COUNT(*) FROM sessions GROUP BY status",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let queued_work =
+            sqlx::query_scalar("SELECT COUNT(*) FROM work_items WHERE state = 'queued'")
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(OpsCounts {
+            sessions_by_status,
+            queued_work,
+        })
+    }
+}
