@@ -77,6 +77,9 @@ pub struct Transcript {
     started: Option<String>,
     /// Whether the newest thing in the log is a model response (which may have no content).
     after_response: bool,
+    /// The messages are lent out for a model request: how long they and the last one's
+    /// content were, to take back off what [`Transcript::lend`] appended.
+    lent: Option<(usize, usize)>,
 }
 
 fn push(messages: &mut Vec<Message>, role: Role, mut content: Vec<Value>) {
@@ -284,6 +287,52 @@ impl Transcript {
         self.finish(true)
     }
 
+    /// The context's messages, moved out rather than copied, for one model request; hand them
+    /// back with [`Transcript::give_back`] before the transcript is used again. A loop that
+    /// fails in between never gets them back, and keeps nothing (see `engine::history`).
+    pub fn lend(&mut self) -> Vec<Message> {
+        let closing = self.closing();
+        let mut messages = std::mem::take(&mut self.messages);
+        self.lent = Some((
+            messages.len(),
+            messages.last().map_or(0, |m| m.content.len()),
+        ));
+        push(&mut messages, Role::User, closing);
+        messages
+    }
+
+    /// Takes back messages from [`Transcript::lend`], without what it appended. Messages it
+    /// did not lend (a copy) are dropped.
+    pub fn give_back(&mut self, mut messages: Vec<Message>) {
+        let Some((len, last_len)) = self.lent.take() else {
+            return;
+        };
+        messages.truncate(len);
+        if let Some(last) = messages.last_mut() {
+            last.content.truncate(last_len);
+        }
+        self.messages = messages;
+    }
+
+    /// What the context appends to the messages: the answered calls' results with the input
+    /// deferred behind them, or input consumed after the last response.
+    fn closing(&self) -> Vec<Value> {
+        let answered =
+            !self.open.is_empty() && self.open.iter().all(|id| self.results.contains_key(id));
+        let mut closing: Vec<Value> = Vec::new();
+        if answered {
+            closing.extend(
+                self.open
+                    .iter()
+                    .filter_map(|id| self.results.get(id).cloned()),
+            );
+        }
+        if answered || self.open.is_empty() {
+            closing.extend(self.deferred.iter().cloned());
+        }
+        closing
+    }
+
     /// [`Transcript::context`] without the messages (left empty): the tail and the dangling
     /// request, which decide the loop's next step, without copying the conversation.
     pub fn outline(&self) -> Context {
@@ -300,17 +349,7 @@ impl Transcript {
             .cloned()
             .collect();
         let tools_answered = !self.open.is_empty() && missing.is_empty();
-        let mut closing: Vec<Value> = Vec::new();
-        if tools_answered {
-            closing.extend(
-                self.open
-                    .iter()
-                    .filter_map(|id| self.results.get(id).cloned()),
-            );
-            closing.extend(self.deferred.iter().cloned());
-        } else if self.open.is_empty() {
-            closing.extend(self.deferred.iter().cloned());
-        }
+        let closing = self.closing();
         let last_role = if closing.is_empty() {
             self.messages.last().map(|m| m.role)
         } else {
@@ -430,6 +469,11 @@ mod tests {
                 let _ = t.context();
             }
             assert_eq!(t.context(), whole, "split at {split}");
+            // Lending the messages to a request and taking them back changes nothing.
+            let lent = t.lend();
+            assert_eq!(lent, whole.messages);
+            t.give_back(lent);
+            assert_eq!(t.context(), whole, "after a lend, split at {split}");
             let outline = t.outline();
             assert_eq!(
                 (outline.tail, outline.dangling_request),

@@ -268,7 +268,7 @@ impl<'a> Loop<'a> {
                 self.close_interrupted_tool(id).await?;
                 continue;
             }
-            // The messages are copied only for a model request.
+            // The messages are only lent to a model request (or copied to continue one).
             let ctx = self.transcript.outline();
             if let Some(start) = ctx.dangling_request {
                 // The process died during this request: close its span and issue it again.
@@ -301,7 +301,7 @@ impl<'a> Loop<'a> {
             }
             match ctx.tail {
                 Tail::User => {
-                    let messages = self.transcript.context().messages;
+                    let messages = self.transcript.lend();
                     self.call_model(messages, consumed).await?
                 }
                 Tail::Assistant {
