@@ -11,8 +11,15 @@ use sqlx::Connection;
 /// An event body of the size Mast's turns write.
 const BODY: &str = r#"{"type":"agent.message","id":"sevt_0123456789abcdefghij","content":[{"type":"text","text":"You said: hello"}],"processed_at":"2026-12-01T10:00:00.000000Z"}"#;
 
-/// SQLite pragmas of Mast's store (`src/store/sqlite.rs`); keep them in step.
-pub const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;";
+/// SQLite's `synchronous` mode of the server under test: `MAST_SQLITE_SYNCHRONOUS` (which the
+/// server inherits from this process), `FULL` when unset, as Mast's store defaults to.
+pub fn sqlite_synchronous() -> String {
+    std::env::var("MAST_SQLITE_SYNCHRONOUS")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "full".into())
+        .to_uppercase()
+}
 
 /// Inserts per second into a scratch table of the Postgres database at `url`, from
 /// `connections` connections for `seconds`.
@@ -54,7 +61,8 @@ pub async fn postgres(url: &str, connections: usize, seconds: u64) -> f64 {
     rate
 }
 
-/// Inserts per second into a scratch SQLite file with Mast's pragmas, from one connection
+/// Inserts per second into a scratch SQLite file with Mast's pragmas (WAL, the server's
+/// `synchronous`), from one connection
 /// (Mast's store has one writer), for `seconds`.
 pub async fn sqlite(dir: &std::path::Path, seconds: u64) -> f64 {
     std::fs::create_dir_all(dir).expect("scratch dir");
@@ -63,7 +71,11 @@ pub async fn sqlite(dir: &std::path::Path, seconds: u64) -> f64 {
         sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", path.display()))
             .await
             .expect("open scratch file");
-    sqlx::raw_sql(SQLITE_PRAGMAS)
+    let pragmas = format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {};",
+        sqlite_synchronous()
+    );
+    sqlx::raw_sql(&pragmas)
         .execute(&mut conn)
         .await
         .expect("pragmas");

@@ -140,7 +140,14 @@ async fn main() {
             None => floor::sqlite(&server.data_dir().join("floor"), args.seconds).await,
         };
         let events = throughput::run(&apis, args.sessions, args.seconds).await;
-        throughput::share(server.backend, floor, connections, events);
+        let store = match &db {
+            Some(_) => format!("{connections} connection(s)"),
+            None => format!(
+                "{connections} connection(s), synchronous = {}",
+                floor::sqlite_synchronous()
+            ),
+        };
+        throughput::share(server.backend, floor, &store, events);
     }
     if run("fanout") {
         fanout::run(api, args.subscribers).await;

@@ -53,11 +53,10 @@ pub async fn run(apis: &[Api], sessions: usize, seconds: u64) -> f64 {
 }
 
 /// Prints the floor and Mast's events/s as a share of it.
-pub fn share(backend: &str, floor: f64, connections: usize, events: f64) {
+/// `store` says how the floor was measured (connections, SQLite's `synchronous`).
+pub fn share(backend: &str, floor: f64, store: &str, events: f64) {
     row(
-        &format!(
-            "store floor: single-row JSON inserts, one commit each, {connections} connection(s)"
-        ),
+        &format!("store floor: single-row JSON inserts, one commit each, {store}"),
         format!("{floor:.0} inserts/s"),
         "(floor)",
     );
