@@ -1,8 +1,13 @@
-//! Rebuilds a thread's model context from its event log. The log is the source of truth: the
+//! A thread's model context, folded from its event log. The log is the source of truth: the
 //! exact assistant content of each model response is kept privately on its
 //! `span.model_request_end`, tool results are keyed by the tool-use event ids (which double as
 //! the model's tool_use ids), and input consumed while tool calls were open is placed after
 //! their results — so the context never holds a `tool_use` without its `tool_result`.
+//!
+//! The fold is incremental: a [`Transcript`] takes events one at a time, in conversation
+//! order, and yields the [`Context`] at any point, so a runner extends it with the events
+//! appended since it last looked instead of rebuilding it from the whole log (see
+//! `engine::history`, which keeps transcripts between a session's wakes).
 
 use std::collections::HashMap;
 
@@ -52,6 +57,29 @@ pub struct Context {
     pub tail: Tail,
     /// A model request was started and never finished (the process died mid-request).
     pub dangling_request: Option<String>,
+}
+
+/// A thread's conversation so far, extended one event at a time (in the order of
+/// [`position`]). Everything but the messages is small: the open calls of the last response,
+/// their results so far, and input that arrived while they were open.
+#[derive(Debug, Clone, Default)]
+pub struct Transcript {
+    messages: Vec<Message>,
+    /// Tool-use ids of the newest response that have not been closed into the messages.
+    open: Vec<String>,
+    /// Results keyed by tool-use id, waiting for their call to be closed.
+    results: HashMap<String, Value>,
+    /// Input consumed while calls were open: it follows their results.
+    deferred: Vec<Value>,
+    last_stop: Option<(String, Option<Value>)>,
+    continuations: u32,
+    /// The model request started and not yet ended.
+    started: Option<String>,
+    /// Whether the newest thing in the log is a model response (which may have no content).
+    after_response: bool,
+    /// The messages are lent out for a model request: how long they and the last one's
+    /// content were, to take back off what [`Transcript::lend`] appended.
+    lent: Option<(usize, usize)>,
 }
 
 fn push(messages: &mut Vec<Message>, role: Role, mut content: Vec<Value>) {
@@ -117,9 +145,17 @@ fn delegation_call(ev: &EventRecord) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Whether the loop consumed this input as discarded (a turn whose retries ran out).
+fn is_discarded(ev: &EventRecord) -> bool {
+    ev.internal
+        .as_ref()
+        .and_then(|i| i.get("discarded"))
+        .is_some()
+}
+
 /// Where an event sits in the conversation: its sequence number, except for queued input,
 /// which counts from the point the loop consumed it (`internal.after_seq`).
-fn position(e: &EventRecord) -> (i64, i64) {
+pub fn position(e: &EventRecord) -> (i64, i64) {
     match e
         .internal
         .as_ref()
@@ -131,162 +167,238 @@ fn position(e: &EventRecord) -> (i64, i64) {
     }
 }
 
-/// Builds the context of one thread from its events (in sequence order).
-pub fn build(events: &[EventRecord]) -> Context {
+/// `events` in conversation order (by [`position`]; the sort is stable).
+pub fn in_order(events: &[EventRecord]) -> Vec<&EventRecord> {
     let mut ordered: Vec<&EventRecord> = events.iter().collect();
     ordered.sort_by_key(|e| position(e));
-    let mut messages = Vec::new();
-    let mut open: Vec<String> = Vec::new();
-    let mut results: HashMap<String, Value> = HashMap::new();
-    let mut deferred: Vec<Value> = Vec::new();
-    let mut last_stop: Option<(String, Option<Value>)> = None;
-    let mut continuations = 0u32;
-    let mut started: Option<String> = None;
-    // Whether the newest thing in the log is a model response (which may have no content).
-    let mut after_response = false;
+    ordered
+}
 
-    let close_open = |messages: &mut Vec<Message>,
-                      open: &mut Vec<String>,
-                      results: &mut HashMap<String, Value>,
-                      deferred: &mut Vec<Value>| {
-        let mut blocks: Vec<Value> = open
-            .drain(..)
-            .filter_map(|id| results.remove(&id))
-            .collect();
-        blocks.append(deferred);
-        push(messages, Role::User, blocks);
-    };
-
-    for ev in ordered {
-        let discarded = ev
-            .internal
-            .as_ref()
-            .and_then(|i| i.get("discarded"))
-            .is_some();
+impl Transcript {
+    /// Adds one event. Events must come in conversation order ([`in_order`]); queued input
+    /// that is not yet consumed (`processed_at` unset) is skipped, and is added when the loop
+    /// consumes it.
+    pub fn apply(&mut self, ev: &EventRecord) {
         match ev.kind.as_str() {
-            kind::USER_MESSAGE | kind::SYSTEM_MESSAGE if discarded => {}
+            kind::USER_MESSAGE | kind::SYSTEM_MESSAGE if is_discarded(ev) => {}
             // A delegate's reply answers the parent's delegation call.
             kind::THREAD_MESSAGE_RECEIVED if delegation_call(ev).is_some() => {
-                let call = delegation_call(ev).unwrap_or_default();
-                let mut b = result_block(ev, "from_session_thread_id")
-                    .map(|(_, b)| b)
-                    .unwrap_or_else(|| json!({"type": "tool_result", "content": []}));
-                b["tool_use_id"] = json!(call);
-                if ev.internal.as_ref().and_then(|i| i.get("is_error")) == Some(&json!(true)) {
-                    b["is_error"] = json!(true);
-                }
-                results.insert(call, b);
+                self.delegate_reply(ev)
             }
             // A task from the parent is a delegate thread's input.
             kind::USER_MESSAGE | kind::SYSTEM_MESSAGE | kind::THREAD_MESSAGE_RECEIVED
                 if ev.processed_at.is_some() =>
             {
-                let blocks = input_blocks(ev);
-                if open.is_empty() {
-                    push(&mut messages, Role::User, blocks);
-                } else {
-                    deferred.extend(blocks);
-                }
-                last_stop = None;
-                continuations = 0;
-                after_response = false;
+                self.input(ev)
             }
-            kind::SPAN_START => started = Some(ev.id.clone()),
+            kind::SPAN_START => self.started = Some(ev.id.clone()),
             kind::SPAN_END => {
-                started = None;
-                let Some(internal) = &ev.internal else {
-                    continue;
-                };
-                let Some(content) = internal.get("content").and_then(Value::as_array) else {
-                    continue;
-                };
-                if !open.is_empty() && open.iter().all(|id| results.contains_key(id)) {
-                    close_open(&mut messages, &mut open, &mut results, &mut deferred);
-                }
-                let stop = internal
-                    .get("stop_reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("end_turn")
-                    .to_string();
-                if matches!(stop.as_str(), "max_tokens" | "pause_turn")
-                    && matches!(messages.last(), Some(m) if m.role == Role::Assistant)
-                {
-                    continuations += 1;
-                } else {
-                    continuations = u32::from(matches!(stop.as_str(), "max_tokens" | "pause_turn"));
-                }
-                push(&mut messages, Role::Assistant, content.clone());
-                open = content
-                    .iter()
-                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
-                    .filter_map(|b| b.get("id").and_then(Value::as_str).map(str::to_string))
-                    .collect();
-                last_stop = Some((
-                    stop,
-                    internal
-                        .get("stop_details")
-                        .cloned()
-                        .filter(|d| !d.is_null()),
-                ));
-                after_response = true;
+                self.started = None;
+                self.response(ev);
             }
-            kind::AGENT_TOOL_RESULT => {
-                if let Some((id, b)) = result_block(ev, "tool_use_id") {
-                    results.insert(id, b);
-                }
-            }
-            kind::USER_CUSTOM_TOOL_RESULT => {
-                if let Some((id, b)) = result_block(ev, "custom_tool_use_id") {
-                    results.insert(id, b);
-                }
-            }
-            kind::USER_TOOL_RESULT => {
-                if let Some((id, b)) = result_block(ev, "tool_use_id") {
-                    results.insert(id, b);
-                }
-            }
+            kind::AGENT_TOOL_RESULT | kind::USER_TOOL_RESULT => self.result(ev, "tool_use_id"),
+            kind::USER_CUSTOM_TOOL_RESULT => self.result(ev, "custom_tool_use_id"),
             _ => {}
         }
     }
 
-    let missing: Vec<String> = open
-        .iter()
-        .filter(|id| !results.contains_key(*id))
-        .cloned()
-        .collect();
-    let tools_answered = !open.is_empty() && missing.is_empty();
-    if tools_answered {
-        close_open(&mut messages, &mut open, &mut results, &mut deferred);
-    } else if open.is_empty() && !deferred.is_empty() {
-        push(&mut messages, Role::User, std::mem::take(&mut deferred));
+    fn delegate_reply(&mut self, ev: &EventRecord) {
+        let call = delegation_call(ev).unwrap_or_default();
+        let mut b = result_block(ev, "from_session_thread_id")
+            .map(|(_, b)| b)
+            .unwrap_or_else(|| json!({"type": "tool_result", "content": []}));
+        b["tool_use_id"] = json!(call);
+        if ev.internal.as_ref().and_then(|i| i.get("is_error")) == Some(&json!(true)) {
+            b["is_error"] = json!(true);
+        }
+        self.results.insert(call, b);
     }
 
-    let tail = if !missing.is_empty() {
-        Tail::AwaitingTools(missing)
-    } else if !tools_answered && after_response {
-        // Also covers responses with no content at all (a bare refusal).
-        let (stop_reason, stop_details) = last_stop.unwrap_or_else(|| ("end_turn".into(), None));
-        Tail::Assistant {
-            stop_reason,
-            stop_details,
-            continuations,
+    fn input(&mut self, ev: &EventRecord) {
+        let blocks = input_blocks(ev);
+        if self.open.is_empty() {
+            push(&mut self.messages, Role::User, blocks);
+        } else {
+            self.deferred.extend(blocks);
         }
-    } else {
-        match messages.last() {
-            None => Tail::Empty,
-            Some(m) if m.role == Role::User => Tail::User,
-            Some(_) => Tail::Assistant {
-                stop_reason: "end_turn".into(),
-                stop_details: None,
-                continuations: 0,
-            },
-        }
-    };
-    Context {
-        messages,
-        tail,
-        dangling_request: started,
+        self.last_stop = None;
+        self.continuations = 0;
+        self.after_response = false;
     }
+
+    fn result(&mut self, ev: &EventRecord, id_key: &str) {
+        if let Some((id, b)) = result_block(ev, id_key) {
+            self.results.insert(id, b);
+        }
+    }
+
+    /// A model response: closes the previous response's calls when all are answered, then
+    /// adds the assistant content and opens its calls.
+    fn response(&mut self, ev: &EventRecord) {
+        let Some(internal) = &ev.internal else {
+            return;
+        };
+        let Some(content) = internal.get("content").and_then(Value::as_array) else {
+            return;
+        };
+        if !self.open.is_empty() && self.open.iter().all(|id| self.results.contains_key(id)) {
+            self.close_open();
+        }
+        let stop = internal
+            .get("stop_reason")
+            .and_then(Value::as_str)
+            .unwrap_or("end_turn")
+            .to_string();
+        let continued = matches!(stop.as_str(), "max_tokens" | "pause_turn");
+        if continued && matches!(self.messages.last(), Some(m) if m.role == Role::Assistant) {
+            self.continuations += 1;
+        } else {
+            self.continuations = u32::from(continued);
+        }
+        push(&mut self.messages, Role::Assistant, content.clone());
+        self.open = content
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            .filter_map(|b| b.get("id").and_then(Value::as_str).map(str::to_string))
+            .collect();
+        let details = internal
+            .get("stop_details")
+            .cloned()
+            .filter(|d| !d.is_null());
+        self.last_stop = Some((stop, details));
+        self.after_response = true;
+    }
+
+    /// Moves the open calls' results, then the input deferred behind them, into a user
+    /// message.
+    fn close_open(&mut self) {
+        let mut blocks: Vec<Value> = self
+            .open
+            .drain(..)
+            .filter_map(|id| self.results.remove(&id))
+            .collect();
+        blocks.append(&mut self.deferred);
+        push(&mut self.messages, Role::User, blocks);
+    }
+
+    /// The context as of the events added so far. The transcript itself is left as it is, so
+    /// it can be extended further.
+    pub fn context(&self) -> Context {
+        self.finish(true)
+    }
+
+    /// The context's messages, moved out rather than copied, for one model request; hand them
+    /// back with [`Transcript::give_back`] before the transcript is used again. A loop that
+    /// fails in between never gets them back, and keeps nothing (see `engine::history`).
+    pub fn lend(&mut self) -> Vec<Message> {
+        let closing = self.closing();
+        let mut messages = std::mem::take(&mut self.messages);
+        self.lent = Some((
+            messages.len(),
+            messages.last().map_or(0, |m| m.content.len()),
+        ));
+        push(&mut messages, Role::User, closing);
+        messages
+    }
+
+    /// Takes back messages from [`Transcript::lend`], without what it appended. Messages it
+    /// did not lend (a copy) are dropped.
+    pub fn give_back(&mut self, mut messages: Vec<Message>) {
+        let Some((len, last_len)) = self.lent.take() else {
+            return;
+        };
+        messages.truncate(len);
+        if let Some(last) = messages.last_mut() {
+            last.content.truncate(last_len);
+        }
+        self.messages = messages;
+    }
+
+    /// What the context appends to the messages: the answered calls' results with the input
+    /// deferred behind them, or input consumed after the last response.
+    fn closing(&self) -> Vec<Value> {
+        let answered =
+            !self.open.is_empty() && self.open.iter().all(|id| self.results.contains_key(id));
+        let mut closing: Vec<Value> = Vec::new();
+        if answered {
+            closing.extend(
+                self.open
+                    .iter()
+                    .filter_map(|id| self.results.get(id).cloned()),
+            );
+        }
+        if answered || self.open.is_empty() {
+            closing.extend(self.deferred.iter().cloned());
+        }
+        closing
+    }
+
+    /// [`Transcript::context`] without the messages (left empty): the tail and the dangling
+    /// request, which decide the loop's next step, without copying the conversation.
+    pub fn outline(&self) -> Context {
+        self.finish(false)
+    }
+
+    /// Closes what the log leaves open: answered calls with their results and the input
+    /// deferred behind them, or input consumed after the last response.
+    fn finish(&self, with_messages: bool) -> Context {
+        let missing: Vec<String> = self
+            .open
+            .iter()
+            .filter(|id| !self.results.contains_key(*id))
+            .cloned()
+            .collect();
+        let tools_answered = !self.open.is_empty() && missing.is_empty();
+        let closing = self.closing();
+        let last_role = if closing.is_empty() {
+            self.messages.last().map(|m| m.role)
+        } else {
+            Some(Role::User)
+        };
+        let mut messages = Vec::new();
+        if with_messages {
+            messages = self.messages.clone();
+            push(&mut messages, Role::User, closing);
+        }
+        let tail = if !missing.is_empty() {
+            Tail::AwaitingTools(missing)
+        } else if !tools_answered && self.after_response {
+            // Also covers responses with no content at all (a bare refusal).
+            let (stop_reason, stop_details) = self
+                .last_stop
+                .clone()
+                .unwrap_or_else(|| ("end_turn".into(), None));
+            Tail::Assistant {
+                stop_reason,
+                stop_details,
+                continuations: self.continuations,
+            }
+        } else {
+            match last_role {
+                None => Tail::Empty,
+                Some(Role::User) => Tail::User,
+                Some(_) => Tail::Assistant {
+                    stop_reason: "end_turn".into(),
+                    stop_details: None,
+                    continuations: 0,
+                },
+            }
+        };
+        Context {
+            messages,
+            tail,
+            dangling_request: self.started.clone(),
+        }
+    }
+}
+
+/// Builds the context of one thread from its events (in sequence order).
+pub fn build(events: &[EventRecord]) -> Context {
+    let mut t = Transcript::default();
+    for ev in in_order(events) {
+        t.apply(ev);
+    }
+    t.context()
 }
 
 /// Prepares a context whose tail is a partial assistant message for continuation: the API
@@ -338,6 +450,38 @@ mod tests {
         json!([{"type":"text","text":t}])
     }
 
+    /// Folding the log in two reads (any split a store read can make) gives the context a whole rebuild gives.
+    fn assert_incremental(events: &[EventRecord]) {
+        let whole = build(events);
+        for split in 0..=events.len() {
+            // A read that returns consumed input also returns everything logged up to where
+            // it was consumed (see `Loop::refresh`), so no split falls before that.
+            let next = events.get(split).map_or(i64::MAX, |e| e.seq);
+            if events[..split].iter().any(|e| position(e).0 >= next) {
+                continue;
+            }
+            let mut t = Transcript::default();
+            for part in [&events[..split], &events[split..]] {
+                for e in in_order(part) {
+                    t.apply(e);
+                }
+                // Reading the context leaves the transcript as it was.
+                let _ = t.context();
+            }
+            assert_eq!(t.context(), whole, "split at {split}");
+            // Lending the messages to a request and taking them back changes nothing.
+            let lent = t.lend();
+            assert_eq!(lent, whole.messages);
+            t.give_back(lent);
+            assert_eq!(t.context(), whole, "after a lend, split at {split}");
+            let outline = t.outline();
+            assert_eq!(
+                (outline.tail, outline.dangling_request),
+                (whole.tail.clone(), whole.dangling_request.clone())
+            );
+        }
+    }
+
     #[test]
     fn tool_results_precede_input_consumed_while_open() {
         let events = vec![
@@ -373,6 +517,7 @@ mod tests {
                 true,
             ),
         ];
+        assert_incremental(&events);
         let c = build(&events);
         assert_eq!(c.tail, Tail::User);
         assert_eq!(c.messages.len(), 3);
@@ -409,6 +554,7 @@ mod tests {
                 true,
             ),
         ];
+        assert_incremental(&events);
         let c = build(&events);
         assert_eq!(c.tail, Tail::User);
         assert_eq!(c.messages.len(), 3);
@@ -451,6 +597,7 @@ mod tests {
             ),
             ev(6, kind::SPAN_START, json!({}), None, true),
         ];
+        assert_incremental(&events);
         let c = build(&events);
         assert_eq!(c.tail, Tail::AwaitingTools(vec!["b".into()]));
         assert_eq!(c.dangling_request.as_deref(), Some("sevt_6"));

@@ -10,6 +10,7 @@ pub mod context;
 pub mod delegation;
 #[cfg(test)]
 mod fixtures;
+pub mod history;
 pub mod intake;
 mod model_step;
 pub mod ops;
@@ -149,6 +150,8 @@ pub(crate) struct Inner {
     /// This process's lease owner id.
     pub owner: String,
     runners: Mutex<HashMap<String, Arc<RunnerHandle>>>,
+    /// What each thread's last loop knew of its log, so the next one reads only the tail.
+    pub history: history::History,
     pub shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -177,6 +180,7 @@ impl Engine {
                 config,
                 owner: new_id("runner"),
                 runners: Mutex::new(HashMap::new()),
+                history: history::History::new(history::DEFAULT_BUDGET),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),

@@ -63,10 +63,26 @@ impl Loop<'_> {
         }
     }
 
-    /// One model request with retries, turned into events.
+    /// One model request with retries, turned into events. The messages go back to the
+    /// transcript afterwards when it lent them ([`Transcript::lend`]), so a request does not
+    /// copy the conversation.
+    ///
+    /// [`Transcript::lend`]: super::context::Transcript::lend
     pub(super) async fn call_model(
         &mut self,
         messages: Vec<Message>,
+        consumed: Vec<String>,
+    ) -> Result<(), RunError> {
+        let mut request = self.request(messages);
+        let done = self.send_request(&mut request, consumed).await;
+        self.transcript
+            .give_back(std::mem::take(&mut request.messages));
+        done
+    }
+
+    async fn send_request(
+        &mut self,
+        request: &mut ModelRequest,
         mut consumed: Vec<String>,
     ) -> Result<(), RunError> {
         if self.requests >= self.inner.config.max_requests_per_turn {
@@ -78,7 +94,6 @@ impl Loop<'_> {
             return self.fail_turn("tool_use_limit_reached_error", &msg).await;
         }
         self.requests += 1;
-        let mut request = self.request(messages);
         let client = match self.inner.models.route(&request.model) {
             Ok(route) => {
                 request.model = route.upstream_model;
@@ -114,7 +129,7 @@ impl Loop<'_> {
                 let sink =
                     move |d: Delta| preview(&hub, &sid, &thread, &mid, &tid, &started_text, d);
                 let client = client.clone();
-                let request = &request;
+                let request = &*request;
                 let started = std::time::Instant::now();
                 let outcome = self
                     .interruptible(async move { client.complete(request, &sink).await })

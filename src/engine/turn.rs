@@ -10,8 +10,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
-use super::context::{self, Tail};
+use super::context::{self, Tail, Transcript};
 use super::delegation::Roster;
+use super::history::Known;
 use super::intake::server_event;
 use super::state::{
     self, EngineState, LeaseGrant, ThreadStatus, set_status, status_of, work_item_for,
@@ -98,6 +99,12 @@ pub(super) struct Loop<'a> {
     /// This thread's events, in sequence order.
     pub events: Vec<EventRecord>,
     pub last_seq: i64,
+    /// `events` folded into the model context, extended as events arrive.
+    pub transcript: Transcript,
+    /// The estimated size of `events`, for the history cache's bound.
+    pub known_bytes: usize,
+    /// This loop consumed queued input (so what it knows is not kept; see `engine::history`).
+    pub consumed_here: bool,
     pub requests: u32,
     pub usage_at_start: Option<String>,
     /// The last commit handed the lease back (the session went idle).
@@ -127,6 +134,13 @@ impl<'a> Loop<'a> {
         role: Role,
     ) -> Result<Self, RunError> {
         let body: SessionBody = serde_json::from_str(&rec.body).map_err(StoreError::from)?;
+        // What an earlier loop of this thread left (see `engine::history`); a log shorter
+        // than it (a store restored from a backup) means it is not this log's.
+        let known = inner
+            .history
+            .take(&rec.id, &thread)
+            .filter(|k| k.last_seq <= rec.last_seq)
+            .unwrap_or_default();
         let roster = match role {
             Role::Primary => Roster::of(&agent).filter(|r| !r.is_empty()),
             Role::Child { .. } => None,
@@ -148,8 +162,11 @@ impl<'a> Loop<'a> {
             thread,
             role,
             roster,
-            events: Vec::new(),
-            last_seq: 0,
+            events: known.events,
+            last_seq: known.last_seq,
+            transcript: known.transcript,
+            known_bytes: known.bytes,
+            consumed_here: false,
             requests: 0,
             usage_at_start: None,
             released: false,
@@ -188,7 +205,24 @@ impl<'a> Loop<'a> {
     ///    the next one here, hand it to a worker, wait for delegates, close an orphaned
     ///    delegation, or idle with `requires_action` for the client's answers; otherwise
     ///    idle with `end_turn`.
+    ///
+    /// A loop that ends cleanly leaves what it knows of the log for the thread's next loop
+    /// (see `engine::history`).
     pub async fn run(&mut self, first: Option<SessionRecord>) -> Result<Ended, RunError> {
+        let ended = self.drive(first).await;
+        if ended.is_ok() && !self.consumed_here {
+            let known = Known {
+                events: std::mem::take(&mut self.events),
+                last_seq: self.last_seq,
+                transcript: std::mem::take(&mut self.transcript),
+                bytes: self.known_bytes,
+            };
+            self.inner.history.put(&self.sid, &self.thread, known);
+        }
+        ended
+    }
+
+    async fn drive(&mut self, first: Option<SessionRecord>) -> Result<Ended, RunError> {
         let mut first = first;
         loop {
             if self.inner.shutdown.is_cancelled() {
@@ -234,7 +268,8 @@ impl<'a> Loop<'a> {
                 self.close_interrupted_tool(id).await?;
                 continue;
             }
-            let ctx = context::build(&self.events);
+            // The messages are only lent to a model request (or copied to continue one).
+            let ctx = self.transcript.outline();
             if let Some(start) = ctx.dangling_request {
                 // The process died during this request: close its span and issue it again.
                 let end = server_event(
@@ -257,7 +292,7 @@ impl<'a> Loop<'a> {
             if !matches!(ctx.tail, Tail::AwaitingTools(_)) {
                 consumed = self.take_queued();
                 if !consumed.is_empty() {
-                    ctx = context::build(&self.events);
+                    ctx = self.transcript.outline();
                 }
             }
             if !consumed.is_empty() && ctx.tail != Tail::User {
@@ -265,7 +300,10 @@ impl<'a> Loop<'a> {
                 continue;
             }
             match ctx.tail {
-                Tail::User => self.call_model(ctx.messages, consumed).await?,
+                Tail::User => {
+                    let messages = self.transcript.lend();
+                    self.call_model(messages, consumed).await?
+                }
                 Tail::Assistant {
                     stop_reason,
                     stop_details,
@@ -274,7 +312,7 @@ impl<'a> Loop<'a> {
                     stop if stop.continues()
                         && continuations <= self.inner.config.max_continuations =>
                     {
-                        let mut messages = ctx.messages;
+                        let mut messages = self.transcript.context().messages;
                         context::trim_for_continuation(&mut messages);
                         self.call_model(messages, vec![]).await?;
                     }
@@ -361,8 +399,10 @@ impl<'a> Loop<'a> {
         }
     }
 
-    /// Reads this thread's events appended since the last look.
+    /// Reads this thread's events appended since the last look and adds them to the
+    /// transcript.
     async fn refresh(&mut self) -> Result<(), RunError> {
+        let mut fresh = Vec::new();
         loop {
             let batch = self
                 .hold(self.inner.store.events_after(
@@ -380,13 +420,21 @@ impl<'a> Loop<'a> {
                     Some(t) => t == self.thread,
                 };
                 if mine {
-                    self.events.push(e);
+                    fresh.push(e);
                 }
             }
             if n < 1000 {
-                return Ok(());
+                break;
             }
         }
+        // Input consumed before these events were read sits after everything logged when it
+        // was consumed, all of which has now been read.
+        for e in context::in_order(&fresh) {
+            self.transcript.apply(e);
+            self.known_bytes += super::history::event_size(e);
+        }
+        self.events.append(&mut fresh);
+        Ok(())
     }
 
     /// Runs a decision against the locked row, appends its events, publishes them.
@@ -489,8 +537,10 @@ impl<'a> Loop<'a> {
         }) {
             e.processed_at = Some(now);
             e.internal = Some(position.clone());
+            self.transcript.apply(e);
             ids.push(e.id.clone());
         }
+        self.consumed_here |= !ids.is_empty();
         ids
     }
 

@@ -191,7 +191,7 @@ impl ModelClient for Scripted {
         let prompt_chars: usize = req
             .messages
             .iter()
-            .map(|m| Value::Array(m.content.clone()).to_string().len())
+            .map(|m| serde_json::to_string(&m.content).map_or(0, |s| s.len()))
             .sum::<usize>()
             + req.system.as_deref().map_or(0, str::len);
         Ok(ModelResponse {

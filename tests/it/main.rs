@@ -12,6 +12,7 @@ mod environments;
 mod errors;
 mod escalation;
 mod first_hour;
+mod history;
 mod host_addresses;
 mod keys;
 mod limits;

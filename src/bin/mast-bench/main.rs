@@ -1,0 +1,173 @@
+//! `mast-bench`: a benchmark harness. It starts a real `mast serve` (the binary next to this
+//! one; SQLite, or Postgres when `DATABASE_URL` is set — a fresh database is created on that
+//! server) and measures, with the scripted model, each figure beside its target or floor:
+//!
+//! - `latency`: one session, `user.message` posted → `session.status_idle` seen on SSE, for a
+//!   plain turn and for a whole custom-tool round trip, and the server's CPU per turn;
+//! - `realistic`: the same with a 20 KB system prompt and 10 tool schemas, plus `history`;
+//! - `history`: a turn at position 1,000 of one session against one at position 10;
+//! - `throughput`: N sessions doing turns concurrently: turns/s and events/s, as a share of
+//!   the store's floor (raw single-row JSON inserts) measured in the same run;
+//! - `fanout`: S subscribers on one session: delay from an event's `processed_at` to arrival;
+//! - `idle`: server RSS with K sessions idle on `requires_action`;
+//! - `active`: N sessions running at once on a slow model: server RSS and event delay.
+//!
+//! Run: `cargo build --release && ulimit -n 65536 && target/release/mast-bench --scenario all`.
+
+mod active;
+mod api;
+mod fanout;
+mod floor;
+mod history;
+mod idle;
+mod latency;
+mod server;
+mod throughput;
+
+use clap::Parser;
+
+use api::{Agent, Api};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mast-bench",
+    about = "Benchmarks a real mast server with the scripted model"
+)]
+struct Args {
+    /// latency | realistic | history | throughput | fanout | idle | active | all
+    /// (`all` runs every scenario but `active`, which has a server of its own: run it alone)
+    #[arg(long, default_value = "all")]
+    scenario: String,
+    /// Measured turns in the latency scenario (after 20 warm-up turns).
+    #[arg(long, default_value_t = 300)]
+    turns: usize,
+    /// Turns per session in the latency scenario before starting a fresh session.
+    #[arg(long, default_value_t = 10)]
+    turns_per_session: usize,
+    /// The position of the late turns in the history scenario.
+    #[arg(long, default_value_t = 1000)]
+    depth: usize,
+    /// Turns measured at each position in the history scenario (half plain turns, half
+    /// custom-tool round trips).
+    #[arg(long, default_value_t = 120)]
+    window: usize,
+    /// Concurrent sessions in the throughput scenario.
+    #[arg(long, default_value_t = 50)]
+    sessions: usize,
+    /// Seconds the throughput scenario (and the store floor before it) runs.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Connections of the store floor; default: Mast's own (16 on Postgres, SQLite's one
+    /// writer).
+    #[arg(long)]
+    floor_connections: Option<usize>,
+    /// Sessions left idle on requires_action in the idle scenario.
+    #[arg(long, default_value_t = 10_000)]
+    idle_sessions: usize,
+    /// Subscribers in the fan-out scenario.
+    #[arg(long, default_value_t = 1000)]
+    subscribers: usize,
+    /// Sessions running at once in the active scenario.
+    #[arg(long, default_value_t = 10_000)]
+    active_sessions: usize,
+    /// Sessions of the active scenario whose streams are read for event delays.
+    #[arg(long, default_value_t = 200)]
+    active_streams: usize,
+    /// How long each active session's model takes, in ms.
+    #[arg(long, default_value_t = 30_000)]
+    active_sleep_ms: u64,
+    /// Server processes on one Postgres database (DATABASE_URL); the throughput scenario
+    /// posts each session's messages to one replica and streams it from the next.
+    #[arg(long, default_value_t = 1)]
+    replicas: usize,
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let all = args.scenario == "all";
+    let run = |name: &str| all || args.scenario == name;
+    let db = server::database().await;
+    if args.replicas > 1 && db.is_none() {
+        panic!("--replicas needs DATABASE_URL: replicas share one Postgres");
+    }
+    let mut servers = Vec::new();
+    for _ in 0..args.replicas.max(1) {
+        servers.push(server::start_server(db.as_deref()).await);
+    }
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .build()
+        .unwrap();
+    let apis: Vec<Api> = servers
+        .iter()
+        .map(|s| Api {
+            http: http.clone(),
+            base: s.base.clone(),
+        })
+        .collect();
+    let (server, api) = (&servers[0], &apis[0]);
+    println!(
+        "| scenario ({} store, {} replica{}) | result | target / floor |\n|---|---|---|",
+        server.backend,
+        servers.len(),
+        if servers.len() == 1 { "" } else { "s" }
+    );
+    if run("latency") {
+        latency::run(
+            api,
+            server,
+            Agent::Plain,
+            args.turns,
+            args.turns_per_session,
+        )
+        .await;
+    }
+    if run("history") {
+        history::run(api, Agent::Plain, args.depth, args.window).await;
+    }
+    if run("realistic") {
+        let per = args.turns_per_session;
+        latency::run(api, server, Agent::Realistic, args.turns, per).await;
+        history::run(api, Agent::Realistic, args.depth, args.window).await;
+    }
+    if run("throughput") {
+        let connections = args
+            .floor_connections
+            .unwrap_or(if db.is_some() { 16 } else { 1 });
+        let floor = match &db {
+            Some(url) => floor::postgres(url, connections, args.seconds).await,
+            None => floor::sqlite(&server.data_dir().join("floor"), args.seconds).await,
+        };
+        let events = throughput::run(&apis, args.sessions, args.seconds).await;
+        let store = match &db {
+            Some(_) => format!("{connections} connection(s)"),
+            None => format!(
+                "{connections} connection(s), synchronous = {}",
+                floor::sqlite_synchronous()
+            ),
+        };
+        throughput::share(server.backend, floor, &store, events);
+    }
+    if run("fanout") {
+        fanout::run(api, args.subscribers).await;
+    }
+    if run("idle") {
+        idle::run(api, server, args.idle_sessions).await;
+    }
+    if args.scenario == "active" {
+        active::run(
+            api,
+            server,
+            args.active_sessions,
+            args.active_streams,
+            args.active_sleep_ms,
+        )
+        .await;
+    }
+    drop(apis);
+    drop(servers);
+    if let (Some(db), Ok(admin)) = (db, std::env::var("DATABASE_URL")) {
+        server::drop_database(&admin, &db).await;
+    }
+}

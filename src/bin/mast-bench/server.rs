@@ -1,0 +1,160 @@
+//! The server under test: a real `mast serve` process (the binary next to this one) on
+//! SQLite or on a fresh Postgres database, and what can be read of it from `/proc`.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running `mast serve`, killed and cleaned up on drop.
+pub struct Server {
+    child: Child,
+    /// Its base URL.
+    pub base: String,
+    /// `sqlite` or `postgres`.
+    pub backend: &'static str,
+    dir: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Server {
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resident memory (VmRSS) in MB.
+    pub fn rss_mb(&self) -> f64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let kb: f64 = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        kb / 1024.0
+    }
+
+    /// CPU time (user + system) the server has used so far, in ms.
+    pub fn cpu_ms(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        // Fields after the command name (which may hold spaces): state is the first, utime
+        // and stime the 12th and 13th (fields 14 and 15 of proc(5)).
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // Clock ticks of USER_HZ, which Linux fixes at 100 for user space.
+        (ticks(11) + ticks(12)) * 10.0
+    }
+
+    /// The server's data directory (a SQLite server's database file lives there).
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+}
+
+async fn fresh_database(url: &str) -> String {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url)
+        .await
+        .expect("connect to DATABASE_URL");
+    let name = format!(
+        "mast_bench_{}",
+        mast::domain::ids::new_secret(8).to_lowercase()
+    );
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .expect("create database");
+    format!(
+        "{}/{name}",
+        url.rsplit_once('/').map(|(b, _)| b).unwrap_or(url)
+    )
+}
+
+/// The store servers use: a fresh Postgres database under DATABASE_URL, or None (SQLite).
+pub async fn database() -> Option<String> {
+    match std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()) {
+        Some(url) => Some(fresh_database(&url).await),
+        None => None,
+    }
+}
+
+/// Drops the database the run created.
+pub async fn drop_database(admin: &str, db: &str) {
+    use sqlx::Connection;
+    let Some((_, name)) = db.rsplit_once('/') else {
+        return;
+    };
+    if let Ok(mut conn) = sqlx::PgConnection::connect(admin).await {
+        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .execute(&mut conn)
+            .await;
+    }
+}
+
+/// Starts `mast serve` on a free port and waits until it answers.
+pub async fn start_server(database: Option<&str>) -> Server {
+    let bin: PathBuf = std::env::current_exe().unwrap().with_file_name("mast");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = std::env::temp_dir().join(format!("mast-bench-{}", mast::domain::ids::new_secret(8)));
+    let mut cmd = Command::new(&bin);
+    cmd.args([
+        "serve",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--data-dir",
+    ])
+    .arg(&dir)
+    .env("MAST_LOG", "warn")
+    .stdout(Stdio::null())
+    .stderr(Stdio::inherit());
+    let backend = match database {
+        Some(url) => {
+            cmd.env("DATABASE_URL", url);
+            "postgres"
+        }
+        None => {
+            cmd.env_remove("DATABASE_URL");
+            "sqlite"
+        }
+    };
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+    // From here the child is owned by `Server`, whose Drop kills and reaps it.
+    let server = Server {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        backend,
+        dir,
+    };
+    for _ in 0..400 {
+        if reqwest::get(format!("{}/healthz", server.base))
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            eprintln!("mast-bench: server pid {}", server.pid());
+            return server;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("server did not start");
+}
