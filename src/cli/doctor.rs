@@ -558,8 +558,9 @@ async fn store_check(setup: &Setup) -> Vec<Finding> {
                 "{place} is at migration {}; this binary needs {latest}",
                 state.migration
             ),
-            "`mast serve` migrates it on start, or run `mast migrate` now (replicas still on the older binary \
-             keep working: migrations only add)",
+            "stop every server still on the older binary (migration 6 reshapes the sessions and events \
+             tables, which older binaries cannot read), then `mast serve` migrates it on start, or run \
+             `mast migrate`",
         ),
         std::cmp::Ordering::Greater => Finding::fail(
             NAME,

@@ -67,36 +67,32 @@ pub async fn postgres(url: &str, connections: usize, seconds: u64) -> f64 {
 pub async fn sqlite(dir: &std::path::Path, seconds: u64) -> f64 {
     std::fs::create_dir_all(dir).expect("scratch dir");
     let path = dir.join("floor.db");
-    let mut conn =
-        sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", path.display()))
-            .await
-            .expect("open scratch file");
     let pragmas = format!(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = {};",
         sqlite_synchronous()
     );
-    sqlx::raw_sql(&pragmas)
-        .execute(&mut conn)
-        .await
-        .expect("pragmas");
-    sqlx::query("CREATE TABLE floor (seq INTEGER PRIMARY KEY, session_id TEXT NOT NULL, body TEXT NOT NULL)")
-        .execute(&mut conn)
-        .await
+    // rusqlite, as Mast's store: the floor is SQLite's own commit rate, not a driver's.
+    let rate = tokio::task::spawn_blocking(move || {
+        let conn = rusqlite::Connection::open(&path).expect("open scratch file");
+        conn.execute_batch(&pragmas).expect("pragmas");
+        conn.execute_batch(
+            "CREATE TABLE floor (seq INTEGER PRIMARY KEY, session_id TEXT NOT NULL, body TEXT NOT NULL)",
+        )
         .expect("create scratch table");
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let started = Instant::now();
-    let mut done = 0u64;
-    while Instant::now() < deadline {
-        sqlx::query("INSERT INTO floor (session_id, body) VALUES ($1, $2)")
-            .bind("sesn_0")
-            .bind(BODY)
-            .execute(&mut conn)
-            .await
-            .expect("insert");
-        done += 1;
-    }
-    let rate = done as f64 / started.elapsed().as_secs_f64();
-    drop(conn);
+        let mut insert = conn
+            .prepare("INSERT INTO floor (session_id, body) VALUES (?1, ?2)")
+            .expect("prepare insert");
+        let deadline = Instant::now() + Duration::from_secs(seconds);
+        let started = Instant::now();
+        let mut done = 0u64;
+        while Instant::now() < deadline {
+            insert.execute(("sesn_0", BODY)).expect("insert");
+            done += 1;
+        }
+        done as f64 / started.elapsed().as_secs_f64()
+    })
+    .await
+    .expect("floor thread");
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(dir.join(format!("floor.db{suffix}")));
     }
