@@ -20,6 +20,7 @@ mod supervisor;
 mod tool_step;
 mod turn;
 mod turn_end;
+mod turn_stop;
 pub mod work;
 
 use std::collections::HashMap;

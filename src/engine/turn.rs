@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::{Notify, mpsc};
 
 use super::context::{self, Tail, Transcript};
@@ -18,14 +18,13 @@ use super::state::{
     self, EngineState, LeaseGrant, ThreadStatus, set_status, status_of, work_item_for,
 };
 use super::tool_step::ToolStep;
-use super::turn_end::Ender;
 use super::{Inner, RunnerHandle};
 use crate::domain::agent::SessionAgent;
 use crate::domain::environment::EnvironmentConfig;
-use crate::domain::events::{self, Answer, StopReason, kind};
+use crate::domain::events::{self, StopReason, kind};
 use crate::domain::session::{ModelUsage, SessionBody, SessionStatus};
 use crate::domain::time;
-use crate::models::{Block, ModelStop};
+use crate::models::ModelStop;
 use crate::store::{EventRecord, NewEvent, SessionRecord, StoreError, Writer};
 use crate::tools::SessionTools;
 use crate::tools::egress::EgressPolicy;
@@ -556,212 +555,6 @@ impl<'a> Loop<'a> {
                 Ok(vec![])
             },
             ids,
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// What ends this thread's turn, for a transaction.
-    pub fn ender(&self) -> Ender {
-        Ender {
-            thread: self.thread.clone(),
-            primary: self.primary.clone(),
-            child: self.child_name(),
-            usage_at_start: self.usage_at_start.clone(),
-            reply: self.child_name().map(|_| self.final_message()),
-        }
-    }
-
-    /// The text of this turn's last `agent.message` (a delegate's reply).
-    fn final_message(&self) -> String {
-        self.events
-            .iter()
-            .rev()
-            .take_while(|e| e.kind != kind::THREAD_MESSAGE_RECEIVED)
-            .find(|e| e.kind == kind::SPAN_END)
-            .and_then(|e| e.internal.as_ref())
-            .and_then(|i| i.get("content"))
-            .and_then(Value::as_array)
-            .map(|blocks| {
-                blocks
-                    .iter()
-                    .filter_map(|b| match Block::of(b) {
-                        Block::Text(t) => Some(t),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default()
-    }
-
-    /// Ends the turn unless, under the row lock, something says it is not over.
-    pub async fn finish(
-        &mut self,
-        reason: StopReason,
-        details: Option<Value>,
-    ) -> Result<(), RunError> {
-        let ender = self.ender();
-        self.commit(
-            move |rec, st| ender.try_end(rec, st, reason, details),
-            vec![],
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// Ends the turn with an error the model cannot recover from by itself.
-    pub async fn fail_turn(
-        &mut self,
-        error_type: &'static str,
-        message: &str,
-    ) -> Result<(), RunError> {
-        let ender = self.ender();
-        let message = message.to_string();
-        self.commit(
-            move |rec, st| Ok(ender.exhausted(rec, st, error_type, &message, time::now())),
-            vec![],
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// Acts on a recorded interrupt: closes this thread's open calls with error results and
-    /// idles it with `end_turn`. The primary waits for interrupted delegates to stop first.
-    async fn interrupt(&mut self, st: &EngineState) -> Result<(), RunError> {
-        if let Some(name) = self.child_name() {
-            let (thread, primary) = (self.thread.clone(), self.primary.clone());
-            self.commit(
-                move |_, st| {
-                    let now = time::now();
-                    let mut out = Vec::new();
-                    if let Some(id) = st.running_tool_of(&thread) {
-                        out.push(super::turn_end::closed_tool_call(&id, &thread, now));
-                    }
-                    let why = format!("`{name}` was interrupted before it finished its task.");
-                    out.extend(super::turn_end::stop_delegate(
-                        st, &thread, &primary, &why, false, now,
-                    ));
-                    Ok(out)
-                },
-                vec![],
-            )
-            .await?;
-            return Ok(());
-        }
-        if st.children_active() {
-            // Delegates close their own work; the primary ends once they have.
-            for (tid, t) in &st.threads {
-                if t.status.is_active() {
-                    let _ = self.crew.spawn.send(tid.clone());
-                }
-            }
-            self.wait_for_children().await?;
-            return Ok(());
-        }
-        let (primary, grant) = (self.primary.clone(), self.grant());
-        self.commit(
-            move |rec, st| {
-                let now = time::now();
-                // The pending set under the lock is the authority: an answer that committed
-                // meanwhile is not closed a second time.
-                let blocked: Vec<String> = st
-                    .threads
-                    .iter()
-                    .filter(|(id, t)| {
-                        !t.replies_to.is_empty() || st.pending_of(id).next().is_some()
-                    })
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                let mut out = Vec::new();
-                for tid in blocked {
-                    out.extend(super::turn_end::stop_delegate(
-                        st,
-                        &tid,
-                        &primary,
-                        "The user interrupted the session before this delegate finished.",
-                        false,
-                        now,
-                    ));
-                }
-                out.extend(
-                    st.pending
-                        .drain(..)
-                        .map(|p| super::turn_end::closed_tool_call(&p.id, &p.thread_id, now)),
-                );
-                if let Some(id) = st.running_tool.take() {
-                    out.push(super::turn_end::closed_tool_call(&id, &primary, now));
-                }
-                st.interrupt = false;
-                out.extend(super::turn_end::end_session_turn(
-                    rec,
-                    st,
-                    &primary,
-                    StopReason::EndTurn,
-                    None,
-                    now,
-                ));
-                out.extend(super::turn_end::resume_if_queued(
-                    rec,
-                    st,
-                    &primary,
-                    Some(&grant),
-                    now,
-                ));
-                Ok(out)
-            },
-            vec![],
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// The primary waits while delegates work on its calls: their loops run beside it.
-    async fn await_delegates(&mut self, st: &EngineState) -> Result<(), RunError> {
-        for (tid, t) in &st.threads {
-            if t.status.is_active() {
-                let _ = self.crew.spawn.send(tid.clone());
-            }
-        }
-        self.wait_for_children().await
-    }
-
-    async fn wait_for_children(&mut self) -> Result<(), RunError> {
-        // An interrupt, a delegate's end or new answers all mean: look at the log again —
-        // and so does time passing, since an answer posted on another replica only
-        // reaches this one as a signal, which may be lost.
-        let changed = async {
-            tokio::select! {
-                _ = self.crew.changed.notified() => {}
-                _ = self.handle.nudge.notified() => {}
-                _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
-            }
-        };
-        let _ = self.interruptible(changed).await?;
-        Ok(())
-    }
-
-    /// Answers a delegation call whose thread stopped without replying.
-    async fn close_orphaned(&mut self, call: String) -> Result<(), RunError> {
-        let primary = self.primary.clone();
-        self.commit(
-            move |_, _| {
-                let mut e = server_event(
-                    kind::AGENT_TOOL_RESULT,
-                    events::tool_result(
-                        &call,
-                        vec![crate::domain::content::text(
-                            "The delegate thread stopped without replying to this task.",
-                        )],
-                        true,
-                    ),
-                    &primary,
-                    time::now(),
-                );
-                e.answers = Some((call, Answer::Result.as_str()));
-                Ok(vec![e])
-            },
-            vec![],
         )
         .await?;
         Ok(())
