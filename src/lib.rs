@@ -322,6 +322,12 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
             .await
     });
     tracing::info!(%addr, store = store.backend(), "mast is listening");
+    if domain::time::skew() != 0 {
+        tracing::warn!(
+            skew_ms = domain::time::skew() / 1000,
+            "MAST_CLOCK_SKEW_MS shifts this server's clock: a test knob, never for production"
+        );
+    }
     Ok(Running {
         addr,
         shutdown,

@@ -31,7 +31,7 @@ fn not_found(id: &str) -> ApiError {
     ApiError::not_found(format!("agent `{id}` not found"))
 }
 
-pub use crate::domain::agent::archived;
+use crate::domain::agent::archived;
 
 /// Resolves a multiagent request against the store: roster agents are looked up in the
 /// workspace, pinned to versions and checked (exist, not archived, no roster of their own).

@@ -13,6 +13,7 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{BiPage, PageRequest};
 use crate::domain::session::{Session, SessionCreate, SessionStatus, SessionUpdate};
+use crate::engine::ops::OpError;
 use crate::store::{Direction, SessionFilter};
 use crate::type_tag;
 
@@ -42,7 +43,7 @@ pub fn router() -> Router<AppState> {
 
 /// 404 for a session id.
 pub fn not_found(id: &str) -> ApiError {
-    ApiError::not_found(format!("session `{id}` not found"))
+    OpError::SessionNotFound(id.to_string()).into()
 }
 
 /// Create a session.

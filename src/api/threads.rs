@@ -17,6 +17,7 @@ use super::pagination::{Page, PageRequest};
 use super::sessions::not_found;
 use crate::domain::session::SessionBody;
 use crate::domain::thread::SessionThread;
+use crate::engine::ops::OpError;
 use crate::engine::state::ThreadStatus;
 use crate::store::{Direction, EventFilter};
 
@@ -44,7 +45,7 @@ pub fn router() -> Router<AppState> {
 }
 
 fn thread_not_found(id: &str) -> ApiError {
-    ApiError::not_found(format!("thread `{id}` not found in this session"))
+    OpError::ThreadNotFound(id.to_string()).into()
 }
 
 /// List a session's threads.

@@ -21,6 +21,7 @@ use crate::domain::work::{
     Work, WorkHeartbeat, WorkQueueStats, WorkQueueStatsTag, WorkState, WorkStop, WorkUpdate,
     secret_for,
 };
+use crate::engine::ops::OpError;
 use crate::engine::work;
 use crate::store::Direction;
 
@@ -56,7 +57,7 @@ pub fn router() -> Router<AppState> {
 }
 
 fn work_not_found(id: &str) -> ApiError {
-    ApiError::not_found(format!("work item `{id}` not found"))
+    OpError::WorkNotFound(id.to_string()).into()
 }
 
 /// The self-hosted environment `env_id` of the workspace.

@@ -253,7 +253,7 @@ impl Engine {
     /// tool result (the worker let go mid-turn), a fresh item is queued so another worker
     /// finishes the call; then the item's mark is cleared. Safe to repeat, and on any replica:
     /// a session never has two live items.
-    pub async fn settle_stopped_work(&self, item: &crate::store::StoppedWork) {
+    pub(crate) async fn settle_stopped_work(&self, item: &crate::store::StoppedWork) {
         let txn = Box::new(work::requeue_if_awaiting);
         let requeued = self
             .inner
@@ -331,7 +331,7 @@ impl Engine {
 
     /// A lease for this process's runner, for requests that give a session work; none while
     /// shutting down, so a dying process is never handed new sessions.
-    pub fn lease_grant(&self) -> Option<state::LeaseGrant> {
+    pub(crate) fn lease_grant(&self) -> Option<state::LeaseGrant> {
         (!self.inner.shutdown.is_cancelled()).then(|| state::LeaseGrant {
             owner: self.inner.owner.clone(),
             until: time::now() + self.inner.config.lease_ttl.as_micros() as i64,

@@ -13,12 +13,16 @@ const BODY: &str = r#"{"type":"agent.message","id":"sevt_0123456789abcdefghij","
 
 /// SQLite's `synchronous` mode of the server under test: `MAST_SQLITE_SYNCHRONOUS` (which the
 /// server inherits from this process), `FULL` when unset, as Mast's store defaults to.
-pub fn sqlite_synchronous() -> String {
+/// Parsed as the server parses it, so the floor never runs in a mode the server refuses.
+pub fn sqlite_synchronous() -> &'static str {
     std::env::var("MAST_SQLITE_SYNCHRONOUS")
         .ok()
         .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "full".into())
-        .to_uppercase()
+        .map_or(Ok(mast::store::sqlite::Synchronous::default()), |v| {
+            v.parse()
+        })
+        .unwrap_or_else(|e| panic!("MAST_SQLITE_SYNCHRONOUS: {e}"))
+        .pragma()
 }
 
 /// Inserts per second into a scratch table of the Postgres database at `url`, from

@@ -57,8 +57,8 @@ struct Args {
     /// Seconds the throughput scenario (and the store floor before it) runs.
     #[arg(long, default_value_t = 10)]
     seconds: u64,
-    /// Connections of the store floor; default: Mast's own (16 on Postgres, SQLite's one
-    /// writer).
+    /// Connections of the Postgres store floor; default: Mast's own, 16. (The SQLite floor
+    /// always uses one, as Mast's store has one writer.)
     #[arg(long)]
     floor_connections: Option<usize>,
     /// Sessions left idle on requires_action in the idle scenario.
@@ -132,9 +132,10 @@ async fn main() {
         history::run(api, Agent::Realistic, args.depth, args.window).await;
     }
     if run("throughput") {
-        let connections = args
-            .floor_connections
-            .unwrap_or(if db.is_some() { 16 } else { 1 });
+        let connections = match db {
+            Some(_) => args.floor_connections.unwrap_or(16),
+            None => 1,
+        };
         let floor = match &db {
             Some(url) => floor::postgres(url, connections, args.seconds).await,
             None => floor::sqlite(&server.data_dir().join("floor"), args.seconds).await,

@@ -58,7 +58,8 @@ impl std::str::FromStr for Synchronous {
 }
 
 impl Synchronous {
-    fn pragma(self) -> &'static str {
+    /// The value of `PRAGMA synchronous` for this setting.
+    pub fn pragma(self) -> &'static str {
         match self {
             Synchronous::Full => "FULL",
             Synchronous::Normal => "NORMAL",
