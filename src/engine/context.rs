@@ -179,6 +179,10 @@ impl Transcript {
     /// that is not yet consumed (`processed_at` unset) is skipped, and is added when the loop
     /// consumes it.
     pub fn apply(&mut self, ev: &EventRecord) {
+        debug_assert!(
+            self.lent.is_none(),
+            "an event applied while the messages are lent out would be lost on give_back"
+        );
         match ev.kind.as_str() {
             kind::USER_MESSAGE | kind::SYSTEM_MESSAGE if is_discarded(ev) => {}
             // A delegate's reply answers the parent's delegation call.
@@ -392,7 +396,9 @@ impl Transcript {
     }
 }
 
-/// Builds the context of one thread from its events (in sequence order).
+/// Builds the context of one thread from its whole log (in sequence order): the reference
+/// the incremental fold is checked against; the loop itself only ever extends a [`Transcript`].
+#[cfg(test)]
 pub fn build(events: &[EventRecord]) -> Context {
     let mut t = Transcript::default();
     for ev in in_order(events) {

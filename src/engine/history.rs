@@ -82,7 +82,6 @@ type Key = (String, String);
 
 struct Entry {
     known: Known,
-    size: usize,
     used: u64,
 }
 
@@ -117,7 +116,7 @@ impl History {
             .entries
             .remove(&(session.to_string(), thread.to_string()))?;
         s.order.remove(&e.used);
-        s.bytes -= e.size;
+        s.bytes -= e.known.bytes;
         Some(e.known)
     }
 
@@ -136,18 +135,18 @@ impl History {
         let used = s.tick;
         if let Some(old) = s.entries.remove(&key) {
             s.order.remove(&old.used);
-            s.bytes -= old.size;
+            s.bytes -= old.known.bytes;
         }
         while s.bytes + size > self.budget {
             let Some((_, oldest)) = s.order.pop_first() else {
                 break;
             };
             if let Some(e) = s.entries.remove(&oldest) {
-                s.bytes -= e.size;
+                s.bytes -= e.known.bytes;
             }
         }
         s.order.insert(used, key.clone());
-        s.entries.insert(key, Entry { known, size, used });
+        s.entries.insert(key, Entry { known, used });
         s.bytes += size;
     }
 
@@ -192,6 +191,18 @@ mod tests {
         h.put("s", "t", known(1, true));
         assert_eq!(h.take("s", "t").map(|k| k.last_seq), Some(1));
         assert!(h.take("s", "t").is_none(), "taking removes the entry");
+        assert_eq!(h.bytes(), 0);
+    }
+
+    #[test]
+    fn an_entry_over_a_quarter_of_the_budget_is_not_kept() {
+        let one = known(1, true).bytes;
+        let h = History::new(one * 4);
+        h.put("s", "t", known(1, true));
+        assert!(h.take("s", "t").is_some(), "a quarter of the budget fits");
+        let h = History::new(one * 4 - 1);
+        h.put("s", "t", known(1, true));
+        assert!(h.take("s", "t").is_none(), "more than a quarter is dropped");
         assert_eq!(h.bytes(), 0);
     }
 

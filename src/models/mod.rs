@@ -133,9 +133,8 @@ pub enum Block<'a> {
         name: &'a str,
         input: Option<&'a Value>,
     },
-    /// A `tool_result` block.
-    ToolResult,
-    /// Anything else (images, documents, server tool blocks, …): passed through untouched.
+    /// Anything else (tool results, images, documents, server tool blocks, …): passed
+    /// through untouched.
     Other,
 }
 
@@ -149,7 +148,6 @@ impl<'a> Block<'a> {
                 name: block.get("name").and_then(Value::as_str).unwrap_or(""),
                 input: block.get("input"),
             },
-            Some("tool_result") => Block::ToolResult,
             _ => Block::Other,
         }
     }

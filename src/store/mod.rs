@@ -544,7 +544,8 @@ pub trait Store: Send + Sync + 'static {
     -> StoreResult<Option<SessionRecord>>;
     /// One session by id alone (the engine's view).
     async fn get_session_by_id(&self, id: &str) -> StoreResult<Option<SessionRecord>>;
-    /// The last sequence number of each of these sessions' logs (missing ids are left out).
+    /// The last sequence number of each of these sessions' logs: one pair per existing session,
+    /// in no particular order (missing ids are left out).
     async fn last_seqs(&self, ids: &[String]) -> StoreResult<Vec<(String, i64)>>;
     /// Lists sessions by id.
     async fn list_sessions(

@@ -253,7 +253,24 @@ async fn the_model_sees_the_log_across_wakes_replicas_and_restarts(backend: Back
             "`{said}` is in the context once: {texts:?}"
         );
     }
-    // The queued input follows the answer of the call it waited behind.
+    // The queued input follows the answer of the call it waited behind: the first user
+    // message holding it comes after the one holding the tool's result (`sun`).
+    let message_with = |pred: &dyn Fn(&Value) -> bool| {
+        last.iter()
+            .position(|m| {
+                m["role"] == "user"
+                    && m["content"]
+                        .as_array()
+                        .is_some_and(|blocks| blocks.iter().any(pred))
+            })
+            .expect("a user message holds it")
+    };
+    let answered = message_with(&|b| b["type"] == "tool_result" && b.to_string().contains("sun"));
+    let queued = message_with(&|b| b["text"] == "queued while running");
+    assert!(
+        answered <= queued,
+        "the queued input comes after the tool result it waited behind"
+    );
     let at = |t: &str| texts.iter().position(|x| x == t).unwrap();
     assert!(at("queued while running") < at("after the queue"));
 }

@@ -113,7 +113,7 @@ impl Db {
         let (tx, rx) = oneshot::channel::<StoreResult<T>>();
         let job: Box<dyn WriteJob> = Box::new(Job { f, tx });
         self.write.send(job).map_err(|_| closed())?;
-        rx.await.map_err(|_| closed())?
+        rx.await.map_err(|_| unanswered())?
     }
 
     /// Runs `f` on a reader connection (a consistent snapshot for the whole of `f`).
@@ -130,13 +130,22 @@ impl Db {
             let _ = tx.send(snapshot(conn, f));
         });
         self.read.send(job).map_err(|_| closed())?;
-        rx.await.map_err(|_| closed())?
+        rx.await.map_err(|_| unanswered())?
     }
 }
 
-/// The error of a job whose thread is gone (it panicked, or the store shut down).
+/// The error of a job whose thread is gone (the store shut down).
 fn closed() -> StoreError {
     StoreError::Internal(anyhow::anyhow!("the SQLite connection thread stopped"))
+}
+
+/// The error of a job that ended without an answer: it panicked (its savepoint or read
+/// transaction was rolled back and the thread carries on; the panic is on stderr), or the
+/// store shut down while it waited.
+fn unanswered() -> StoreError {
+    StoreError::Internal(anyhow::anyhow!(
+        "the SQLite store job ended without an answer (it panicked, or the store shut down)"
+    ))
 }
 
 /// Runs `f` in a read transaction, so the statements of one call see one state of the file.

@@ -110,13 +110,7 @@ pub(super) fn create_session(
     ])?;
     conn.prepare_cached("INSERT INTO session_bodies (session_id, body) VALUES (?1, ?2)")?
         .execute([&s.id, &s.body])?;
-    insert_thread(
-        conn,
-        &ThreadRecord {
-            archived_at: None,
-            ..t.clone()
-        },
-    )?;
+    insert_thread(conn, t)?;
     let out = insert_events(conn, &s.id, 1, events, s.created_at)?;
     if let Some(w) = work {
         super::work::ensure_work(conn, w)?;
