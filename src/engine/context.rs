@@ -253,7 +253,7 @@ impl Transcript {
             .and_then(Value::as_str)
             .unwrap_or("end_turn")
             .to_string();
-        let continued = matches!(stop.as_str(), "max_tokens" | "pause_turn");
+        let continued = crate::models::ModelStop::parse(&stop).continues();
         if continued && matches!(self.messages.last(), Some(m) if m.role == Role::Assistant) {
             self.continuations += 1;
         } else {
@@ -262,7 +262,12 @@ impl Transcript {
         push(&mut self.messages, Role::Assistant, content.clone());
         self.open = content
             .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            .filter(|b| {
+                matches!(
+                    crate::models::Block::of(b),
+                    crate::models::Block::ToolUse { .. }
+                )
+            })
             .filter_map(|b| b.get("id").and_then(Value::as_str).map(str::to_string))
             .collect();
         let details = internal
