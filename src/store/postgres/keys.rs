@@ -85,10 +85,12 @@ impl PgStore {
 
     pub(super) async fn list_keys_pg(&self) -> StoreResult<Vec<KeyRecord>> {
         let rows = sqlx::query(
-            "SELECT 'api' AS kind, k.id, k.workspace_id, w.name, k.created_at, k.revoked_at, \
+            // Key ids have no "C" collation of their own (unlike the other tables' ids), so
+            // ties are broken byte by byte explicitly, whatever the database's locale.
+            "SELECT 'api' AS kind, k.id COLLATE \"C\" AS id, k.workspace_id, w.name, k.created_at, k.revoked_at, \
              NULL AS environment_id, k.key_hash FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id \
              UNION ALL \
-             SELECT 'environment', k.id, k.workspace_id, w.name, k.created_at, NULL, k.environment_id, \
+             SELECT 'environment', k.id COLLATE \"C\", k.workspace_id, w.name, k.created_at, NULL, k.environment_id, \
              k.key_hash \
              FROM environment_keys k JOIN workspaces w ON w.id = k.workspace_id \
              ORDER BY 1, 5, 2",
@@ -166,7 +168,8 @@ impl PgStore {
         environment_id: &str,
     ) -> StoreResult<Vec<(String, Micros)>> {
         Ok(sqlx::query_as(
-            "SELECT id, created_at FROM environment_keys WHERE environment_id = $1 ORDER BY id",
+            "SELECT id, created_at FROM environment_keys WHERE environment_id = $1 \
+             ORDER BY created_at, id COLLATE \"C\"",
         )
         .bind(environment_id)
         .fetch_all(&self.pool)

@@ -52,7 +52,7 @@ pub(super) fn list_environment_keys(
 ) -> StoreResult<Vec<(String, Micros)>> {
     Ok(conn
         .prepare_cached(
-            "SELECT id, created_at FROM environment_keys WHERE environment_id = ?1 ORDER BY id",
+            "SELECT id, created_at FROM environment_keys WHERE environment_id = ?1 ORDER BY created_at, id",
         )?
         .query_map([env], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?)
