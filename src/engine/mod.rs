@@ -7,6 +7,7 @@
 pub mod backoff;
 mod cluster;
 pub mod context;
+pub mod credentials;
 pub mod delegation;
 #[cfg(test)]
 mod fixtures;
@@ -147,6 +148,8 @@ pub(crate) struct Inner {
     pub hub: Arc<Hub>,
     pub models: Arc<Models>,
     pub toolbox: Arc<crate::tools::Toolbox>,
+    /// Bearer tokens for MCP servers, from the sessions' vaults.
+    pub credentials: Arc<dyn credentials::BearerSource>,
     pub config: EngineConfig,
     /// This process's lease owner id.
     pub owner: String,
@@ -178,6 +181,7 @@ impl Engine {
                 hub,
                 models,
                 toolbox,
+                credentials: Arc::new(credentials::NoCredentials),
                 config,
                 owner: new_id("runner"),
                 runners: Mutex::new(HashMap::new()),
@@ -186,6 +190,14 @@ impl Engine {
                 tasks: TaskTracker::new(),
             }),
         }
+    }
+
+    /// Replaces where MCP bearer tokens come from; call before the engine is cloned or started.
+    pub fn with_credentials(mut self, source: Arc<dyn credentials::BearerSource>) -> Self {
+        Arc::get_mut(&mut self.inner)
+            .expect("with_credentials is called before the engine is shared")
+            .credentials = source;
+        self
     }
 
     /// Resumes sessions left active and starts the reaper.
