@@ -168,9 +168,9 @@ pub fn hash_key(key: &str) -> String {
 ///
 /// A key created or revoked by another process (the CLI writing the store) must count on the
 /// very next request, so nothing is trusted from memory that could have changed unseen:
-/// - Open mode is decided by counting keys on each keyless request while no key exists; once
-///   one does, it is closed for good (keys are revoked, never deleted, so the count never
-///   falls back to zero).
+/// - Open mode is decided by counting keys on each keyless request while no key exists (on
+///   Postgres, once per key epoch: see below); once one does, it is closed for good (keys are
+///   revoked, never deleted, so the count never falls back to zero).
 /// - API key lookups are cached only where every change is announced: on Postgres the store
 ///   signals each key change to every replica in the changing transaction, and a replica
 ///   caches only while its signal listener is connected (dropping the cache whenever it
@@ -182,6 +182,8 @@ pub struct Authenticator {
     closed: AtomicBool,
     /// Where key changes are announced (Postgres); no caching without it.
     changes: Option<Arc<Hub>>,
+    /// The key epoch in which no key existed, while it is current.
+    open_epoch: Mutex<Option<u64>>,
     keys: Mutex<KeyCache>,
 }
 
@@ -201,6 +203,7 @@ impl Authenticator {
             allow_open,
             closed: AtomicBool::new(false),
             changes,
+            open_epoch: Mutex::new(None),
             keys: Mutex::new(KeyCache::default()),
         }
     }
@@ -209,9 +212,19 @@ impl Authenticator {
         if !self.allow_open || self.closed.load(Ordering::Relaxed) {
             return Ok(false);
         }
+        // Where key changes are heard, "no key yet" holds until the epoch moves.
+        let epoch = self.changes.as_ref().and_then(|hub| hub.keys_epoch());
+        if epoch.is_some() && epoch == *self.open_epoch.lock().expect("lock") {
+            return Ok(true);
+        }
         let open = store.count_api_keys().await? == 0;
         if !open {
             self.closed.store(true, Ordering::Relaxed);
+        } else if let Some(hub) = &self.changes
+            && epoch.is_some()
+            && hub.keys_epoch() == epoch
+        {
+            *self.open_epoch.lock().expect("lock") = epoch;
         }
         Ok(open)
     }

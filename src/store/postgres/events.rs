@@ -138,6 +138,7 @@ impl PgStore {
         kinds: &[&str],
         limit: i64,
     ) -> StoreResult<Vec<EventRecord>> {
+        let mut conn = self.hot.get().await?;
         // One statement text for every call (an empty `kinds` means all), so it stays prepared.
         let rows = sqlx::query(&format!(
             "SELECT {EVENT_COLS} FROM events WHERE session_id = $1 AND seq > $2 \
@@ -147,8 +148,10 @@ impl PgStore {
         .bind(after_seq)
         .bind(kinds)
         .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
+        .fetch_all(conn.conn())
+        .await
+        .map_err(crate::store::StoreError::from);
+        let rows = conn.finish(rows)?;
         rows.iter().map(rows::event).collect()
     }
 

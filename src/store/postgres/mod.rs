@@ -6,6 +6,7 @@ mod agents;
 mod clock;
 mod environments;
 mod events;
+mod hot;
 mod keys;
 mod leases;
 mod rows;
@@ -41,6 +42,8 @@ const KEYS_SIGNAL_ORIGIN: &str = "store";
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// The session transaction's and the runner's reads' own connections (see [`hot`]).
+    hot: Arc<hot::HotConns>,
     clock: Arc<Clock>,
 }
 
@@ -53,19 +56,32 @@ pub async fn connect(url: &str, max_connections: u32) -> StoreResult<PgStore> {
     let options = PgConnectOptions::from_str(url)?
         .log_statements(tracing::log::LevelFilter::Trace)
         .log_slow_statements(tracing::log::LevelFilter::Warn, Duration::from_secs(1));
+    // Three quarters of the connections serve the engine's hot path, the rest everything else.
+    let hot_size = (max_connections * 3 / 4).max(1);
     let pool = PgPoolOptions::new()
-        .max_connections(max_connections)
+        .max_connections(max_connections.saturating_sub(hot_size).max(2))
         // Fail fast while the database is down instead of hanging requests.
         .acquire_timeout(Duration::from_secs(5))
-        .connect_with(options)
+        // A connection used a moment ago is alive; sqlx's own check pings on every use.
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > Duration::from_secs(1) {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
+        .connect_with(options.clone())
         .await?;
+    let hot = Arc::new(hot::HotConns::new(options, hot_size));
     MIGRATOR
         .run(&pool)
         .await
         .map_err(|e| anyhow::anyhow!("postgres migrations failed: {e}"))?;
     let clock = Arc::new(Clock::default());
     clock.sync(&pool).await?;
-    Ok(PgStore { pool, clock })
+    Ok(PgStore { pool, hot, clock })
 }
 
 /// The newest migration this binary carries.

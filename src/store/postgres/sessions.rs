@@ -106,13 +106,16 @@ impl PgStore {
         id: &str,
     ) -> StoreResult<Option<SessionRecord>> {
         let before = time::now();
+        let mut conn = self.hot.get().await?;
         let row = sqlx::query(&format!(
             "SELECT {SESSION_COLS} FROM sessions WHERE id = $1 AND ($2::text IS NULL OR workspace_id = $2)"
         ))
         .bind(id)
         .bind(workspace_id)
-        .fetch_optional(&self.pool)
-        .await?;
+        .fetch_optional(conn.conn())
+        .await
+        .map_err(crate::store::StoreError::from);
+        let row = conn.finish(row)?;
         let Some(row) = row else { return Ok(None) };
         self.clock
             .observe(row.try_get(SESSION_CLOCK)?, before, time::now());

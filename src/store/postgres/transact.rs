@@ -1,10 +1,10 @@
 //! The session transaction, the engine's hot path: lock the row, decide, then write
 //! everything the decision produced in one statement (a `WITH` of the session's changed
-//! columns, the new events, the consumed input, new threads and work) — four round trips in
-//! all (`BEGIN`, the locking read, the write, `COMMIT`) whatever the decision holds.
+//! columns, the new events, the consumed input, new threads and work) — three round trips in
+//! all (`BEGIN` sent with the locking read, the write, `COMMIT`) whatever the decision holds.
 
-use sqlx::postgres::Postgres;
-use sqlx::{QueryBuilder, Row};
+use sqlx::postgres::{PgConnection, Postgres};
+use sqlx::{Executor as _, QueryBuilder, Row};
 
 use super::clock::Stamp;
 use super::rows::{self, SESSION_CLOCK, SESSION_COLS};
@@ -114,15 +114,43 @@ impl PgStore {
         writer: &Writer,
         f: SessionTxn,
     ) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>> {
+        // The id goes into the statement's text (see `lock_session`); no session has another.
+        if !is_plain_id(session_id) {
+            return Ok(None);
+        }
         let started = std::time::Instant::now();
-        let mut tx = self.pool.begin().await?;
+        let mut hot = self.hot.get().await?;
+        let result = self.transact_on(hot.conn(), session_id, writer, f).await;
+        if matches!(result, Ok(Some(_))) {
+            hot.release();
+        } else if hot.conn().execute("ROLLBACK").await.is_ok() {
+            // Decided to write nothing, or refused: the connection is clean again.
+            hot.release();
+        }
+        if result.as_ref().is_ok_and(Option::is_some) {
+            metrics::histogram!(crate::telemetry::EVENT_APPEND_DURATION)
+                .record(started.elapsed().as_secs_f64());
+        }
+        result
+    }
+
+    /// The transaction on `conn`; it commits only when it returns `Ok(Some(..))` and leaves
+    /// the transaction open otherwise, for the caller to roll back. Three round trips:
+    /// `BEGIN` with the locking read, the write, `COMMIT`.
+    async fn transact_on(
+        &self,
+        conn: &mut PgConnection,
+        session_id: &str,
+        writer: &Writer,
+        f: SessionTxn,
+    ) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>> {
         let asked = time::now();
-        let row = sqlx::query(&format!(
-            "SELECT {SESSION_COLS} FROM sessions WHERE id = $1 FOR UPDATE"
-        ))
-        .bind(session_id)
-        .fetch_optional(&mut *tx)
-        .await?;
+        // `BEGIN` and the locking read in one round trip: a simple-protocol query of two
+        // statements (which cannot take parameters, hence the id in the text).
+        let lock = format!(
+            "BEGIN; SELECT {SESSION_COLS} FROM sessions WHERE id = '{session_id}' FOR UPDATE"
+        );
+        let row = conn.fetch_optional(sqlx::raw_sql(&lock)).await?;
         let Some(row) = row else { return Ok(None) };
         self.clock
             .observe(row.try_get(SESSION_CLOCK)?, asked, time::now());
@@ -188,19 +216,19 @@ impl PgStore {
         }
         if parts > 0 {
             qb.push(" SELECT 1");
-            qb.build().execute(&mut *tx).await?;
+            qb.build().execute(&mut *conn).await?;
         }
 
         if marks_new {
             let mut qb = QueryBuilder::<Postgres>::new("");
             push_mark_processed(&mut qb, session_id, &out, rec.last_seq, now);
-            qb.build().execute(&mut *tx).await?;
+            qb.build().execute(&mut *conn).await?;
         }
         if changes_new {
             for c in &out.thread_changes {
                 let mut qb = QueryBuilder::<Postgres>::new("");
                 push_thread_change(&mut qb, session_id, c);
-                qb.build().execute(&mut *tx).await?;
+                qb.build().execute(&mut *conn).await?;
             }
         }
         if out.flush_queued {
@@ -210,14 +238,21 @@ impl PgStore {
             )
             .bind(now)
             .bind(session_id)
-            .execute(&mut *tx)
+            .execute(&mut *conn)
             .await?;
         }
-        tx.commit().await?;
-        metrics::histogram!(crate::telemetry::EVENT_APPEND_DURATION)
-            .record(started.elapsed().as_secs_f64());
+        conn.execute("COMMIT").await?;
         Ok(Some((rec, events)))
     }
+}
+
+/// Whether `id` is made only of the characters Mast's ids use, so it can stand in a
+/// statement's text between single quotes.
+fn is_plain_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Pushes the marking of consumed input: processed now, placed in the conversation after
