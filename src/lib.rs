@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error_chain;
 pub mod hub;
 pub mod models;
+pub mod secrets;
 pub mod store;
 pub mod telemetry;
 pub mod tools;
@@ -280,13 +281,21 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         });
     }
     let toolbox = Arc::new(tools::Toolbox::new(&config.data_dir, config.tools.clone()).await);
+    let vaults = Arc::new(engine::vaults::Vaults::new(
+        store.clone(),
+        secrets::Cipher::load(&config.secret_key, &config.data_dir)?,
+        tools::netguard::NetGuard {
+            allow_private: config.tools.allow_private_network,
+        },
+    ));
     let engine = Engine::new(
         store.clone(),
         hub.clone(),
         models.clone(),
         toolbox.clone(),
         engine_config,
-    );
+    )
+    .with_credentials(Arc::new(engine::vaults::VaultBearers(vaults.clone())));
     let state = AppState(Arc::new(Shared {
         store: store.clone(),
         // Replicas on Postgres hear every key change (the store announces it), so they may
@@ -300,6 +309,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         models,
         toolbox,
         work_leases: config.work_leases,
+        vaults,
         shutdown: shutdown.clone(),
     }));
     if let Some(url) = &config.database_url {
