@@ -30,4 +30,5 @@ mod store;
 mod stream;
 mod strict;
 mod toolset;
+mod vaults;
 mod work;

@@ -11,7 +11,6 @@ use async_trait::async_trait;
 use super::Vaults;
 use super::oauth::{self, Refresh};
 use crate::domain::credential::{CredentialAuth, Secrets, normalize_url};
-use crate::domain::session::SessionBody;
 use crate::domain::time::{self, Micros};
 use crate::engine::credentials::{BearerSource, CredentialError};
 use crate::engine::ops::OpError;
@@ -19,6 +18,13 @@ use crate::store::CredentialRecord;
 
 /// An OAuth access token this close to its expiry is refreshed before use.
 const EXPIRY_MARGIN: Micros = 60 * 1_000_000;
+
+/// The part of a session's stored body this needs.
+#[derive(serde::Deserialize)]
+struct SessionVaults {
+    #[serde(default)]
+    vault_ids: Vec<String>,
+}
 
 /// [`BearerSource`] over the vaults.
 pub struct VaultBearers(pub Arc<Vaults>);
@@ -52,7 +58,7 @@ impl Vaults {
         else {
             return Ok(None);
         };
-        let body: SessionBody = serde_json::from_str(&session.body).map_err(unavailable)?;
+        let body: SessionVaults = serde_json::from_str(&session.body).map_err(unavailable)?;
         if body.vault_ids.is_empty() {
             return Ok(None);
         }
