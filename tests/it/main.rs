@@ -31,4 +31,5 @@ mod stream;
 mod strict;
 mod toolset;
 mod vaults;
+mod vaults_api;
 mod work;
