@@ -271,3 +271,18 @@ def test_sessions_take_vault_ids_at_creation(client):
     assert e.value.body["error"]["details"]["error_code"] == "vault_archived"
     with pytest.raises(anthropic.BadRequestError):
         client.beta.sessions.create(agent=agent.id, environment_id=env.id, vault_ids=[v2.id, v2.id])
+
+
+def test_readme_vaults_example(vault_server):
+    """The README's Vaults walk-through, run as written."""
+    from test_readme import DEFAULT, blocks
+
+    base, _, _ = vault_server
+    (code,) = blocks("## Vaults", "sh")
+    code = code.replace(f"B={DEFAULT}", f"B={base}")
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split()
+    assert lines[0] in ("valid", "invalid", "unknown"), out.stdout
+    assert json.loads("".join(lines[1:]))[0].startswith("vlt_"), out.stdout
+    assert "my-token" not in out.stdout
