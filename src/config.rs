@@ -212,4 +212,28 @@ mod tests {
         let err = parse_flag("MAST_X", Some("maybe")).unwrap_err().to_string();
         assert!(err.contains("MAST_X=\"maybe\" must be"), "{err}");
     }
+
+    #[test]
+    fn the_secret_key_comes_from_one_place() {
+        use crate::secrets::KeySource;
+        let key = crate::secrets::generate_key_text();
+        assert!(matches!(
+            secret_key_source(None, None).unwrap(),
+            KeySource::DataDir
+        ));
+        assert!(matches!(
+            secret_key_source(Some(key.clone()), None).unwrap(),
+            KeySource::Inline(_)
+        ));
+        assert!(matches!(
+            secret_key_source(None, Some("/k".into())).unwrap(),
+            KeySource::File(_)
+        ));
+        assert!(secret_key_source(Some(key.clone()), Some("/k".into())).is_err());
+        let e = secret_key_source(Some("c2hvcnQ=".into()), None).unwrap_err();
+        assert!(format!("{e:#}").contains("32 bytes"), "{e:#}");
+        // The key never shows through Debug.
+        let shown = format!("{:?}", KeySource::Inline(key.clone()));
+        assert!(!shown.contains(&key), "{shown}");
+    }
 }

@@ -144,7 +144,8 @@ impl std::fmt::Debug for Secrets {
 }
 
 /// `POST /v1/vaults/{id}/credentials` body. Unknown keys are refused at every depth.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+/// `Debug` leaves `auth` (which holds the secrets) out.
+#[derive(Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, expecting = "a credential object")]
 pub struct CredentialCreate {
     /// `static_bearer` or `mcp_oauth` (`environment_variable` is not supported).
@@ -158,7 +159,8 @@ pub struct CredentialCreate {
 }
 
 /// `POST /v1/vaults/{id}/credentials/{cid}` body. Unknown keys are refused at every depth.
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+/// `Debug` leaves `auth` (which holds the secrets) out.
+#[derive(Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, expecting = "a credential update object")]
 pub struct CredentialUpdate {
     /// The same `type` as stored; only the secret values, expiry and refresh settings change.
@@ -171,6 +173,26 @@ pub struct CredentialUpdate {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<MetadataPatch>,
+}
+
+impl std::fmt::Debug for CredentialCreate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CredentialCreate")
+            .field("auth", &"<redacted>")
+            .field("display_name", &self.display_name)
+            .field("metadata", &self.metadata)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for CredentialUpdate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CredentialUpdate")
+            .field("auth", &self.auth.as_ref().map(|_| "<redacted>"))
+            .field("display_name", &self.display_name)
+            .field("metadata", &self.metadata)
+            .finish()
+    }
 }
 
 /// A credential's content after a create or an update, not stored yet.
@@ -612,7 +634,8 @@ mod tests {
         assert_eq!(spec.secrets.token, "at-1");
         assert_eq!(spec.secrets.refresh_token.as_deref(), Some("rt-1"));
         assert_eq!(spec.secrets.client_secret.as_deref(), Some("cs-1"));
-        let debug = format!("{:?}", spec);
+        let body: CredentialCreate = serde_json::from_value(oauth()).unwrap();
+        let debug = format!("{:?} {:?}", spec, body);
         for s in ["at-1", "rt-1", "cs-1"] {
             assert!(!debug.contains(s), "{debug}");
         }

@@ -31,7 +31,8 @@ pub use bearers::VaultBearers;
 /// The vault operations that touch secrets; cheap to share behind an `Arc`.
 pub struct Vaults {
     store: Arc<dyn Store>,
-    cipher: Cipher,
+    /// The key, or why there is none (credentials are then refused, never stored in clear).
+    cipher: Result<Cipher, String>,
     http: outbound::Outbound,
     /// One refresh at a time per credential (in this process; across replicas the store's
     /// compare-and-set keeps the first refresh and the others reread it).
@@ -42,6 +43,15 @@ impl Vaults {
     /// The service over `store`, sealing with `cipher`; outbound requests (token endpoints,
     /// MCP probes) pass the same address guard as the built-in tools.
     pub fn new(store: Arc<dyn Store>, cipher: Cipher, guard: NetGuard) -> Self {
+        Self::with_key(store, Ok(cipher), guard)
+    }
+
+    /// The service when no key could be had (`why`): vaults work, credentials are refused.
+    pub fn without_key(store: Arc<dyn Store>, why: String, guard: NetGuard) -> Self {
+        Self::with_key(store, Err(why), guard)
+    }
+
+    fn with_key(store: Arc<dyn Store>, cipher: Result<Cipher, String>, guard: NetGuard) -> Self {
         Vaults {
             store,
             cipher,
@@ -50,14 +60,27 @@ impl Vaults {
         }
     }
 
+    fn cipher(&self) -> Result<&Cipher, OpError> {
+        self.cipher.as_ref().map_err(|why| {
+            crate::domain::invalid::Invalid::with_code(
+                "secret_key_unavailable",
+                format!(
+                    "this server has no key to encrypt vault credentials with ({why}); \
+                     its operator sets MAST_SECRET_KEY or MAST_SECRET_KEY_FILE"
+                ),
+            )
+            .into()
+        })
+    }
+
     fn seal(&self, secrets: &Secrets, credential_id: &str) -> Result<Vec<u8>, OpError> {
         let plain = serde_json::to_vec(secrets).map_err(|e| OpError::Store(e.into()))?;
-        Ok(self.cipher.seal(&plain, credential_id))
+        Ok(self.cipher()?.seal(&plain, credential_id))
     }
 
     fn open(&self, rec: &CredentialRecord) -> Result<Secrets, OpError> {
         let id = &rec.credential.id;
-        let plain = self.cipher.open(&rec.sealed, id).map_err(|e| {
+        let plain = self.cipher()?.open(&rec.sealed, id).map_err(|e| {
             OpError::Store(StoreError::Internal(anyhow::anyhow!(
                 "credential `{id}`: {e}"
             )))

@@ -50,9 +50,18 @@ impl Outbound {
         Outbound { client, guard }
     }
 
+    /// A POST to `url` (see [`Outbound::request`]).
+    pub(super) fn post(&self, url: &str) -> Result<reqwest::RequestBuilder, Unreachable> {
+        self.request(reqwest::Method::POST, url)
+    }
+
     /// A request to `url` after the checks names cannot make (literal addresses never pass
     /// the resolver).
-    pub(super) fn post(&self, url: &str) -> Result<reqwest::RequestBuilder, Unreachable> {
+    pub(super) fn request(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+    ) -> Result<reqwest::RequestBuilder, Unreachable> {
         let parsed = reqwest::Url::parse(url)
             .map_err(|e| Unreachable(format!("`{url}` is not a valid URL: {e}")))?;
         if !matches!(parsed.scheme(), "http" | "https") {
@@ -62,7 +71,7 @@ impl Outbound {
         if let Ok(ip) = host.trim_matches(['[', ']']).parse::<std::net::IpAddr>() {
             self.guard.check(ip).map_err(Unreachable)?;
         }
-        Ok(self.client.post(parsed))
+        Ok(self.client.request(method, parsed))
     }
 
     /// Sends `req`; transport failures become [`Unreachable`] with a message that names no

@@ -67,16 +67,14 @@ impl Vaults {
                 .map(str::to_string);
             drop(resp);
             if let Some(sid) = session
-                && let Ok(u) = reqwest::Url::parse(url)
+                && let Ok(req) = self.http.request(reqwest::Method::DELETE, url)
             {
                 // Politeness: close the session the probe opened (failure changes nothing).
-                let _ = reqwest::Client::new()
-                    .delete(u)
+                let req = req
                     .bearer_auth(token)
                     .header("mcp-session-id", sid)
-                    .timeout(std::time::Duration::from_secs(5))
-                    .send()
-                    .await;
+                    .timeout(std::time::Duration::from_secs(5));
+                let _ = self.http.send(req).await;
             }
             return Probe::Accepted;
         }
