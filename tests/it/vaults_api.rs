@@ -138,6 +138,72 @@ async fn vault_methods_never_show_a_secret_even_in_debug_logs(b: Backend) {
     assert_eq!(r["refresh"]["status"], "succeeded");
     assert_eq!(r["mcp_probe"], Value::Null);
     assert_eq!(server.refreshes(), 1);
+    // A stale OAuth token the server refuses (401): refreshed once, then accepted; with a
+    // refresh token the endpoint refuses, the verdict is `invalid` with both answers.
+    let third_vault = keep(
+        c.post("/v1/vaults", json!({"display_name": "third"}))
+            .await
+            .ok(),
+    );
+    let tvid = third_vault["id"].as_str().unwrap().to_string();
+    let current_rt = server.state.lock().unwrap().refresh_token.clone();
+    let oauth_auth = |rt: &str| {
+        json!({"auth": {
+        "type": "mcp_oauth", "mcp_server_url": mcp, "access_token": "at-0-S3CRET",
+        "expires_at": mast::domain::time::format(mast::domain::time::now() + 3_600_000_000),
+        "refresh": {"client_id": "client-1", "refresh_token": rt,
+            "token_endpoint": format!("{}/token", server.url),
+            "token_endpoint_auth": {"type": "client_secret_basic", "client_secret": "cs-S3CRET"}}}})
+    };
+    let stale = keep(
+        c.post(
+            &format!("/v1/vaults/{tvid}/credentials"),
+            oauth_auth(&current_rt),
+        )
+        .await
+        .ok(),
+    );
+    let stale_id = stale["id"].as_str().unwrap().to_string();
+    let r = keep(
+        c.post(
+            &format!("/v1/vaults/{tvid}/credentials/{stale_id}/mcp_oauth_validate"),
+            json!({}),
+        )
+        .await
+        .ok(),
+    );
+    assert_eq!(r["status"], "valid", "{r}");
+    assert_eq!(r["refresh"]["status"], "succeeded", "{r}");
+    assert_eq!(server.refreshes(), 2);
+    keep(
+        c.post(
+            &format!("/v1/vaults/{tvid}/credentials/{stale_id}/archive"),
+            json!({}),
+        )
+        .await
+        .ok(),
+    );
+    let revoked = keep(
+        c.post(
+            &format!("/v1/vaults/{tvid}/credentials"),
+            oauth_auth("rt-revoked-S3CRET"),
+        )
+        .await
+        .ok(),
+    );
+    let revoked_id = revoked["id"].as_str().unwrap().to_string();
+    let r = keep(
+        c.post(
+            &format!("/v1/vaults/{tvid}/credentials/{revoked_id}/mcp_oauth_validate"),
+            json!({}),
+        )
+        .await
+        .ok(),
+    );
+    assert_eq!(r["status"], "invalid", "{r}");
+    assert_eq!(r["refresh"]["status"], "failed", "{r}");
+    assert_eq!(r["refresh"]["http_response"]["status_code"], 400, "{r}");
+    assert_eq!(r["mcp_probe"]["http_response"]["status_code"], 401, "{r}");
     // The static one is refused; the server's answer (which echoes the token) is scrubbed.
     let r = keep(
         c.post(
@@ -276,13 +342,13 @@ async fn vault_methods_never_show_a_secret_even_in_debug_logs(b: Backend) {
     .await
     .err(400);
     let listed = keep(c.get("/v1/vaults?include_archived=true").await.ok());
-    assert_eq!(listed["data"].as_array().unwrap().len(), 2);
+    assert_eq!(listed["data"].as_array().unwrap().len(), 3);
     assert_eq!(
         c.get("/v1/vaults").await.ok()["data"]
             .as_array()
             .unwrap()
             .len(),
-        1
+        2
     );
     let d = c.delete(&format!("/v1/vaults/{vid}")).await.ok();
     assert_eq!(d, json!({"id": vid, "type": "vault_deleted"}));
@@ -305,6 +371,9 @@ async fn vault_methods_never_show_a_secret_even_in_debug_logs(b: Backend) {
         "wrong-S3CRET".into(),
         "x-S3CRET".into(),
         "z-S3CRET".into(),
+        "rt-revoked-S3CRET".into(),
+        "at-2-S3CRET".into(),
+        "rt-1-S3CRET".into(),
     ];
     {
         let s = server.state.lock().unwrap();

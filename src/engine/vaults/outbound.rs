@@ -13,8 +13,8 @@ use crate::tools::netguard::NetGuard;
 
 /// Longest response body quoted back.
 const BODY_QUOTE: usize = 2048;
-/// How long one outbound request may take.
-const TIMEOUT: Duration = Duration::from_secs(15);
+/// How long one outbound request may take (a validation makes at most four in a row).
+const TIMEOUT: Duration = Duration::from_secs(8);
 
 /// Keys whose values are secrets wherever they appear in a quoted JSON body.
 const SECRET_KEYS: [&str; 6] = [
@@ -40,7 +40,7 @@ impl Outbound {
     pub(super) fn new(guard: NetGuard) -> Self {
         let client = reqwest::Client::builder()
             .timeout(TIMEOUT)
-            .connect_timeout(Duration::from_secs(5))
+            .connect_timeout(Duration::from_secs(3))
             .user_agent(concat!("Mast/", env!("CARGO_PKG_VERSION")))
             .no_proxy()
             .dns_resolver(Arc::new(guard))

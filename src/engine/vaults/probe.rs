@@ -128,29 +128,20 @@ impl Vaults {
         let url = rec.credential.auth.server_url().to_string();
         let mut refresh = None;
         let mut refreshed = false;
-        let expired = rec
+        let expiring = rec
             .credential
             .auth
             .expires_at()
             .is_some_and(|t| t - time::now() < 60_000_000);
-        if oauth && expired && can_refresh {
+        if oauth && expiring && can_refresh {
+            // Refreshed first; a failed refresh still lets the probe say whether the stored
+            // token works.
             let (attempt, new) = self.validation_refresh(ws, &rec, &secrets).await?;
             refreshed = true;
-            let failed = new.is_none();
-            refresh = Some(attempt);
-            match new {
-                Some(s) => secrets = s,
-                None if failed => {
-                    return Ok(self.report(
-                        &rec,
-                        ValidationStatus::Invalid,
-                        can_refresh,
-                        None,
-                        refresh,
-                    ));
-                }
-                None => {}
+            if let Some(s) = new {
+                secrets = s;
             }
+            refresh = Some(attempt);
         }
         let mut outcome = self.probe(&url, &secrets.token.clone(), &secrets).await;
         if let Probe::Refused(_) = &outcome
@@ -158,25 +149,24 @@ impl Vaults {
             && !refreshed
         {
             let (attempt, new) = self.validation_refresh(ws, &rec, &secrets).await?;
-            let status = attempt.status;
             refresh = Some(attempt);
             if let Some(s) = new {
                 secrets = s;
                 outcome = self.probe(&url, &secrets.token.clone(), &secrets).await;
-            } else if status == RefreshStatus::ConnectError {
-                return Ok(self.report(
-                    &rec,
-                    ValidationStatus::Unknown,
-                    can_refresh,
-                    None,
-                    refresh,
-                ));
             }
         }
+        // Refused, but the token endpoint could not be asked for a new token: no verdict.
+        let undecided = refresh
+            .as_ref()
+            .is_some_and(|r| r.status == RefreshStatus::ConnectError);
         let (status, probe) = match outcome {
             Probe::Accepted => (ValidationStatus::Valid, None),
             Probe::Refused(cap) => (
-                ValidationStatus::Invalid,
+                if undecided {
+                    ValidationStatus::Unknown
+                } else {
+                    ValidationStatus::Invalid
+                },
                 Some(McpProbe {
                     method: METHOD.into(),
                     http_response: Some(cap),
