@@ -100,6 +100,20 @@ impl Vaults {
         };
         let lock = self.refresh_lock(&rec.credential.id);
         let _one_at_a_time = lock.lock().await;
+        // A session may have refreshed it meanwhile (rotating the refresh token): use what
+        // is stored now.
+        let fresh = self
+            .store
+            .get_credential(ws, &rec.credential.vault_id, &rec.credential.id)
+            .await?
+            .ok_or_else(|| OpError::CredentialNotFound(rec.credential.id.clone()))?;
+        let (rec, secrets) = if fresh.sealed == rec.sealed {
+            (rec.clone(), secrets.clone())
+        } else {
+            let s = self.open(&fresh)?;
+            (fresh, s)
+        };
+        let (rec, secrets) = (&rec, &secrets);
         Ok(
             match oauth::refresh(&self.http, rec.credential.auth.refresh(), secrets).await {
                 Refresh::Issued(tokens) => {
