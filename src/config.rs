@@ -34,6 +34,9 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Lease lengths of self-hosted work items.
     pub work_leases: crate::engine::work::LeaseTerms,
+    /// The key vault secrets are encrypted with (`MAST_SECRET_KEY`, `MAST_SECRET_KEY_FILE`,
+    /// or generated into the data directory).
+    pub secret_key: crate::secrets::KeySource,
 }
 
 /// A boolean setting: `1`, `true`, `yes` or `on` turn it on; `0`, `false`, `no`, `off` or an
@@ -71,6 +74,7 @@ impl Config {
             tools: crate::tools::ToolsConfig::default(),
             shutdown_grace: Duration::from_secs(10),
             work_leases: crate::engine::work::LeaseTerms::default(),
+            secret_key: crate::secrets::KeySource::default(),
         }
     }
 
@@ -153,8 +157,37 @@ impl Config {
                 .parse()
                 .map_err(|e| anyhow::anyhow!("MAST_SQLITE_SYNCHRONOUS={v:?}: {e}"))?;
         }
+        self.secret_key = secret_key_source(
+            std::env::var("MAST_SECRET_KEY").ok(),
+            std::env::var("MAST_SECRET_KEY_FILE").ok(),
+        )?;
         Ok(self)
     }
+}
+
+/// Where the vault key comes from: `MAST_SECRET_KEY` (base64 of 32 bytes) or
+/// `MAST_SECRET_KEY_FILE` (a file holding it), not both; neither means a key generated into
+/// the data directory.
+fn secret_key_source(
+    inline: Option<String>,
+    file: Option<String>,
+) -> anyhow::Result<crate::secrets::KeySource> {
+    use crate::secrets::KeySource;
+    let inline = inline.filter(|v| !v.trim().is_empty());
+    let file = file.filter(|v| !v.trim().is_empty());
+    Ok(match (inline, file) {
+        (Some(_), Some(_)) => {
+            anyhow::bail!("set MAST_SECRET_KEY or MAST_SECRET_KEY_FILE, not both")
+        }
+        (Some(k), None) => {
+            // Checked now, so a bad key stops the start with a clear message.
+            crate::secrets::decode_key(&k)
+                .map_err(|e| anyhow::anyhow!("MAST_SECRET_KEY must be base64 of 32 bytes: {e}"))?;
+            KeySource::Inline(k)
+        }
+        (None, Some(f)) => KeySource::File(PathBuf::from(f)),
+        (None, None) => KeySource::DataDir,
+    })
 }
 
 #[cfg(test)]
@@ -178,5 +211,29 @@ mod tests {
         }
         let err = parse_flag("MAST_X", Some("maybe")).unwrap_err().to_string();
         assert!(err.contains("MAST_X=\"maybe\" must be"), "{err}");
+    }
+
+    #[test]
+    fn the_secret_key_comes_from_one_place() {
+        use crate::secrets::KeySource;
+        let key = crate::secrets::generate_key_text();
+        assert!(matches!(
+            secret_key_source(None, None).unwrap(),
+            KeySource::DataDir
+        ));
+        assert!(matches!(
+            secret_key_source(Some(key.clone()), None).unwrap(),
+            KeySource::Inline(_)
+        ));
+        assert!(matches!(
+            secret_key_source(None, Some("/k".into())).unwrap(),
+            KeySource::File(_)
+        ));
+        assert!(secret_key_source(Some(key.clone()), Some("/k".into())).is_err());
+        let e = secret_key_source(Some("c2hvcnQ=".into()), None).unwrap_err();
+        assert!(format!("{e:#}").contains("32 bytes"), "{e:#}");
+        // The key never shows through Debug.
+        let shown = format!("{:?}", KeySource::Inline(key.clone()));
+        assert!(!shown.contains(&key), "{shown}");
     }
 }

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error_chain;
 pub mod hub;
 pub mod models;
+pub mod secrets;
 pub mod store;
 pub mod telemetry;
 pub mod tools;
@@ -280,13 +281,34 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         });
     }
     let toolbox = Arc::new(tools::Toolbox::new(&config.data_dir, config.tools.clone()).await);
+    let guard = tools::netguard::NetGuard {
+        allow_private: config.tools.allow_private_network,
+    };
+    let vaults = Arc::new(
+        match secrets::Cipher::load(&config.secret_key, &config.data_dir) {
+            Ok(cipher) => engine::vaults::Vaults::new(store.clone(), cipher, guard),
+            // A key that was configured and does not load stops the start; a generated one
+            // that cannot be written (a read-only directory beside Postgres) leaves the
+            // server up with credentials refused until a key is configured.
+            Err(e) if matches!(config.secret_key, secrets::KeySource::DataDir) => {
+                tracing::error!(
+                    error = %format!("{e:#}"),
+                    "no key for vault credentials: set MAST_SECRET_KEY or MAST_SECRET_KEY_FILE; \
+                     until then creating or using vault credentials is refused"
+                );
+                engine::vaults::Vaults::without_key(store.clone(), format!("{e:#}"), guard)
+            }
+            Err(e) => return Err(e),
+        },
+    );
     let engine = Engine::new(
         store.clone(),
         hub.clone(),
         models.clone(),
         toolbox.clone(),
         engine_config,
-    );
+    )
+    .with_credentials(Arc::new(engine::vaults::VaultBearers(vaults.clone())));
     let state = AppState(Arc::new(Shared {
         store: store.clone(),
         // Replicas on Postgres hear every key change (the store announces it), so they may
@@ -300,6 +322,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         models,
         toolbox,
         work_leases: config.work_leases,
+        vaults,
         shutdown: shutdown.clone(),
     }));
     if let Some(url) = &config.database_url {

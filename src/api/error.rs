@@ -211,7 +211,9 @@ impl From<OpError> for ApiError {
             | OpError::ThreadNotFound(_)
             | OpError::AgentNotFound { .. }
             | OpError::EnvironmentNotFound(_)
-            | OpError::WorkNotFound(_) => ApiError::not_found(e.to_string()),
+            | OpError::WorkNotFound(_)
+            | OpError::VaultNotFound(_)
+            | OpError::CredentialNotFound(_) => ApiError::not_found(e.to_string()),
             OpError::Invalid(i) => i.into(),
             OpError::Conflict(m) => ApiError::conflict(m),
             OpError::Precondition { message, current } => {

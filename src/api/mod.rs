@@ -20,6 +20,7 @@ pub mod request_id;
 pub mod sessions;
 pub mod stream;
 pub mod threads;
+pub mod vaults;
 pub mod work;
 
 use std::ops::Deref;
@@ -51,6 +52,8 @@ pub struct Shared {
     pub toolbox: Arc<crate::tools::Toolbox>,
     /// Lease lengths of self-hosted work items.
     pub work_leases: crate::engine::work::LeaseTerms,
+    /// Vault credentials: sealing, OAuth refresh, validation.
+    pub vaults: Arc<crate::engine::vaults::Vaults>,
     /// Cancelled on graceful shutdown; ends open streams.
     pub shutdown: CancellationToken,
 }
@@ -105,6 +108,7 @@ pub fn router(state: AppState) -> Router {
         .merge(models::router())
         .merge(work::router())
         .merge(environment_keys::router())
+        .merge(vaults::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::middleware,

@@ -39,6 +39,20 @@ pub struct AgentPage {
     pub next_page: Option<String>,
 }
 
+/// A page of vaults.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VaultPage {
+    pub data: Vec<crate::domain::vault::Vault>,
+    pub next_page: Option<String>,
+}
+
+/// A page of vault credentials (never their secrets).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CredentialPage {
+    pub data: Vec<crate::domain::credential::Credential>,
+    pub next_page: Option<String>,
+}
+
 /// A page of session threads.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ThreadPage {
@@ -100,9 +114,14 @@ pub struct EventPage {
         super::work::retrieve, super::work::update, super::work::stats,
         super::threads::list, super::threads::retrieve, super::threads::archive, super::threads::events,
         super::threads::stream, super::threads::transcript,
+        super::vaults::create, super::vaults::list, super::vaults::retrieve, super::vaults::update,
+        super::vaults::archive, super::vaults::delete, super::vaults::credential_create,
+        super::vaults::credential_list, super::vaults::credential_retrieve,
+        super::vaults::credential_update, super::vaults::credential_archive,
+        super::vaults::credential_delete, super::vaults::credential_validate,
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
-        EnvironmentKeyPage, ThreadPage)),
+        EnvironmentKeyPage, ThreadPage, VaultPage, CredentialPage)),
     modifiers(&Security, &ErrorResponses, &ParameterDocs),
     security(("api_key" = []), ("bearer" = [])),
 )]
@@ -211,6 +230,8 @@ const PARAMETERS: &[(&str, &str)] = &[
     ("thread_id", "The thread's id (`sthr_...`)."),
     ("work_id", "The work item's id (`work_...`)."),
     ("key_id", "The worker key's id."),
+    ("vault_id", "The vault's id (`vlt_...`)."),
+    ("credential_id", "The credential's id (`vcrd_...`)."),
     (
         "model_id",
         "The model's id, as agents name it in `model.id`.",

@@ -2,6 +2,8 @@
 
 pub mod agent;
 pub mod content;
+pub mod credential;
+pub mod credential_validation;
 pub mod environment;
 pub mod events;
 pub mod fields;
@@ -16,4 +18,5 @@ pub mod tag;
 pub mod thread;
 pub mod time;
 pub mod tools;
+pub mod vault;
 pub mod work;

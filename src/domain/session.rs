@@ -5,7 +5,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::agent::{SessionAgent, check_system, refuse_skills_and_servers};
-use super::fields::{Obj, must_be, nothing_or_unsupported, tag};
+use super::fields::{Obj, must_be, tag};
 use super::invalid::{Invalid, Valid, check_len, join};
 use super::metadata::{Metadata, MetadataPatch};
 use super::model_config::ModelParam;
@@ -324,7 +324,7 @@ pub struct SessionCreate {
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     pub resources: Option<Value>,
-    /// Not supported yet: only `null` or `[]` is accepted.
+    /// Vaults whose credentials the session's MCP servers use, first match wins.
     #[serde(default)]
     #[schema(value_type = Option<Vec<String>>)]
     pub vault_ids: Option<Value>,
@@ -354,15 +354,53 @@ pub struct SessionUpdate {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub budget: Patch<Value>,
-    /// Not supported yet: only `null` or `[]` is accepted.
+    /// Create-only: only the session's current list (or nothing) is accepted.
     #[serde(default)]
     #[schema(value_type = Option<Vec<String>>)]
     pub vault_ids: Option<Value>,
 }
 
-/// Refuses `vault_ids` unless it asks for nothing.
-pub fn check_vault_ids(v: Option<&Value>) -> Valid<()> {
-    nothing_or_unsupported("vault_ids", v, "vaults", "vaults are not implemented")
+/// Most vaults a session may name.
+pub const MAX_VAULT_IDS: usize = 50;
+
+/// Reads `vault_ids`: distinct vault ids, in the order their credentials are tried (absent
+/// or `null` = not sent). Whether each vault exists is checked by session creation.
+pub fn parse_vault_ids(v: Option<&Value>) -> Valid<Option<Vec<String>>> {
+    let list = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(a)) => a,
+        Some(other) => return Err(must_be("vault_ids", "a list of vault ids", other)),
+    };
+    if list.len() > MAX_VAULT_IDS {
+        return Err(Invalid::new(format!(
+            "`vault_ids` has more than {MAX_VAULT_IDS} vaults"
+        )));
+    }
+    let mut ids: Vec<String> = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let at = format!("vault_ids[{i}]");
+        let Some(id) = item.as_str() else {
+            return Err(must_be(&at, "a vault id (a string)", item));
+        };
+        check_len(&at, id, 1, 128)?;
+        if ids.iter().any(|x| x == id) {
+            return Err(Invalid::new(format!(
+                "`{at}`: vault `{id}` is listed twice"
+            )));
+        }
+        ids.push(id.to_string());
+    }
+    Ok(Some(ids))
+}
+
+/// The refusal of an update that would change a session's vaults: they are fixed at
+/// creation (create-only upstream, API.md §2.4).
+pub fn vault_ids_create_only() -> Invalid {
+    Invalid::unsupported(
+        "vault_ids",
+        "vaults",
+        "a session's vaults are fixed when it is created; leave `vault_ids` out of updates (or send the session's current list)",
+    )
 }
 
 /// Refuses `resources` unless it asks for nothing: nothing mounts repositories, files or

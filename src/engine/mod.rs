@@ -22,6 +22,7 @@ mod tool_step;
 mod turn;
 mod turn_end;
 mod turn_stop;
+pub mod vaults;
 pub mod work;
 
 use std::collections::HashMap;

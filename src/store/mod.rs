@@ -9,12 +9,15 @@ pub mod lock;
 pub mod notify;
 pub mod postgres;
 pub mod sqlite;
+pub mod vaults;
 
 use async_trait::async_trait;
 
 use crate::domain::agent::Agent;
 use crate::domain::environment::Environment;
 use crate::domain::time::Micros;
+use crate::domain::vault::Vault;
+pub use vaults::CredentialRecord;
 
 /// Why a store call failed.
 #[derive(Debug, thiserror::Error)]
@@ -691,4 +694,77 @@ pub trait Store: Send + Sync + 'static {
     async fn readiness(&self) -> Option<String>;
     /// Counts for the metrics endpoint.
     async fn ops_counts(&self) -> StoreResult<OpsCounts>;
+
+    // Vaults and credentials (API.md §2.8). Secrets arrive and leave sealed.
+
+    /// Stores a new vault of a workspace.
+    async fn insert_vault(&self, workspace_id: &str, vault: &Vault, at: Micros) -> StoreResult<()>;
+    /// A vault of the workspace, archived or not.
+    async fn get_vault(&self, workspace_id: &str, id: &str) -> StoreResult<Option<Vault>>;
+    /// Replaces a vault's body; with `archived`, also marks it archived (once).
+    async fn update_vault(
+        &self,
+        workspace_id: &str,
+        vault: &Vault,
+        at: Micros,
+        archived: bool,
+    ) -> StoreResult<()>;
+    /// The workspace's vaults in id order (creation order), archived ones only when asked.
+    async fn list_vaults(
+        &self,
+        workspace_id: &str,
+        include_archived: bool,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<Vault>>;
+    /// Deletes a vault with all its credentials; false when there was none.
+    async fn delete_vault(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
+    /// Stores a new credential. `Conflict` when the vault already has a credential that is
+    /// not archived for the same (normalised) server URL.
+    async fn insert_credential(
+        &self,
+        workspace_id: &str,
+        rec: &CredentialRecord,
+        at: Micros,
+    ) -> StoreResult<()>;
+    /// A credential of a vault of the workspace, archived or not.
+    async fn get_credential(
+        &self,
+        workspace_id: &str,
+        vault_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<CredentialRecord>>;
+    /// Replaces a credential's body and sealed secrets; with `archived`, also marks it
+    /// archived (once). With `expected`, only when the stored sealed secrets are exactly
+    /// those (a compare-and-set for token refreshes across replicas). True when written.
+    async fn update_credential(
+        &self,
+        workspace_id: &str,
+        rec: &CredentialRecord,
+        at: Micros,
+        archived: bool,
+        expected: Option<&[u8]>,
+    ) -> StoreResult<bool>;
+    /// A vault's credentials in id order, archived ones only when asked.
+    async fn list_credentials(
+        &self,
+        workspace_id: &str,
+        vault_id: &str,
+        include_archived: bool,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<CredentialRecord>>;
+    /// Deletes a credential; false when there was none.
+    async fn delete_credential(
+        &self,
+        workspace_id: &str,
+        vault_id: &str,
+        id: &str,
+    ) -> StoreResult<bool>;
+    /// The credentials for `server_url` (normalised) that are not archived, in vaults of
+    /// `vault_ids` that are not archived, in no particular order.
+    async fn credentials_for_server(
+        &self,
+        workspace_id: &str,
+        vault_ids: &[String],
+        server_url: &str,
+    ) -> StoreResult<Vec<CredentialRecord>>;
 }

@@ -55,6 +55,10 @@ ENV_CLOUD=$(api POST /v1/environments '{"name":"fuzz-cloud"}')
 ENV_SELF=$(api POST /v1/environments '{"name":"fuzz-self","config":{"type":"self_hosted"}}')
 SESSION_CLOUD=$(api POST /v1/sessions "{\"agent\":\"$AGENT\",\"environment_id\":\"$ENV_CLOUD\"}")
 SESSION_SELF=$(api POST /v1/sessions "{\"agent\":\"$AGENT\",\"environment_id\":\"$ENV_SELF\"}")
+VAULT=$(api POST /v1/vaults '{"display_name":"fuzz"}')
+# Its server is a closed loopback port the address guard refuses: validating never leaves.
+CREDENTIAL=$(api POST "/v1/vaults/$VAULT/credentials" \
+  '{"auth":{"type":"static_bearer","mcp_server_url":"http://127.0.0.1:9/mcp","token":"fuzz"}}')
 read -r ENV_KEY ENV_SECRET < <(curl -fsS -X POST "$BASE/v1/environments/$ENV_SELF/keys" -H "x-api-key: $KEY" \
   -H "anthropic-version: 2023-06-01" | python3 -c 'import json,sys; k=json.load(sys.stdin); print(k["id"], k["key"])')
 WORK_ID=$(curl -fsS "$BASE/v1/environments/$ENV_SELF/work" -H "x-api-key: $ENV_SECRET" -H "anthropic-version: 2023-06-01" \
@@ -81,6 +85,8 @@ self_hosted.values = ["$ENV_SELF"]
 sessions.values = ["$SESSION_CLOUD", "$SESSION_SELF"]
 keys.values = ["$ENV_KEY"]
 work.values = ["$WORK_ID"]
+vaults.values = ["$VAULT"]
+credentials.values = ["$CREDENTIAL"]
 models.values = ["claude-sonnet-5-5", "mast-scripted"]
 
 # An event stream on a live session stays open until the client leaves, which schemathesis can
@@ -97,6 +103,8 @@ parameters = { "path.session_id" = "sesn_does_not_exist" }
 "path.key_id" = { dictionary = "keys", probability = 0.7 }
 "path.work_id" = { dictionary = "work", probability = 0.7 }
 "path.model_id" = { dictionary = "models", probability = 0.7 }
+"path.vault_id" = { dictionary = "vaults", probability = 0.7 }
+"path.credential_id" = { dictionary = "credentials", probability = 0.7 }
 "body.environment_id" = { dictionary = "environments", probability = 0.5 }
 TOML
 

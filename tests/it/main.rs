@@ -30,4 +30,6 @@ mod store;
 mod stream;
 mod strict;
 mod toolset;
+mod vaults;
+mod vaults_api;
 mod work;

@@ -97,13 +97,14 @@ async fn create_forms_and_snapshots(b: Backend) {
     )
     .await
     .err(404);
-    // Vaults and resources are refused as unsupported, not looked up (see `strict.rs`).
+    // A vault that does not exist is a 404; resources are refused as unsupported, not
+    // looked up (see `strict.rs`).
     c.post(
         "/v1/sessions",
         json!({"agent": aid, "environment_id": env["id"], "vault_ids": ["vlt_x"]}),
     )
     .await
-    .err(400);
+    .err(404);
     c.post("/v1/sessions", json!({"agent": aid, "environment_id": env["id"], "resources": [{"type": "file", "file_id": "file_x"}]})).await.err(400);
     c.post(
         "/v1/sessions",
@@ -181,7 +182,7 @@ async fn update_rules_and_session_updated(b: Backend) {
         .await
         .ok();
     assert_eq!(c.all_events(sid).await.len(), 3);
-    // No vaults to change: `[]` asks for nothing and is fine, a vault is refused.
+    // Vaults are create-only: the current list (`[]`) is fine, another is refused.
     c.post(&format!("/v1/sessions/{sid}"), json!({"vault_ids": []}))
         .await
         .ok();

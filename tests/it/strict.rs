@@ -681,12 +681,6 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
         ),
         (
             "/v1/sessions",
-            with(&sess, json!({"vault_ids": ["vlt_x"]})),
-            "vault_ids",
-            "vaults",
-        ),
-        (
-            "/v1/sessions",
             with(
                 &sess,
                 json!({"resources": [{"type": "github_repository", "url": "https://github.com/o/r"}]}),

@@ -19,9 +19,10 @@ use crate::domain::metadata::{self, Metadata};
 use crate::domain::multiagent;
 use crate::domain::session::{
     AgentSelection, Session, SessionBody, SessionCreate, SessionStatus, SessionUsage,
-    check_resources, check_title, check_vault_ids, parse_agent_selection,
+    check_resources, check_title, parse_agent_selection, parse_vault_ids,
 };
 use crate::domain::time::{self, Micros};
+use crate::domain::vault;
 use crate::engine::Engine;
 use crate::engine::intake::server_event;
 use crate::engine::state::{EngineState, grant_lease, set_status, work_item_for};
@@ -36,6 +37,8 @@ struct Checked {
     environment_id: String,
     title: Option<String>,
     metadata: Metadata,
+    /// Vaults whose credentials the session's MCP servers use, in the order given.
+    vault_ids: Vec<String>,
     /// `user.message` events that start the first turn.
     initial: Vec<ClientEvent>,
 }
@@ -53,13 +56,14 @@ impl Checked {
                 "budgets are not supported: this server keeps no model price list",
             ));
         }
-        check_vault_ids(req.vault_ids.as_ref())?;
+        let vault_ids = parse_vault_ids(req.vault_ids.as_ref())?.unwrap_or_default();
         check_resources(req.resources.as_ref())?;
         Ok(Checked {
             agent,
             environment_id: req.environment_id,
             title: req.title,
             metadata,
+            vault_ids,
             initial: initial_events(req.initial_events.as_deref())?,
         })
     }
@@ -113,6 +117,7 @@ impl Engine {
         let env = self
             .resolve_environment(ws, &checked.environment_id)
             .await?;
+        self.check_vaults(ws, &checked.vault_ids).await?;
         let now = time::now();
         let draft = self.draft(ws, checked, agent, &env, now)?;
         let rec = self.commit_draft(draft).await?;
@@ -179,6 +184,24 @@ impl Engine {
         Ok(env)
     }
 
+    /// Every vault a session names exists in the workspace and is not archived. Only ids
+    /// are kept: credentials are read when an MCP server is called, so later changes to the
+    /// vaults apply to the session from its next call.
+    async fn check_vaults(&self, ws: &str, ids: &[String]) -> Result<(), OpError> {
+        for id in ids {
+            let v = self
+                .inner
+                .store
+                .get_vault(ws, id)
+                .await?
+                .ok_or_else(|| OpError::VaultNotFound(id.clone()))?;
+            if v.archived_at.is_some() {
+                return Err(vault::archived(id, "it cannot be given to new sessions").into());
+            }
+        }
+        Ok(())
+    }
+
     /// The rows of the new session: idle, or running with the lease granted to this process
     /// when initial events start a turn.
     fn draft(
@@ -197,7 +220,7 @@ impl Engine {
             metadata: checked.metadata,
             agent: snapshot.clone(),
             resources: vec![],
-            vault_ids: vec![],
+            vault_ids: checked.vault_ids,
             budget: None,
             outcome_evaluations: vec![],
             deployment_id: None,

@@ -19,6 +19,12 @@ pub enum OpError {
     /// No environment with this id in the workspace.
     #[error("environment `{0}` not found")]
     EnvironmentNotFound(String),
+    /// No vault with this id in the workspace.
+    #[error("vault `{0}` not found")]
+    VaultNotFound(String),
+    /// No credential with this id in the vault.
+    #[error("credential `{0}` not found in this vault")]
+    CredentialNotFound(String),
     /// No work item with this id in the environment.
     #[error("work item `{0}` not found")]
     WorkNotFound(String),

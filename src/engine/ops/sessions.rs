@@ -10,8 +10,8 @@ use crate::domain::invalid::Invalid;
 use crate::domain::metadata;
 use crate::domain::patch::Patch;
 use crate::domain::session::{
-    Session, SessionBody, SessionUpdate, WaitingForWorker, check_title, check_vault_ids,
-    parse_agent_update,
+    Session, SessionBody, SessionUpdate, WaitingForWorker, check_title, parse_agent_update,
+    parse_vault_ids, vault_ids_create_only,
 };
 use crate::domain::time;
 use crate::engine::Engine;
@@ -78,7 +78,7 @@ impl Engine {
         id: &str,
         update: SessionUpdate,
     ) -> Result<Session, OpError> {
-        check_vault_ids(update.vault_ids.as_ref())?;
+        let vault_ids = parse_vault_ids(update.vault_ids.as_ref())?;
         // Sessions here never have a budget, so removing one (`null`) changes nothing.
         if update.budget.value().is_some_and(|b| !b.is_null()) {
             return Err(Invalid::with_code(
@@ -101,6 +101,9 @@ impl Engine {
                 return Err(intake::archived(&rec.id, "cannot be updated").into());
             }
             let mut sb: SessionBody = serde_json::from_str(&rec.body)?;
+            if vault_ids.as_ref().is_some_and(|v| v != &sb.vault_ids) {
+                return Err(vault_ids_create_only().into());
+            }
             let mut changed = json!({});
             match update.title {
                 Patch::Absent => {}

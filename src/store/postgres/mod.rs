@@ -12,6 +12,7 @@ mod leases;
 mod rows;
 mod sessions;
 mod transact;
+mod vaults;
 mod work;
 
 use std::sync::Arc;
@@ -29,6 +30,8 @@ use super::{
 use crate::domain::agent::Agent;
 use crate::domain::environment::Environment;
 use crate::domain::time::Micros;
+use crate::domain::vault::Vault;
+use crate::store::CredentialRecord;
 use clock::Clock;
 
 /// Migrations embedded in the binary.
@@ -472,5 +475,91 @@ impl Store for PgStore {
             sessions_by_status,
             queued_work,
         })
+    }
+
+    async fn insert_vault(&self, ws: &str, vault: &Vault, at: Micros) -> StoreResult<()> {
+        self.insert_vault_pg(ws, vault, at).await
+    }
+
+    async fn get_vault(&self, ws: &str, id: &str) -> StoreResult<Option<Vault>> {
+        self.get_vault_pg(ws, id).await
+    }
+
+    async fn update_vault(
+        &self,
+        ws: &str,
+        vault: &Vault,
+        at: Micros,
+        archived: bool,
+    ) -> StoreResult<()> {
+        self.update_vault_pg(ws, vault, at, archived).await
+    }
+
+    async fn list_vaults(
+        &self,
+        ws: &str,
+        include_archived: bool,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<Vault>> {
+        self.list_vaults_pg(ws, include_archived, scan).await
+    }
+
+    async fn delete_vault(&self, ws: &str, id: &str) -> StoreResult<bool> {
+        self.delete_vault_pg(ws, id).await
+    }
+
+    async fn insert_credential(
+        &self,
+        ws: &str,
+        rec: &CredentialRecord,
+        at: Micros,
+    ) -> StoreResult<()> {
+        self.insert_credential_pg(ws, rec, at).await
+    }
+
+    async fn get_credential(
+        &self,
+        ws: &str,
+        vault_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<CredentialRecord>> {
+        self.get_credential_pg(ws, vault_id, id).await
+    }
+
+    async fn update_credential(
+        &self,
+        ws: &str,
+        rec: &CredentialRecord,
+        at: Micros,
+        archived: bool,
+        expected: Option<&[u8]>,
+    ) -> StoreResult<bool> {
+        self.update_credential_pg(ws, rec, at, archived, expected)
+            .await
+    }
+
+    async fn list_credentials(
+        &self,
+        ws: &str,
+        vault_id: &str,
+        include_archived: bool,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<CredentialRecord>> {
+        self.list_credentials_pg(ws, vault_id, include_archived, scan)
+            .await
+    }
+
+    async fn delete_credential(&self, ws: &str, vault_id: &str, id: &str) -> StoreResult<bool> {
+        self.delete_credential_pg(ws, vault_id, id).await
+    }
+
+    async fn credentials_for_server(
+        &self,
+        ws: &str,
+        vault_ids: &[String],
+        server_url: &str,
+    ) -> StoreResult<Vec<CredentialRecord>> {
+        self.credentials_for_server_pg(ws, vault_ids, server_url)
+            .await
     }
 }

@@ -9,6 +9,7 @@ mod error;
 mod migrate;
 mod rows;
 mod sessions;
+mod vaults;
 mod work;
 
 use std::path::Path;
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags};
 
 use self::db::Db;
+use super::CredentialRecord;
 use super::{
     AgentFilter, Deleted, EnvironmentDeletion, EventFilter, EventRecord, ExpiredWork, KeyRecord,
     NewEvent, OpsCounts, Revocation, Scan, SessionFilter, SessionRecord, SessionTxn, StoppedWork,
@@ -26,6 +28,7 @@ use crate::domain::agent::Agent;
 use crate::domain::environment::Environment;
 use crate::domain::ids::new_id;
 use crate::domain::time::Micros;
+use crate::domain::vault::Vault;
 
 /// Reader threads (and connections); WAL lets them read while the writer writes.
 const READERS: usize = 4;
@@ -643,6 +646,122 @@ impl Store for SqliteStore {
 
     async fn ops_counts(&self) -> StoreResult<OpsCounts> {
         self.db.read(sessions::ops_counts).await
+    }
+
+    async fn insert_vault(&self, ws: &str, vault: &Vault, at: Micros) -> StoreResult<()> {
+        let (ws, v) = (ws.to_string(), vault.clone());
+        self.db
+            .write(move |c| vaults::insert_vault(c, &ws, &v, at))
+            .await
+    }
+
+    async fn get_vault(&self, ws: &str, id: &str) -> StoreResult<Option<Vault>> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.read(move |c| vaults::get_vault(c, &ws, &id)).await
+    }
+
+    async fn update_vault(
+        &self,
+        ws: &str,
+        vault: &Vault,
+        at: Micros,
+        archived: bool,
+    ) -> StoreResult<()> {
+        let (ws, v) = (ws.to_string(), vault.clone());
+        self.db
+            .write(move |c| vaults::update_vault(c, &ws, &v, at, archived))
+            .await
+    }
+
+    async fn list_vaults(
+        &self,
+        ws: &str,
+        include_archived: bool,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<Vault>> {
+        let (ws, scan) = (ws.to_string(), scan.clone());
+        self.db
+            .read(move |c| vaults::list_vaults(c, &ws, include_archived, &scan))
+            .await
+    }
+
+    async fn delete_vault(&self, ws: &str, id: &str) -> StoreResult<bool> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db
+            .write(move |c| vaults::delete_vault(c, &ws, &id))
+            .await
+    }
+
+    async fn insert_credential(
+        &self,
+        ws: &str,
+        rec: &CredentialRecord,
+        at: Micros,
+    ) -> StoreResult<()> {
+        let (ws, rec) = (ws.to_string(), rec.clone());
+        self.db
+            .write(move |c| vaults::insert_credential(c, &ws, &rec, at))
+            .await
+    }
+
+    async fn get_credential(
+        &self,
+        ws: &str,
+        vault_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<CredentialRecord>> {
+        let (ws, vault, id) = (ws.to_string(), vault_id.to_string(), id.to_string());
+        self.db
+            .read(move |c| vaults::get_credential(c, &ws, &vault, &id))
+            .await
+    }
+
+    async fn update_credential(
+        &self,
+        ws: &str,
+        rec: &CredentialRecord,
+        at: Micros,
+        archived: bool,
+        expected: Option<&[u8]>,
+    ) -> StoreResult<bool> {
+        let (ws, rec, expected) = (ws.to_string(), rec.clone(), expected.map(<[u8]>::to_vec));
+        self.db
+            .write(move |c| {
+                vaults::update_credential(c, &ws, &rec, at, archived, expected.as_deref())
+            })
+            .await
+    }
+
+    async fn list_credentials(
+        &self,
+        ws: &str,
+        vault_id: &str,
+        include_archived: bool,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<CredentialRecord>> {
+        let (ws, vault, scan) = (ws.to_string(), vault_id.to_string(), scan.clone());
+        self.db
+            .read(move |c| vaults::list_credentials(c, &ws, &vault, include_archived, &scan))
+            .await
+    }
+
+    async fn delete_credential(&self, ws: &str, vault_id: &str, id: &str) -> StoreResult<bool> {
+        let (ws, vault, id) = (ws.to_string(), vault_id.to_string(), id.to_string());
+        self.db
+            .write(move |c| vaults::delete_credential(c, &ws, &vault, &id))
+            .await
+    }
+
+    async fn credentials_for_server(
+        &self,
+        ws: &str,
+        vault_ids: &[String],
+        server_url: &str,
+    ) -> StoreResult<Vec<CredentialRecord>> {
+        let (ws, ids, url) = (ws.to_string(), vault_ids.to_vec(), server_url.to_string());
+        self.db
+            .read(move |c| vaults::credentials_for_server(c, &ws, &ids, &url))
+            .await
     }
 }
 

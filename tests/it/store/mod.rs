@@ -25,6 +25,7 @@ mod ops;
 mod sessions;
 mod threads;
 mod transact;
+mod vaults;
 mod work;
 
 /// The workspace most cases use.
