@@ -34,6 +34,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Lease lengths of self-hosted work items.
     pub work_leases: crate::engine::work::LeaseTerms,
+    /// Files API storage and limits (`MAST_FILES_*`).
+    pub files: crate::files::FilesConfig,
 }
 
 /// A boolean setting: `1`, `true`, `yes` or `on` turn it on; `0`, `false`, `no`, `off` or an
@@ -71,6 +73,7 @@ impl Config {
             tools: crate::tools::ToolsConfig::default(),
             shutdown_grace: Duration::from_secs(10),
             work_leases: crate::engine::work::LeaseTerms::default(),
+            files: crate::files::FilesConfig::default(),
         }
     }
 
@@ -153,6 +156,7 @@ impl Config {
                 .parse()
                 .map_err(|e| anyhow::anyhow!("MAST_SQLITE_SYNCHRONOUS={v:?}: {e}"))?;
         }
+        self.files = self.files.with_env()?;
         Ok(self)
     }
 }

@@ -12,6 +12,7 @@ pub mod environments;
 pub mod error;
 pub mod events;
 pub mod extract;
+pub mod files;
 pub mod models;
 pub mod openapi;
 pub mod ops;
@@ -49,6 +50,8 @@ pub struct Shared {
     pub engine: Engine,
     pub models: Arc<Models>,
     pub toolbox: Arc<crate::tools::Toolbox>,
+    /// The Files API's storage.
+    pub files: Arc<crate::files::Files>,
     /// Lease lengths of self-hosted work items.
     pub work_leases: crate::engine::work::LeaseTerms,
     /// Cancelled on graceful shutdown; ends open streams.
@@ -105,6 +108,7 @@ pub fn router(state: AppState) -> Router {
         .merge(models::router())
         .merge(work::router())
         .merge(environment_keys::router())
+        .merge(files::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::middleware,

@@ -100,9 +100,11 @@ pub struct EventPage {
         super::work::retrieve, super::work::update, super::work::stats,
         super::threads::list, super::threads::retrieve, super::threads::archive, super::threads::events,
         super::threads::stream, super::threads::transcript,
+        super::files::upload, super::files::list, super::files::retrieve, super::files::download,
+        super::files::delete,
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
-        EnvironmentKeyPage, ThreadPage)),
+        EnvironmentKeyPage, ThreadPage, super::files::FilePage, super::files::FileUpload)),
     modifiers(&Security, &ErrorResponses, &ParameterDocs),
     security(("api_key" = []), ("bearer" = [])),
 )]

@@ -5,6 +5,7 @@ pub mod content;
 pub mod environment;
 pub mod events;
 pub mod fields;
+pub mod file;
 pub mod ids;
 pub mod invalid;
 pub mod metadata;
