@@ -103,7 +103,10 @@ struct Parts {
 
 async fn read_parts(app: &AppState, mp: &mut Multipart, parts: &mut Parts) -> ApiResult<()> {
     let bad = |e: axum::extract::multipart::MultipartError| {
-        ApiError::invalid(format!("the multipart body could not be read: {}", e.body_text()))
+        ApiError::invalid(format!(
+            "the multipart body could not be read: {}",
+            e.body_text()
+        ))
     };
     while let Some(mut field) = mp.next_field().await.map_err(bad)? {
         let name = field.name().unwrap_or_default().to_string();
@@ -199,9 +202,7 @@ async fn upload(
         downloadable: true,
         scope_id: None,
         created_at,
-        expires_at: parts
-            .expires_in_seconds
-            .map(|s| created_at + s * 1_000_000),
+        expires_at: parts.expires_in_seconds.map(|s| created_at + s * 1_000_000),
     };
     app.files.register(&record).await?;
     Ok(axum::Json(FileMetadata::from(&record)))
@@ -330,7 +331,10 @@ async fn download(
     Response::builder()
         .header(header::CONTENT_TYPE, mime)
         .header(header::CONTENT_LENGTH, file.size_bytes)
-        .header(header::CONTENT_DISPOSITION, content_disposition(&file.filename))
+        .header(
+            header::CONTENT_DISPOSITION,
+            content_disposition(&file.filename),
+        )
         .body(Body::from_stream(bytes))
         .map_err(ApiError::internal)
 }

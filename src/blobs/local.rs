@@ -37,7 +37,9 @@ impl Drop for TempFile {
 
 fn key_path(dir: &Path, key: &str) -> Result<PathBuf, BlobError> {
     if !valid_key(key) {
-        return Err(BlobError::Backend(anyhow::anyhow!("invalid blob key {key:?}")));
+        return Err(BlobError::Backend(anyhow::anyhow!(
+            "invalid blob key {key:?}"
+        )));
     }
     Ok(dir.join(key))
 }

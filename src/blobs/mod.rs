@@ -77,7 +77,5 @@ pub trait BlobStore: Send + Sync {
 pub fn valid_key(key: &str) -> bool {
     !key.is_empty()
         && key.len() <= 128
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }

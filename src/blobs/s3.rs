@@ -77,7 +77,9 @@ impl S3Blobs {
 
     fn path(&self, key: &str) -> Result<ObjectPath, BlobError> {
         if !valid_key(key) {
-            return Err(BlobError::Backend(anyhow::anyhow!("invalid blob key {key:?}")));
+            return Err(BlobError::Backend(anyhow::anyhow!(
+                "invalid blob key {key:?}"
+            )));
         }
         Ok(ObjectPath::from(format!("{}{key}", self.config.prefix)))
     }

@@ -95,10 +95,7 @@ fn extension_for(mime: &str) -> Option<&'static str> {
 /// The media type conventionally meant by a file name's extension.
 fn mime_for(filename: &str) -> Option<&'static str> {
     let ext = filename.rsplit_once('.')?.1.to_ascii_lowercase();
-    MIME_TYPES
-        .iter()
-        .find(|(e, _)| *e == ext)
-        .map(|(_, m)| *m)
+    MIME_TYPES.iter().find(|(e, _)| *e == ext).map(|(_, m)| *m)
 }
 
 /// Extensions and media types, first match wins both ways (the same guesses Python's
@@ -119,8 +116,14 @@ const MIME_TYPES: &[(&str, &str)] = &[
     ("xml", "application/xml"),
     ("zip", "application/zip"),
     ("py", "text/x-python"),
-    ("xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
-    ("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+    (
+        "xlsx",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ),
+    (
+        "docx",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ),
 ];
 
 /// The stored name of an upload: the final path component of `filename` (either slash), or
@@ -151,7 +154,10 @@ pub fn stored_filename(filename: Option<&str>, mime_type: &str) -> Result<String
 /// The media type of an upload: the `file` part's `Content-Type` unless it is missing or the
 /// generic `application/octet-stream`, then a guess from the name's extension, then
 /// `application/octet-stream`. Parameters (`; charset=…`) are kept.
-pub fn stored_mime_type(part_type: Option<&str>, filename: Option<&str>) -> Result<String, Invalid> {
+pub fn stored_mime_type(
+    part_type: Option<&str>,
+    filename: Option<&str>,
+) -> Result<String, Invalid> {
     let given = part_type.map(str::trim).filter(|t| !t.is_empty());
     if let Some(t) = given
         && !t.eq_ignore_ascii_case("application/octet-stream")
@@ -192,22 +198,43 @@ mod tests {
 
     #[test]
     fn names_keep_the_last_component_and_unnamed_gets_an_extension() {
-        assert_eq!(stored_filename(Some("a/b/c.csv"), "text/csv").unwrap(), "c.csv");
-        assert_eq!(stored_filename(Some("C:\\x\\y.txt"), "text/plain").unwrap(), "y.txt");
-        assert_eq!(stored_filename(None, "application/pdf").unwrap(), "unnamed.pdf");
-        assert_eq!(stored_filename(Some("dir/"), "application/octet-stream").unwrap(), "unnamed");
-        assert_eq!(stored_filename(Some("résumé.md"), "text/markdown").unwrap(), "résumé.md");
+        assert_eq!(
+            stored_filename(Some("a/b/c.csv"), "text/csv").unwrap(),
+            "c.csv"
+        );
+        assert_eq!(
+            stored_filename(Some("C:\\x\\y.txt"), "text/plain").unwrap(),
+            "y.txt"
+        );
+        assert_eq!(
+            stored_filename(None, "application/pdf").unwrap(),
+            "unnamed.pdf"
+        );
+        assert_eq!(
+            stored_filename(Some("dir/"), "application/octet-stream").unwrap(),
+            "unnamed"
+        );
+        assert_eq!(
+            stored_filename(Some("résumé.md"), "text/markdown").unwrap(),
+            "résumé.md"
+        );
         assert!(stored_filename(Some("a\nb"), "text/plain").is_err());
     }
 
     #[test]
     fn media_types_come_from_the_part_then_the_name() {
-        assert_eq!(stored_mime_type(Some("text/csv"), Some("x.bin")).unwrap(), "text/csv");
+        assert_eq!(
+            stored_mime_type(Some("text/csv"), Some("x.bin")).unwrap(),
+            "text/csv"
+        );
         assert_eq!(
             stored_mime_type(Some("application/octet-stream"), Some("x.PDF")).unwrap(),
             "application/pdf"
         );
-        assert_eq!(stored_mime_type(None, None).unwrap(), "application/octet-stream");
+        assert_eq!(
+            stored_mime_type(None, None).unwrap(),
+            "application/octet-stream"
+        );
         assert_eq!(
             stored_mime_type(Some("text/plain; charset=utf-8"), None).unwrap(),
             "text/plain; charset=utf-8"

@@ -33,20 +33,14 @@ impl FilesConfig {
     pub fn with_env(mut self) -> anyhow::Result<Self> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         if let Some(v) = var("MAST_FILES_MAX_BYTES") {
-            self.max_bytes = v
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| anyhow::anyhow!("MAST_FILES_MAX_BYTES must be a positive number of bytes"))?;
+            self.max_bytes = v.trim().parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                anyhow::anyhow!("MAST_FILES_MAX_BYTES must be a positive number of bytes")
+            })?;
         }
         if let Some(v) = var("MAST_FILES_SWEEP_INTERVAL_MS") {
-            let ms: u64 = v
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| anyhow::anyhow!("MAST_FILES_SWEEP_INTERVAL_MS must be milliseconds"))?;
+            let ms: u64 = v.trim().parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                anyhow::anyhow!("MAST_FILES_SWEEP_INTERVAL_MS must be milliseconds")
+            })?;
             self.sweep_interval = Duration::from_millis(ms);
         }
         if let Some(bucket) = var("MAST_FILES_S3_BUCKET") {
@@ -62,7 +56,11 @@ impl FilesConfig {
                 prefix: prefix.trim_start_matches('/').to_string(),
             });
         } else {
-            for name in ["MAST_FILES_S3_ENDPOINT", "MAST_FILES_S3_REGION", "MAST_FILES_S3_PREFIX"] {
+            for name in [
+                "MAST_FILES_S3_ENDPOINT",
+                "MAST_FILES_S3_REGION",
+                "MAST_FILES_S3_PREFIX",
+            ] {
                 anyhow::ensure!(
                     var(name).is_none(),
                     "{name} is set but MAST_FILES_S3_BUCKET is not: set the bucket to store files in S3"

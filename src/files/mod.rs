@@ -209,7 +209,9 @@ impl Files {
             let before = SystemTime::now() - ORPHAN_GRACE;
             match files.sweep_orphans(before).await {
                 Ok(0) => {}
-                Ok(n) => tracing::info!(removed = n, "removed file blobs left by unfinished uploads"),
+                Ok(n) => {
+                    tracing::info!(removed = n, "removed file blobs left by unfinished uploads")
+                }
                 Err(e) => tracing::warn!(error = %e, "could not sweep orphan file blobs"),
             }
             loop {

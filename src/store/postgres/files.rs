@@ -72,7 +72,9 @@ impl PgStore {
             qb.push(" AND scope_id = ").push_bind(scope.clone());
         }
         if !filter.ids.is_empty() {
-            qb.push(" AND id = ANY(").push_bind(filter.ids.clone()).push(")");
+            qb.push(" AND id = ANY(")
+                .push_bind(filter.ids.clone())
+                .push(")");
         }
         push_scan(&mut qb, "id", scan);
         let rows = qb.build().fetch_all(&self.pool).await?;
