@@ -72,11 +72,11 @@ impl Files {
 
     /// One line for the start-up banner.
     pub fn describe(&self) -> String {
-        format!(
-            "{}, up to {} MB a file",
-            self.blobs.describe(),
-            self.max_bytes / 1_000_000
-        )
+        let limit = match self.max_bytes {
+            n if n % 1_000_000 == 0 => format!("{} MB", n / 1_000_000),
+            n => format!("{n} bytes"),
+        };
+        format!("{}, up to {limit} a file", self.blobs.describe())
     }
 
     /// Stores the bytes of a new file `id` from `body`, failing with
