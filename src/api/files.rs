@@ -18,7 +18,9 @@ use super::error::{ApiError, ApiResult};
 use super::extract::QueryParams;
 use super::pagination::{Page, PageRequest};
 use crate::blobs::BlobError;
-use crate::domain::file::{self, DeletedFile, FileDeletedTag, FileMetadata};
+use crate::domain::file::{
+    self, DeletedFile, FileDeletedTag, FileMetadata, FileScope, FileTag, SessionScopeTag,
+};
 use crate::domain::ids::new_id;
 use crate::domain::invalid::Invalid;
 use crate::domain::time;
@@ -43,6 +45,11 @@ pub struct FileUpload {
     expires_in_seconds: Option<i64>,
 }
 
+/// A download's body: the file's bytes.
+#[derive(Debug, ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct FileBytes(#[allow(dead_code)] Vec<u8>);
+
 /// A page of files.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FilePage {
@@ -60,6 +67,24 @@ pub fn router() -> Router<AppState> {
         )
         .route("/v1/files/{file_id}", get(retrieve).delete(delete))
         .route("/v1/files/{file_id}/content", get(download))
+}
+
+/// The wire form of a stored file.
+fn metadata(r: &FileRecord) -> FileMetadata {
+    FileMetadata {
+        tag: FileTag::Tag,
+        id: r.id.clone(),
+        filename: r.filename.clone(),
+        mime_type: r.mime_type.clone(),
+        size_bytes: r.size_bytes,
+        created_at: time::format(r.created_at),
+        downloadable: r.downloadable,
+        expires_at: time::format_opt(r.expires_at),
+        scope: r.scope_id.clone().map(|id| FileScope {
+            tag: SessionScopeTag::Tag,
+            id,
+        }),
+    }
 }
 
 fn file_error(e: FileError) -> ApiError {
@@ -205,7 +230,7 @@ async fn upload(
         expires_at: parts.expires_in_seconds.map(|s| created_at + s * 1_000_000),
     };
     app.files.register(&record).await?;
-    Ok(axum::Json(FileMetadata::from(&record)))
+    Ok(axum::Json(metadata(&record)))
 }
 
 /// List files.
@@ -257,7 +282,7 @@ async fn list(
         filter.ids = ids;
         let rows = app.store.list_files(&ws, &filter, &scan).await?;
         return Ok(axum::Json(FilePage {
-            data: rows.iter().map(FileMetadata::from).collect(),
+            data: rows.iter().map(metadata).collect(),
             next_page: None,
         }));
     }
@@ -267,7 +292,7 @@ async fn list(
         data, next_page, ..
     } = page.finish(rows, |f| f.id.clone());
     Ok(axum::Json(FilePage {
-        data: data.iter().map(FileMetadata::from).collect(),
+        data: data.iter().map(metadata).collect(),
         next_page,
     }))
 }
@@ -283,7 +308,7 @@ async fn retrieve(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<FileMetadata>> {
     let file = app.files.get(&ws, &id).await.map_err(file_error)?;
-    Ok(axum::Json(FileMetadata::from(&file)))
+    Ok(axum::Json(metadata(&file)))
 }
 
 /// `attachment; filename="…"` with an ASCII stand-in, plus the exact name (RFC 6266).
@@ -318,7 +343,7 @@ fn content_disposition(filename: &str) -> HeaderValue {
 ///
 /// Streams a file's bytes with its media type as `Content-Type`, its size as `Content-Length` and its name in `Content-Disposition`.
 #[utoipa::path(get, path = "/v1/files/{file_id}/content", tag = "files", operation_id = "files_download", params(("file_id" = String, Path)),
-    responses((status = 200, description = "the file's bytes", content_type = "application/octet-stream", body = Vec<u8>),
+    responses((status = 200, description = "the file's bytes, with its own media type as `Content-Type`", content_type = "*/*", body = FileBytes),
         (status = 404, body = super::openapi::ErrorBody)))]
 async fn download(
     State(app): State<AppState>,

@@ -104,7 +104,8 @@ pub struct EventPage {
         super::files::delete,
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
-        EnvironmentKeyPage, ThreadPage, super::files::FilePage, super::files::FileUpload)),
+        EnvironmentKeyPage, ThreadPage, super::files::FilePage, super::files::FileUpload,
+        super::files::FileBytes)),
     modifiers(&Security, &ErrorResponses, &ParameterDocs),
     security(("api_key" = []), ("bearer" = [])),
 )]
@@ -213,6 +214,15 @@ const PARAMETERS: &[(&str, &str)] = &[
     ("thread_id", "The thread's id (`sthr_...`)."),
     ("work_id", "The work item's id (`work_...`)."),
     ("key_id", "The worker key's id."),
+    ("file_id", "The file's id (`file_...`)."),
+    (
+        "scope_id",
+        "Only files of this scope: the id of the session that produced them.",
+    ),
+    (
+        "ids[]",
+        "Only files with these ids (at most 100; not with `page` or `limit`): one page, ids that do not resolve left out.",
+    ),
     (
         "model_id",
         "The model's id, as agents name it in `model.id`.",

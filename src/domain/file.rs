@@ -5,8 +5,6 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::invalid::Invalid;
-use super::time;
-use crate::store::FileRecord;
 use crate::type_tag;
 
 type_tag!(
@@ -55,25 +53,6 @@ pub struct FileMetadata {
     pub expires_at: Option<String>,
     /// The session it belongs to; `null` for uploads.
     pub scope: Option<FileScope>,
-}
-
-impl From<&FileRecord> for FileMetadata {
-    fn from(r: &FileRecord) -> Self {
-        FileMetadata {
-            tag: FileTag::Tag,
-            id: r.id.clone(),
-            filename: r.filename.clone(),
-            mime_type: r.mime_type.clone(),
-            size_bytes: r.size_bytes,
-            created_at: time::format(r.created_at),
-            downloadable: r.downloadable,
-            expires_at: time::format_opt(r.expires_at),
-            scope: r.scope_id.clone().map(|id| FileScope {
-                tag: SessionScopeTag::Tag,
-                id,
-            }),
-        }
-    }
 }
 
 /// Response of `DELETE /v1/files/{id}`.
