@@ -239,13 +239,22 @@ def test_uploads_over_the_limit_get_413(mast_factory):
 
 def test_expired_files_disappear_with_their_bytes(mast_factory):
     """A file past its `expires_at` is gone: the server is restarted with its clock an hour
-    and a bit ahead (MAST_CLOCK_SKEW_MS), and its sweep deletes the file and its bytes."""
+    and a bit ahead (MAST_CLOCK_SKEW_MS), and its sweep deletes the file and its bytes. The
+    restart also sweeps what a crash leaves: a blob without metadata, a half-written upload."""
     m = mast_factory("sqlite", extra_env={})
     f = m.client.beta.files.upload(file=("soon.txt", b"short-lived"), expires_in_seconds=3600)
     kept = m.client.beta.files.upload(file=("kept.txt", b"kept"))
     blob = pathlib.Path(m.data_dir, "files", "blobs", f.id)
     assert blob.exists()
     m.stop()
+    two_hours_ago = time.time() - 7200
+    orphan = pathlib.Path(m.data_dir, "files", "blobs", "file_011CNorphanFromACrash")
+    partial = pathlib.Path(m.data_dir, "files", "tmp", "file_011CNhalfWritten.abc.part")
+    for p in (orphan, partial):
+        p.write_bytes(b"left by a crash")
+        os.utime(p, (two_hours_ago, two_hours_ago))
+    recent = pathlib.Path(m.data_dir, "files", "tmp", "file_011CNstillUploading.abc.part")
+    recent.write_bytes(b"another replica's upload in flight")
     later = mast_factory("sqlite", extra_env={"MAST_CLOCK_SKEW_MS": str(3700 * 1000), "MAST_FILES_SWEEP_INTERVAL_MS": "100"},
                          data_dir=m.data_dir)
     with pytest.raises(anthropic.NotFoundError):
@@ -257,4 +266,6 @@ def test_expired_files_disappear_with_their_bytes(mast_factory):
     while blob.exists() and time.time() < deadline:
         time.sleep(0.05)
     assert not blob.exists(), "the sweep frees an expired file's bytes"
+    assert not orphan.exists() and not partial.exists(), "the start-up sweep removes a crash's leftovers"
+    assert recent.exists(), "a recent upload is left alone"
     assert later.client.beta.files.download(kept.id).read() == b"kept"
