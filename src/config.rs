@@ -37,6 +37,8 @@ pub struct Config {
     /// The key vault secrets are encrypted with (`MAST_SECRET_KEY`, `MAST_SECRET_KEY_FILE`,
     /// or generated into the data directory).
     pub secret_key: crate::secrets::KeySource,
+    /// Files API storage and limits (`MAST_FILES_*`).
+    pub files: crate::files::FilesConfig,
 }
 
 /// A boolean setting: `1`, `true`, `yes` or `on` turn it on; `0`, `false`, `no`, `off` or an
@@ -75,6 +77,7 @@ impl Config {
             shutdown_grace: Duration::from_secs(10),
             work_leases: crate::engine::work::LeaseTerms::default(),
             secret_key: crate::secrets::KeySource::default(),
+            files: crate::files::FilesConfig::default(),
         }
     }
 
@@ -161,6 +164,7 @@ impl Config {
             std::env::var("MAST_SECRET_KEY").ok(),
             std::env::var("MAST_SECRET_KEY_FILE").ok(),
         )?;
+        self.files = self.files.with_env()?;
         Ok(self)
     }
 }

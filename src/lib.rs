@@ -4,11 +4,13 @@
 //! the binary and the integration tests both go through it.
 
 pub mod api;
+pub mod blobs;
 pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod engine;
 pub mod error_chain;
+pub mod files;
 pub mod hub;
 pub mod models;
 pub mod secrets;
@@ -129,6 +131,8 @@ pub struct Running {
     engine: Engine,
     hub: Arc<Hub>,
     server: JoinHandle<std::io::Result<()>>,
+    /// The Files API's sweep task (expired files, orphan blobs).
+    files_sweeper: JoinHandle<()>,
     grace: std::time::Duration,
     /// The SQLite data directory, held until the server stops.
     _data_dir_lock: Option<store::lock::DataDirLock>,
@@ -142,6 +146,7 @@ impl Running {
         self.shutdown.cancel();
         self.engine.shutdown(self.grace).await;
         let _ = tokio::time::timeout(self.grace, self.server).await;
+        let _ = tokio::time::timeout(self.grace, self.files_sweeper).await;
     }
 
     /// The start-up banner: where the server listens, its store, its model providers, its
@@ -206,6 +211,7 @@ fn banner(
         lines.push((if i == 0 { "models" } else { "" }, line));
     }
     lines.push(("tools", app.toolbox.describe()));
+    lines.push(("files", app.files.describe()));
     lines.push((
         "auth",
         if open {
@@ -301,6 +307,11 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
             Err(e) => return Err(e),
         },
     );
+    let files = Arc::new(
+        files::Files::open(&config.files, &config.data_dir, store.clone())
+            .await
+            .context("could not open the file storage")?,
+    );
     let engine = Engine::new(
         store.clone(),
         hub.clone(),
@@ -321,6 +332,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         engine: engine.clone(),
         models,
         toolbox,
+        files: files.clone(),
         work_leases: config.work_leases,
         vaults,
         shutdown: shutdown.clone(),
@@ -329,6 +341,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         engine.join_replicas(url);
     }
     engine.start().await?;
+    let files_sweeper = files.spawn_sweeper(shutdown.clone());
     let banner = banner(&config, addr, &state, keys == 0);
     let app = api::router(state);
     let token = shutdown.clone();
@@ -357,6 +370,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         engine,
         hub,
         server,
+        files_sweeper,
         grace: config.shutdown_grace,
         _data_dir_lock: data_dir_lock,
         banner,

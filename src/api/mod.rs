@@ -12,6 +12,7 @@ pub mod environments;
 pub mod error;
 pub mod events;
 pub mod extract;
+pub mod files;
 pub mod models;
 pub mod openapi;
 pub mod ops;
@@ -50,6 +51,8 @@ pub struct Shared {
     pub engine: Engine,
     pub models: Arc<Models>,
     pub toolbox: Arc<crate::tools::Toolbox>,
+    /// The Files API's storage.
+    pub files: Arc<crate::files::Files>,
     /// Lease lengths of self-hosted work items.
     pub work_leases: crate::engine::work::LeaseTerms,
     /// Vault credentials: sealing, OAuth refresh, validation.
@@ -109,6 +112,7 @@ pub fn router(state: AppState) -> Router {
         .merge(work::router())
         .merge(environment_keys::router())
         .merge(vaults::router())
+        .merge(files::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::middleware,

@@ -119,9 +119,12 @@ pub struct EventPage {
         super::vaults::credential_list, super::vaults::credential_retrieve,
         super::vaults::credential_update, super::vaults::credential_archive,
         super::vaults::credential_delete, super::vaults::credential_validate,
+        super::files::upload, super::files::list, super::files::retrieve, super::files::download,
+        super::files::delete,
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
-        EnvironmentKeyPage, ThreadPage, VaultPage, CredentialPage)),
+        EnvironmentKeyPage, ThreadPage, VaultPage, CredentialPage, super::files::FilePage,
+        super::files::FileUpload, super::files::FileBytes)),
     modifiers(&Security, &ErrorResponses, &ParameterDocs),
     security(("api_key" = []), ("bearer" = [])),
 )]
@@ -232,6 +235,15 @@ const PARAMETERS: &[(&str, &str)] = &[
     ("key_id", "The worker key's id."),
     ("vault_id", "The vault's id (`vlt_...`)."),
     ("credential_id", "The credential's id (`vcrd_...`)."),
+    ("file_id", "The file's id (`file_...`)."),
+    (
+        "scope_id",
+        "Only files of this scope: the id of the session that produced them.",
+    ),
+    (
+        "ids[]",
+        "Only files with these ids (at most 100; not with `page` or `limit`): one page, ids that do not resolve left out.",
+    ),
     (
         "model_id",
         "The model's id, as agents name it in `model.id`.",

@@ -7,6 +7,7 @@ pub mod credential_validation;
 pub mod environment;
 pub mod events;
 pub mod fields;
+pub mod file;
 pub mod ids;
 pub mod invalid;
 pub mod metadata;

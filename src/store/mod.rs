@@ -5,6 +5,7 @@
 //! correctness live (locking, batching, clocks); `tests/it/store` holds both to one contract.
 //! `docs/store.md` says why each is shaped as it is.
 
+pub mod files;
 pub mod lock;
 pub mod notify;
 pub mod postgres;
@@ -17,6 +18,7 @@ use crate::domain::agent::Agent;
 use crate::domain::environment::Environment;
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
+pub use files::{FileFilter, FileRecord};
 pub use vaults::CredentialRecord;
 
 /// Why a store call failed.
@@ -767,4 +769,23 @@ pub trait Store: Send + Sync + 'static {
         vault_ids: &[String],
         server_url: &str,
     ) -> StoreResult<Vec<CredentialRecord>>;
+    // ---- files (metadata; the bytes are in the blob store) ----
+
+    /// Inserts a file's metadata; called once its bytes are durable.
+    async fn insert_file(&self, file: &FileRecord) -> StoreResult<()>;
+    /// One file of a workspace, expired or not.
+    async fn get_file(&self, workspace_id: &str, id: &str) -> StoreResult<Option<FileRecord>>;
+    /// Lists a workspace's live files by id.
+    async fn list_files(
+        &self,
+        workspace_id: &str,
+        filter: &FileFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<FileRecord>>;
+    /// Deletes a file's metadata; whether it was there.
+    async fn delete_file(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
+    /// Files of any workspace whose `expires_at` is at or before `now`, oldest expiry first.
+    async fn expired_files(&self, now: Micros, limit: i64) -> StoreResult<Vec<FileRecord>>;
+    /// Which of `ids` have metadata (any workspace): the blob sweep keeps exactly those.
+    async fn existing_file_ids(&self, ids: &[String]) -> StoreResult<Vec<String>>;
 }

@@ -6,6 +6,7 @@ mod agents;
 mod clock;
 mod environments;
 mod events;
+mod files;
 mod hot;
 mod keys;
 mod leases;
@@ -32,6 +33,7 @@ use crate::domain::environment::Environment;
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
 use crate::store::CredentialRecord;
+use crate::store::{FileFilter, FileRecord};
 use clock::Clock;
 
 /// Migrations embedded in the binary.
@@ -561,5 +563,34 @@ impl Store for PgStore {
     ) -> StoreResult<Vec<CredentialRecord>> {
         self.credentials_for_server_pg(ws, vault_ids, server_url)
             .await
+    }
+
+    async fn insert_file(&self, file: &FileRecord) -> StoreResult<()> {
+        self.insert_file_pg(file).await
+    }
+
+    async fn get_file(&self, workspace_id: &str, id: &str) -> StoreResult<Option<FileRecord>> {
+        self.get_file_pg(workspace_id, id).await
+    }
+
+    async fn list_files(
+        &self,
+        workspace_id: &str,
+        filter: &FileFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<FileRecord>> {
+        self.list_files_pg(workspace_id, filter, scan).await
+    }
+
+    async fn delete_file(&self, workspace_id: &str, id: &str) -> StoreResult<bool> {
+        self.delete_file_pg(workspace_id, id).await
+    }
+
+    async fn expired_files(&self, now: Micros, limit: i64) -> StoreResult<Vec<FileRecord>> {
+        self.expired_files_pg(now, limit).await
+    }
+
+    async fn existing_file_ids(&self, ids: &[String]) -> StoreResult<Vec<String>> {
+        self.existing_file_ids_pg(ids).await
     }
 }

@@ -6,6 +6,7 @@
 mod catalog;
 mod db;
 mod error;
+mod files;
 mod migrate;
 mod rows;
 mod sessions;
@@ -29,6 +30,7 @@ use crate::domain::environment::Environment;
 use crate::domain::ids::new_id;
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
+use crate::store::{FileFilter, FileRecord};
 
 /// Reader threads (and connections); WAL lets them read while the writer writes.
 const READERS: usize = 4;
@@ -762,6 +764,42 @@ impl Store for SqliteStore {
         self.db
             .read(move |c| vaults::credentials_for_server(c, &ws, &ids, &url))
             .await
+    }
+
+    async fn insert_file(&self, file: &FileRecord) -> StoreResult<()> {
+        let file = file.clone();
+        self.db.write(move |c| files::insert(c, &file)).await
+    }
+
+    async fn get_file(&self, workspace_id: &str, id: &str) -> StoreResult<Option<FileRecord>> {
+        let (ws, id) = (workspace_id.to_string(), id.to_string());
+        self.db.read(move |c| files::get(c, &ws, &id)).await
+    }
+
+    async fn list_files(
+        &self,
+        workspace_id: &str,
+        filter: &FileFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<FileRecord>> {
+        let (ws, filter, scan) = (workspace_id.to_string(), filter.clone(), scan.clone());
+        self.db
+            .read(move |c| files::list(c, &ws, &filter, &scan))
+            .await
+    }
+
+    async fn delete_file(&self, workspace_id: &str, id: &str) -> StoreResult<bool> {
+        let (ws, id) = (workspace_id.to_string(), id.to_string());
+        self.db.write(move |c| files::delete(c, &ws, &id)).await
+    }
+
+    async fn expired_files(&self, now: Micros, limit: i64) -> StoreResult<Vec<FileRecord>> {
+        self.db.read(move |c| files::expired(c, now, limit)).await
+    }
+
+    async fn existing_file_ids(&self, ids: &[String]) -> StoreResult<Vec<String>> {
+        let ids = ids.to_vec();
+        self.db.read(move |c| files::existing(c, &ids)).await
     }
 }
 

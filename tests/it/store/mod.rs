@@ -19,6 +19,7 @@ use crate::support::{Backend, Options, fresh_postgres_database, test_config};
 mod agents;
 mod environments;
 mod events;
+mod files;
 mod keys;
 mod leases;
 mod ops;

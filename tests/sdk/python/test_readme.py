@@ -94,3 +94,14 @@ def test_self_hosted_walk_through(server, tmp_path):
         proc.wait()
     assert out.strip().endswith("The worker runs Linux"), out
     assert (tmp_path / "workspace" / "os.txt").read_text().strip() == "Linux"
+
+
+def test_files_curl_example(server, tmp_path):
+    (code,) = blocks("## Files", "sh")
+    code = code.replace(f"B={DEFAULT}", f"B={server}")
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"^file_\w+ report\.csv 19$", out.stdout, re.M), out.stdout
+    assert '"mime_type": "text/csv"' in out.stdout
+    assert (tmp_path / "copy.csv").read_text() == "city,temp\nParis,21\n"
+    assert out.stdout.rstrip().endswith('"type":"file_deleted"}'), out.stdout
