@@ -377,7 +377,12 @@ pub fn mcp_tool_result(mcp_tool_use_id: &str, content: Vec<Value>, is_error: boo
 
 /// `session.error` body of an MCP failure (`mcp_connection_failed_error`,
 /// `mcp_authentication_failed_error`), which names the server.
-pub fn mcp_session_error(error_type: &str, server: &str, message: &str, retry_status: &str) -> Value {
+pub fn mcp_session_error(
+    error_type: &str,
+    server: &str,
+    message: &str,
+    retry_status: &str,
+) -> Value {
     json!({ "error": { "type": error_type, "mcp_server_name": server, "message": message, "retry_status": { "type": retry_status } } })
 }
 

@@ -187,9 +187,8 @@ pub fn resolve_mcp_servers(at: &str, v: Option<&Value>) -> Valid<Vec<McpServer>>
             )));
         }
         let url = o.req_str("url")?;
-        let parsed = reqwest::Url::parse(url).map_err(|e| {
-            Invalid::new(format!("`{}` is not a URL ({e})", o.path("url")))
-        })?;
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|e| Invalid::new(format!("`{}` is not a URL ({e})", o.path("url"))))?;
         if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
             return Err(Invalid::new(format!(
                 "`{}` must be an http or https URL with a host",
@@ -681,11 +680,17 @@ mod tests {
             json!([{"type":"url","name":"a","url":"https://x","token":"t"}]),
             json!([{"type":"stdio","name":"a","url":"https://x"}]),
         ] {
-            assert!(resolve_mcp_servers("mcp_servers", Some(&bad)).is_err(), "{bad}");
+            assert!(
+                resolve_mcp_servers("mcp_servers", Some(&bad)).is_err(),
+                "{bad}"
+            );
         }
         let two = json!({"type":"mcp_toolset","mcp_server_name":"a"});
         assert!(resolve(vec![two.clone(), two]).is_err());
-        let e = resolve(vec![json!({"type":"mcp_toolset","mcp_server_name":"a","configs":[{"name":"t","type":"t"}]})]).unwrap_err();
+        let e = resolve(vec![
+            json!({"type":"mcp_toolset","mcp_server_name":"a","configs":[{"name":"t","type":"t"}]}),
+        ])
+        .unwrap_err();
         assert_eq!(e.details["field"], "tools[0].configs[0].type");
     }
 

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::delegation::{self, LIST_AGENTS, SEND_TO_AGENT};
 use super::intake::server_event;
+use super::mcp::connect::Reach;
 use super::permissions;
 use super::state::{Pending, PendingKind, ThreadStatus, set_status};
 use super::tool_step::SANDBOX_TOOLS;
@@ -21,7 +22,6 @@ use crate::domain::session::{ModelUsage, SessionStatus, SessionUsage};
 use crate::domain::time;
 use crate::domain::tools::{Tool, ToolDef};
 use crate::models::{Block, Delta, Message, ModelError, ModelRequest, ModelResponse, ModelStop};
-use super::mcp::connect::Reach;
 use crate::store::NewEvent;
 
 impl Loop<'_> {
@@ -495,8 +495,7 @@ impl Loop<'_> {
             }
             calls.runs_here = true;
         } else if let Some(target) = self.mcp_offer.target(&name).cloned() {
-            let decision =
-                permissions::decide_mcp(&self.agent.tools, &target.server, &target.tool);
+            let decision = permissions::decide_mcp(&self.agent.tools, &target.server, &target.tool);
             let mut body = json!({ "name": target.tool, "mcp_server_name": target.server,
                 "input": input, "evaluated_permission": decision.label() });
             if let Some(ev) = decision.evaluation() {

@@ -129,7 +129,9 @@ pub fn decide_mcp(tools: &[Tool], server: &str, tool: &str) -> Decision {
     if !enabled {
         return Decision::Deny {
             evaluation: None,
-            reason: format!("the `{tool}` tool of MCP server `{server}` is disabled for this agent"),
+            reason: format!(
+                "the `{tool}` tool of MCP server `{server}` is disabled for this agent"
+            ),
         };
     }
     match policy {

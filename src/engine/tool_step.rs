@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::intake::server_event;
+use super::mcp::McpTarget;
 use super::state::{EngineState, Pending, PendingKind};
 use super::turn::{Loop, RunError, Waited};
 use crate::domain::content;
@@ -14,7 +15,6 @@ use crate::domain::events::{self, Answer, kind};
 use crate::domain::session::SessionUsage;
 use crate::domain::time;
 use crate::tools::SessionTools;
-use super::mcp::McpTarget;
 
 /// Tools a self-hosted environment's workers run (web tools stay on the server).
 pub(super) const SANDBOX_TOOLS: &[&str] = &["bash", "read", "write", "edit", "glob", "grep"];
@@ -302,7 +302,11 @@ impl Loop<'_> {
 
     /// The result event kind and id field answering call `id` (MCP calls have their own).
     pub(super) fn result_kind_of(&self, id: &str) -> (&'static str, &'static str) {
-        result_kind(self.events.iter().any(|e| e.kind == kind::AGENT_MCP_TOOL_USE && e.id == id))
+        result_kind(
+            self.events
+                .iter()
+                .any(|e| e.kind == kind::AGENT_MCP_TOOL_USE && e.id == id),
+        )
     }
 
     /// Closes a call the user denied, passing their message to the model.

@@ -327,8 +327,11 @@ async fn validation_errors_for_each_limit(b: Backend) {
     bad(json!({"name": "a", "model": "mast-scripted", "mcp_servers": linear})).await;
     bad(json!({"name": "a", "model": "mast-scripted", "tools": [toolset]})).await;
     bad(json!({"name": "a", "model": "mast-scripted", "tools": [toolset, toolset], "mcp_servers": linear})).await;
-    bad(json!({"name": "a", "model": "mast-scripted", "tools": [toolset],
-        "mcp_servers": [{"type": "url", "name": "linear", "url": "not a url"}]})).await;
+    bad(
+        json!({"name": "a", "model": "mast-scripted", "tools": [toolset],
+        "mcp_servers": [{"type": "url", "name": "linear", "url": "not a url"}]}),
+    )
+    .await;
     // Metadata limits carry the upstream error code.
     let meta: serde_json::Map<String, Value> =
         (0..17).map(|i| (format!("k{i}"), json!("v"))).collect();

@@ -17,6 +17,7 @@ mod host_addresses;
 mod keys;
 mod limits;
 mod logs;
+mod mcp;
 mod multiagent;
 mod openai;
 mod openapi;

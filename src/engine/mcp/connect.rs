@@ -107,10 +107,9 @@ pub struct Reach<'a> {
 pub fn networking_allows(environment: &EnvironmentConfig, host: &str) -> bool {
     match environment {
         EnvironmentConfig::Cloud {
-            networking:
-                Networking::Limited {
-                    allow_mcp_servers, ..
-                },
+            networking: Networking::Limited {
+                allow_mcp_servers, ..
+            },
             ..
         } => *allow_mcp_servers || EgressPolicy::of(environment).allows(host),
         _ => true,
@@ -244,13 +243,12 @@ async fn initialize(
         config = config.auth_header(t);
     }
     let transport = StreamableHttpClientTransport::with_client(client, config);
-    let service = Listener { stale }
-        .serve(transport)
-        .await
-        .map_err(|e| match e.is_authorization_required() || says_401(&e) {
+    let service = Listener { stale }.serve(transport).await.map_err(|e| {
+        match e.is_authorization_required() || says_401(&e) {
             true => Refused::Unauthorized,
             false => Refused::Other(describe(&e)),
-        })?;
+        }
+    })?;
     let tools = service.peer().list_all_tools().await.map_err(|e| {
         if e.auth_challenge().is_some() || says_401(&e) {
             Refused::Unauthorized

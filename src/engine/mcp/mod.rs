@@ -200,10 +200,7 @@ impl McpSet {
                         *conn.tools.lock().expect("mcp tools") = tools;
                         return None;
                     }
-                    Ok(Err(e)) => (
-                        Err(call_failure(&server.name, &e, "tools/list failed")),
-                        0,
-                    ),
+                    Ok(Err(e)) => (Err(call_failure(&server.name, &e, "tools/list failed")), 0),
                     Err(_) => (
                         Err(Failure {
                             server: server.name.clone(),
@@ -303,7 +300,9 @@ impl McpSet {
                     .as_deref()
                     .map(str::to_string)
                     .or_else(|| tool.title.clone())
-                    .unwrap_or_else(|| format!("`{}` from MCP server `{}`", tool.name, server.name));
+                    .unwrap_or_else(|| {
+                        format!("`{}` from MCP server `{}`", tool.name, server.name)
+                    });
                 offer.defs.push(ToolDef {
                     name: name.clone(),
                     description,
@@ -370,7 +369,10 @@ impl McpSet {
             }
             Ok(Err(ServiceError::McpError(e))) => {
                 return CallOutcome::error(
-                    format!("The MCP server `{}` answered with an error: {}", target.server, e.message),
+                    format!(
+                        "The MCP server `{}` answered with an error: {}",
+                        target.server, e.message
+                    ),
                     None,
                 );
             }

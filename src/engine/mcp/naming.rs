@@ -86,14 +86,23 @@ mod tests {
 
     #[test]
     fn names_are_valid_and_apart() {
-        let p = prefixes(&["linear", "git hub", "git_hub", "ünïcode", "a-very-long-server-name-that-goes-on"]);
+        let p = prefixes(&[
+            "linear",
+            "git hub",
+            "git_hub",
+            "ünïcode",
+            "a-very-long-server-name-that-goes-on",
+        ]);
         assert_eq!(p["linear"], "linear");
         // Same sanitised prefix: positions keep them apart.
         assert_eq!(p["git hub"], "mcp1");
         assert_eq!(p["git_hub"], "mcp2");
         assert_eq!(p["ünïcode"], "_n_code");
         assert_eq!(p["a-very-long-server-name-that-goes-on"].len(), 24);
-        assert_eq!(offered_name("linear", "create_issue"), "linear__create_issue");
+        assert_eq!(
+            offered_name("linear", "create_issue"),
+            "linear__create_issue"
+        );
         let dotted = offered_name("linear", "issues.create");
         assert!(dotted.starts_with("linear__issues_create_"), "{dotted}");
         assert_ne!(dotted, offered_name("linear", "issues_create"));
