@@ -1,7 +1,7 @@
 """A real MCP server for the MCP tests: the official `mcp` package's MCPServer (FastMCP's
 successor in mcp 2) over streamable HTTP on 127.0.0.1.
 
-    python mcp_server.py open PORT     # tools `echo`, `fail` and `hidden`, no authentication
+    python mcp_server.py open PORT     # tools `echo`, `fail`, `hidden` and `grow`, no authentication
     python mcp_server.py secure PORT   # tool `whoami`; every request needs
                                        # `Authorization: Bearer secret-token` (else 401)
 """
@@ -9,7 +9,7 @@ successor in mcp 2) over streamable HTTP on 127.0.0.1.
 import sys
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 TOKEN = "secret-token"
@@ -29,6 +29,15 @@ def open_server() -> MCPServer:
     @mcp.tool(description="A tool the agent disables.")
     def hidden() -> str:
         return "should never run"
+
+    @mcp.tool(description="Adds the tool `grown` and says the tool list changed.")
+    async def grow(ctx: Context) -> str:
+        def grown() -> str:
+            return "I am new"
+
+        mcp.add_tool(grown, name="grown", description="Added by grow.")
+        await ctx.session.send_tool_list_changed()
+        return "grew"
 
     return mcp
 

@@ -80,11 +80,13 @@ def messages_api():
     # The MCP servers listen on loopback, which the egress guard refuses unless allowed;
     # `server` (which depends on this fixture) copies the environment when it starts.
     os.environ["MAST_ALLOW_PRIVATE_NETWORK"] = "1"
+    os.environ["MAST_MCP_CONNECT_TIMEOUT_MS"] = "3000"
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
     os.environ.pop("MAST_ALLOW_PRIVATE_NETWORK", None)
+    os.environ.pop("MAST_MCP_CONNECT_TIMEOUT_MS", None)
 
 
 class McpProcess:
@@ -169,7 +171,7 @@ def test_tools_are_offered_called_and_confirmed(client, environment, open_mcp):
     seen = turn(client, sess.id, 'call open__echo {"text": "hi"}')
     # The model was offered the enabled tools under their server-prefixed names.
     offered = {t["name"]: t for t in Recorder.requests[0]["tools"]}
-    assert set(offered) == {"open__echo", "open__fail"}, offered
+    assert set(offered) == {"open__echo", "open__fail", "open__grow"}, offered
     assert offered["open__echo"]["description"] == "Echoes its text back."
     assert "text" in offered["open__echo"]["input_schema"]["properties"]
     [use] = of(seen, "agent.mcp_tool_use")
@@ -231,7 +233,7 @@ def test_a_server_needing_a_token_without_one_is_an_authentication_failure(clien
     assert err.error.mcp_server_name == "secure"
     assert "secret" not in err.error.message
     offered = {t["name"] for t in Recorder.requests[0]["tools"]}
-    assert offered == {"open__echo", "open__fail", "open__hidden"}
+    assert offered == {"open__echo", "open__fail", "open__hidden", "open__grow"}
     assert of(seen, "agent.mcp_tool_result")[0].content[0].text == "echo: still here"
     assert of(seen, "session.status_idle")[-1].stop_reason.type == "end_turn"
 
@@ -267,3 +269,46 @@ def test_a_killed_server_fails_the_call_and_recovers_when_back(client, environme
         assert not result.is_error and result.content[0].text == "echo: b"
     finally:
         mcp.kill()
+
+
+def test_a_changed_tool_list_is_offered_at_the_next_request(client, environment):
+    mcp = McpProcess("open")
+    try:
+        agent = client.beta.agents.create(
+            name="mcp-grow-" + uuid.uuid4().hex[:6], model=MODEL,
+            mcp_servers=[{"type": "url", "name": "open", "url": mcp.url}],
+            tools=[toolset("open", default_config={"permission_policy": {"type": "always_allow"}})],
+        )
+        sess = client.beta.sessions.create(agent=agent.id, environment_id=environment.id)
+        Recorder.requests.clear()
+        seen = turn(client, sess.id, "call open__grow {}")
+        assert of(seen, "agent.mcp_tool_result")[0].content[0].text == "grew"
+        before = {t["name"] for t in Recorder.requests[0]["tools"]}
+        after = {t["name"] for t in Recorder.requests[-1]["tools"]}
+        assert "open__grown" not in before
+        assert "open__grown" in after, after
+    finally:
+        mcp.kill()
+
+
+def test_a_silent_server_does_not_hold_back_another(client, environment, open_mcp):
+    # Accepts connections and never answers.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    held = []
+    threading.Thread(target=lambda: [held.append(silent.accept()) for _ in range(8)], daemon=True).start()
+    try:
+        agent = client.beta.agents.create(
+            name="mcp-slow-" + uuid.uuid4().hex[:6], model=MODEL,
+            mcp_servers=[{"type": "url", "name": "silent", "url": f"http://127.0.0.1:{silent.getsockname()[1]}/mcp"},
+                         {"type": "url", "name": "open", "url": open_mcp.url}],
+            tools=[toolset("silent"), toolset("open", default_config={"permission_policy": {"type": "always_allow"}})],
+        )
+        sess = client.beta.sessions.create(agent=agent.id, environment_id=environment.id)
+        seen = turn(client, sess.id, 'call open__echo {"text": "quick"}')
+        [err] = of(seen, "session.error")
+        assert (err.error.type, err.error.mcp_server_name) == ("mcp_connection_failed_error", "silent")
+        assert of(seen, "agent.mcp_tool_result")[0].content[0].text == "echo: quick"
+    finally:
+        silent.close()
