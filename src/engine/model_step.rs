@@ -144,17 +144,13 @@ impl Loop<'_> {
         messages: Vec<Message>,
         consumed: Vec<String>,
     ) -> Result<(), RunError> {
-        let ready = match self.prepare_mcp().await {
-            Ok(ready) => ready,
-            Err(e) => {
-                self.transcript.give_back(messages);
-                return Err(e);
-            }
-        };
-        if !ready {
-            // An interrupt came first; the loop handles it next.
+        let ready = self.prepare_mcp().await;
+        if !matches!(ready, Ok(true)) {
             self.transcript.give_back(messages);
-            return Ok(());
+            // An interrupt came first (the loop handles it next): the input this request
+            // would have taken is consumed, as by an interrupted request.
+            self.consume(consumed).await?;
+            return ready.map(|_| ());
         }
         let mut request = self.request(messages);
         let done = self.send_request(&mut request, consumed).await;

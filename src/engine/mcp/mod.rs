@@ -415,3 +415,45 @@ fn call_failure(server: &str, e: &ServiceError, what: &str) -> Failure {
         transient: !auth,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::domain::tools::resolve_tools;
+    use crate::engine::permissions::{Decision, decide_mcp};
+
+    #[test]
+    fn policies_of_mcp_calls() {
+        let tools = resolve_tools(&[json!({"type": "mcp_toolset", "mcp_server_name": "s",
+            "configs": [{"name": "run", "permission_policy": {"type": "always_allow"}},
+                        {"name": "off", "enabled": false},
+                        {"name": "judge", "permission_policy": {"type": "auto"}}]})])
+        .unwrap();
+        // (server, tool) -> label, evaluation type
+        let cases = [
+            ("s", "run", "allow", Some("always_allow")),
+            ("s", "other", "ask", Some("always_ask")),
+            ("s", "judge", "ask", Some("auto")),
+            ("s", "off", "deny", None),
+            ("elsewhere", "run", "deny", None),
+        ];
+        for (server, tool, label, evaluation) in cases {
+            let d = decide_mcp(&tools, server, tool);
+            assert_eq!(d.label(), label, "{server} {tool}");
+            assert_eq!(
+                d.evaluation().and_then(|e| e["type"].as_str()),
+                evaluation,
+                "{server} {tool}"
+            );
+            if let Decision::Ask { evaluation } = &d
+                && evaluation["type"] == "auto"
+            {
+                assert_eq!(
+                    evaluation["evaluated_permission"]["reason_code"],
+                    "indeterminate"
+                );
+            }
+        }
+    }
+}

@@ -1,7 +1,7 @@
 """A real MCP server for the MCP tests: the official `mcp` package's MCPServer (FastMCP's
 successor in mcp 2) over streamable HTTP on 127.0.0.1.
 
-    python mcp_server.py open PORT     # tools `echo`, `fail`, `hidden` and `grow`, no authentication
+    python mcp_server.py open PORT     # tools `echo`, `ping`, `fail`, `hidden` and `grow`, no authentication
     python mcp_server.py secure PORT   # tool `whoami`; every request needs
                                        # `Authorization: Bearer secret-token` (else 401)
 """
@@ -25,6 +25,10 @@ def open_server() -> MCPServer:
     @mcp.tool(description="Always fails.")
     def fail() -> str:
         raise ToolError("the fail tool failed on purpose")
+
+    @mcp.tool(description="Answers pong.")
+    def ping() -> str:
+        return "pong"
 
     @mcp.tool(description="A tool the agent disables.")
     def hidden() -> str:

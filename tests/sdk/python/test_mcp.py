@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port, sse
+from test_readme import blocks, events, until
 
 HERE = Path(__file__).parent
 MODEL = "claude-sonnet-4-5"
@@ -171,7 +172,7 @@ def test_tools_are_offered_called_and_confirmed(client, environment, open_mcp):
     seen = turn(client, sess.id, 'call open__echo {"text": "hi"}')
     # The model was offered the enabled tools under their server-prefixed names.
     offered = {t["name"]: t for t in Recorder.requests[0]["tools"]}
-    assert set(offered) == {"open__echo", "open__fail", "open__grow"}, offered
+    assert set(offered) == {"open__echo", "open__ping", "open__fail", "open__grow"}, offered
     assert offered["open__echo"]["description"] == "Echoes its text back."
     assert "text" in offered["open__echo"]["input_schema"]["properties"]
     [use] = of(seen, "agent.mcp_tool_use")
@@ -233,7 +234,7 @@ def test_a_server_needing_a_token_without_one_is_an_authentication_failure(clien
     assert err.error.mcp_server_name == "secure"
     assert "secret" not in err.error.message
     offered = {t["name"] for t in Recorder.requests[0]["tools"]}
-    assert offered == {"open__echo", "open__fail", "open__hidden", "open__grow"}
+    assert offered == {"open__echo", "open__ping", "open__fail", "open__hidden", "open__grow"}
     assert of(seen, "agent.mcp_tool_result")[0].content[0].text == "echo: still here"
     assert of(seen, "session.status_idle")[-1].stop_reason.type == "end_turn"
 
@@ -312,3 +313,19 @@ def test_a_silent_server_does_not_hold_back_another(client, environment, open_mc
         assert of(seen, "agent.mcp_tool_result")[0].content[0].text == "echo: quick"
     finally:
         silent.close()
+
+
+def test_readme_mcp_walkthrough(server, open_mcp):
+    (script,) = blocks("## MCP servers", "sh")
+    script = (script.replace("B=http://127.0.0.1:8080", f"B={server}")
+              .replace("MCP_URL=https://mcp.example.com/mcp", f"MCP_URL={open_mcp.url}")
+              .replace("TOOL=search_docs", "TOOL=ping"))
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", script + '\necho "SESSION=$SESSION"'],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    session = out.stdout.rsplit("SESSION=", 1)[1].strip()
+    said = until("the answer", lambda: [e for e in events(server, session) if e["type"] == "agent.message"])
+    assert said[-1]["content"][0]["text"] == "The server said: pong"
+    log = events(server, session)
+    [use] = [e for e in log if e["type"] == "agent.mcp_tool_use"]
+    assert (use["name"], use["mcp_server_name"], use["evaluated_permission"]) == ("ping", "docs", "allow")
