@@ -64,13 +64,7 @@ impl Loop<'_> {
         {
             return Ok(true);
         }
-        let reach = Reach {
-            session_id: &self.sid,
-            environment: &self.body.environment,
-            guard: self.inner.toolbox.netguard(),
-            credentials: &*self.inner.credentials,
-            timeout: self.inner.config.mcp_connect_timeout,
-        };
+        let reach = self.mcp_reach();
         let failures = match self
             .interruptible(self.crew.mcp.prepare(&self.agent, &reach))
             .await?
@@ -85,6 +79,17 @@ impl Loop<'_> {
             self.report_mcp_failures(failures).await?;
         }
         Ok(true)
+    }
+
+    /// What connecting to this session's MCP servers needs.
+    pub(super) fn mcp_reach(&self) -> Reach<'_> {
+        Reach {
+            session_id: &self.sid,
+            environment: &self.body.environment,
+            guard: self.inner.toolbox.netguard(),
+            credentials: &*self.inner.credentials,
+            timeout: self.inner.config.mcp_connect_timeout,
+        }
     }
 
     /// One `session.error` per MCP failure. The turn goes on without that server's tools,

@@ -255,8 +255,9 @@ impl Loop<'_> {
         }
         let started = std::time::Instant::now();
         let timeout = self.inner.config.mcp_call_timeout;
+        let reach = self.mcp_reach();
         let outcome = match self
-            .interruptible(self.crew.mcp.call(&target, &call.input, timeout))
+            .interruptible(self.crew.mcp.call(&target, &call.input, timeout, &reach))
             .await?
         {
             Waited::Done(out) => out,

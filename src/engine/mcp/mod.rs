@@ -323,8 +323,16 @@ impl McpSet {
 
     /// Calls a tool. A tool's own error, or a JSON-RPC error, is an error result the model
     /// can act on; a lost connection, a hang past `timeout` or a refused credential also
-    /// reports a failure and drops the connection, so the next request reconnects.
-    pub async fn call(&self, target: &McpTarget, input: &Value, timeout: Duration) -> CallOutcome {
+    /// reports a failure and drops the connection, so the next request reconnects. A
+    /// credential refused mid-session (an expired token) is refreshed through a new
+    /// connection and the call tried once more: a refused request did not run.
+    pub async fn call(
+        &self,
+        target: &McpTarget,
+        input: &Value,
+        timeout: Duration,
+        reach: &Reach<'_>,
+    ) -> CallOutcome {
         let k = format!("{}\n{}", target.server, target.url);
         let conn = match self.slots.lock().expect("mcp slots").get(&k) {
             Some(Slot::Ready(c)) => Some(c.clone()),
@@ -340,49 +348,29 @@ impl McpSet {
                 None,
             );
         };
-        let mut params = CallToolRequestParams::new(target.tool.clone());
-        if let Value::Object(args) = input {
-            params = params.with_arguments(args.clone());
-        }
-        let call = tokio::time::timeout(timeout, conn.service.peer().call_tool(params));
-        let answered = tokio::select! {
-            a = call => a,
-            _ = self.cancel.cancelled() => {
-                return CallOutcome::error("The server is shutting down; the MCP call was cut short.".into(), None);
-            }
-        };
-        let failure = match answered {
-            Ok(Ok(result)) => {
-                let items = serde_json::to_value(&result.content).unwrap_or(Value::Null);
-                let items = items.as_array().cloned().unwrap_or_default();
-                let mut content = convert::blocks(&items);
-                if content.is_empty()
-                    && let Some(s) = &result.structured_content
-                {
-                    content.push(crate::domain::content::text(s.to_string()));
-                }
-                return CallOutcome {
-                    content,
-                    is_error: result.is_error.unwrap_or(false),
-                    failure: None,
+        let failure = match self.call_once(&conn, target, input, timeout).await {
+            Ok(out) => return out,
+            Err(f) if f.kind == FailureKind::Authentication => {
+                let server = McpServer {
+                    kind: crate::domain::tools::McpServerKind::Url,
+                    name: target.server.clone(),
+                    url: target.url.clone(),
                 };
+                match self.connect_with_retries(&server, reach).await {
+                    Ok(fresh) => {
+                        self.slots
+                            .lock()
+                            .expect("mcp slots")
+                            .insert(k.clone(), Slot::Ready(fresh.clone()));
+                        match self.call_once(&fresh, target, input, timeout).await {
+                            Ok(out) => return out,
+                            Err(f) => f,
+                        }
+                    }
+                    Err(f) => f,
+                }
             }
-            Ok(Err(ServiceError::McpError(e))) => {
-                return CallOutcome::error(
-                    format!(
-                        "The MCP server `{}` answered with an error: {}",
-                        target.server, e.message
-                    ),
-                    None,
-                );
-            }
-            Ok(Err(e)) => call_failure(&target.server, &e, "the call failed"),
-            Err(_) => Failure {
-                server: target.server.clone(),
-                kind: FailureKind::Connection,
-                message: format!("`{}` did not answer within {timeout:?}", target.tool),
-                transient: true,
-            },
+            Err(f) => f,
         };
         self.slots.lock().expect("mcp slots").insert(
             k,
@@ -398,6 +386,58 @@ impl McpSet {
             ),
             Some(failure),
         )
+    }
+
+    /// One `tools/call` on `conn`: the outcome the model sees, or what broke the connection.
+    async fn call_once(
+        &self,
+        conn: &Conn,
+        target: &McpTarget,
+        input: &Value,
+        timeout: Duration,
+    ) -> Result<CallOutcome, Failure> {
+        let mut params = CallToolRequestParams::new(target.tool.clone());
+        if let Value::Object(args) = input {
+            params = params.with_arguments(args.clone());
+        }
+        let call = tokio::time::timeout(timeout, conn.service.peer().call_tool(params));
+        let answered = tokio::select! {
+            a = call => a,
+            _ = self.cancel.cancelled() => {
+                return Ok(CallOutcome::error("The server is shutting down; the MCP call was cut short.".into(), None));
+            }
+        };
+        match answered {
+            Ok(Ok(result)) => {
+                let items = serde_json::to_value(&result.content).unwrap_or(Value::Null);
+                let items = items.as_array().cloned().unwrap_or_default();
+                let mut content = convert::blocks(&items);
+                if content.is_empty()
+                    && let Some(s) = &result.structured_content
+                {
+                    content.push(crate::domain::content::text(s.to_string()));
+                }
+                Ok(CallOutcome {
+                    content,
+                    is_error: result.is_error.unwrap_or(false),
+                    failure: None,
+                })
+            }
+            Ok(Err(ServiceError::McpError(e))) => Ok(CallOutcome::error(
+                format!(
+                    "The MCP server `{}` answered with an error: {}",
+                    target.server, e.message
+                ),
+                None,
+            )),
+            Ok(Err(e)) => Err(call_failure(&target.server, &e, "the call failed")),
+            Err(_) => Err(Failure {
+                server: target.server.clone(),
+                kind: FailureKind::Connection,
+                message: format!("`{}` did not answer within {timeout:?}", target.tool),
+                transient: true,
+            }),
+        }
     }
 }
 
