@@ -1,13 +1,14 @@
 """A real MCP server for the MCP tests: the official `mcp` package's MCPServer (FastMCP's
 successor in mcp 2) over streamable HTTP on 127.0.0.1.
 
-    python mcp_server.py open PORT     # tools `echo`, `ping`, `fail`, `hidden` and `grow`, no authentication
+    python mcp_server.py open PORT     # tools `echo`, `ping`, `fail`, `sleepy`, `hidden` and `grow`, no authentication
     python mcp_server.py secure PORT   # tool `whoami`; every request needs
                                        # `Authorization: Bearer secret-token` (else 401)
 """
 
 import sys
 
+import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -29,6 +30,11 @@ def open_server() -> MCPServer:
     @mcp.tool(description="Answers pong.")
     def ping() -> str:
         return "pong"
+
+    @mcp.tool(description="Never finishes in time.")
+    async def sleepy() -> str:
+        await anyio.sleep(60)
+        return "woke up"
 
     @mcp.tool(description="A tool the agent disables.")
     def hidden() -> str:

@@ -82,12 +82,14 @@ def messages_api():
     # `server` (which depends on this fixture) copies the environment when it starts.
     os.environ["MAST_ALLOW_PRIVATE_NETWORK"] = "1"
     os.environ["MAST_MCP_CONNECT_TIMEOUT_MS"] = "3000"
+    os.environ["MAST_MCP_CALL_TIMEOUT_MS"] = "2000"
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
     os.environ.pop("MAST_ALLOW_PRIVATE_NETWORK", None)
     os.environ.pop("MAST_MCP_CONNECT_TIMEOUT_MS", None)
+    os.environ.pop("MAST_MCP_CALL_TIMEOUT_MS", None)
 
 
 class McpProcess:
@@ -172,7 +174,7 @@ def test_tools_are_offered_called_and_confirmed(client, environment, open_mcp):
     seen = turn(client, sess.id, 'call open__echo {"text": "hi"}')
     # The model was offered the enabled tools under their server-prefixed names.
     offered = {t["name"]: t for t in Recorder.requests[0]["tools"]}
-    assert set(offered) == {"open__echo", "open__ping", "open__fail", "open__grow"}, offered
+    assert set(offered) == {"open__echo", "open__ping", "open__fail", "open__sleepy", "open__grow"}, offered
     assert offered["open__echo"]["description"] == "Echoes its text back."
     assert "text" in offered["open__echo"]["input_schema"]["properties"]
     [use] = of(seen, "agent.mcp_tool_use")
@@ -234,7 +236,7 @@ def test_a_server_needing_a_token_without_one_is_an_authentication_failure(clien
     assert err.error.mcp_server_name == "secure"
     assert "secret" not in err.error.message
     offered = {t["name"] for t in Recorder.requests[0]["tools"]}
-    assert offered == {"open__echo", "open__ping", "open__fail", "open__hidden", "open__grow"}
+    assert offered == {"open__echo", "open__ping", "open__fail", "open__sleepy", "open__hidden", "open__grow"}
     assert of(seen, "agent.mcp_tool_result")[0].content[0].text == "echo: still here"
     assert of(seen, "session.status_idle")[-1].stop_reason.type == "end_turn"
 
@@ -329,3 +331,18 @@ def test_readme_mcp_walkthrough(server, open_mcp):
     log = events(server, session)
     [use] = [e for e in log if e["type"] == "agent.mcp_tool_use"]
     assert (use["name"], use["mcp_server_name"], use["evaluated_permission"]) == ("ping", "docs", "allow")
+
+
+def test_a_hanging_call_is_cut_off(client, environment, open_mcp):
+    agent = client.beta.agents.create(
+        name="mcp-hang-" + uuid.uuid4().hex[:6], model=MODEL,
+        mcp_servers=[{"type": "url", "name": "open", "url": open_mcp.url}],
+        tools=[toolset("open", default_config={"permission_policy": {"type": "always_allow"}})],
+    )
+    sess = client.beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    seen = turn(client, sess.id, "call open__sleepy {}")
+    [result] = of(seen, "agent.mcp_tool_result")
+    assert result.is_error and "did not answer" in result.content[0].text
+    [err] = of(seen, "session.error")
+    assert (err.error.type, err.error.mcp_server_name) == ("mcp_connection_failed_error", "open")
+    assert of(seen, "session.status_idle")[-1].stop_reason.type == "end_turn"
