@@ -111,6 +111,12 @@ impl Config {
         if let Some(d) = ms("MAST_REAP_INTERVAL_MS")? {
             self.engine.reap_interval = d;
         }
+        if let Some(d) = ms("MAST_MCP_CONNECT_TIMEOUT_MS")? {
+            self.engine.mcp_connect_timeout = d;
+        }
+        if let Some(d) = ms("MAST_MCP_CALL_TIMEOUT_MS")? {
+            self.engine.mcp_call_timeout = d;
+        }
         if let Some(d) = ms("MAST_RETRY_BASE_MS")? {
             self.engine.retry_base = d;
         }

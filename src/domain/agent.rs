@@ -255,14 +255,8 @@ pub fn parse_identity(v: Option<&Value>) -> Valid<ExecutionIdentity> {
     }
 }
 
-/// Refuses a non-empty `skills` or `mcp_servers` list at `path`.
-pub fn refuse_skills_and_servers(
-    skills_at: &str,
-    skills: Option<&Value>,
-    servers_at: &str,
-    servers: Option<&Value>,
-) -> Valid<()> {
-    nothing_or_unsupported(servers_at, servers, "mcp_servers", tools::MCP_WHY)?;
+/// Refuses a non-empty `skills` list at `skills_at`.
+pub fn refuse_skills(skills_at: &str, skills: Option<&Value>) -> Valid<()> {
     nothing_or_unsupported(skills_at, skills, "skills", SKILLS_WHY)
 }
 
@@ -273,13 +267,10 @@ impl AgentCreate {
         check_description(&self.description)?;
         check_system("system", &self.system)?;
         let model = ModelParam::parse("model", &self.model)?.resolve(None);
-        refuse_skills_and_servers(
-            "skills",
-            self.skills.as_ref(),
-            "mcp_servers",
-            self.mcp_servers.as_ref(),
-        )?;
+        refuse_skills("skills", self.skills.as_ref())?;
         let tools = tools::resolve_tools_at("tools", &self.tools.unwrap_or_default())?;
+        let mcp_servers = tools::resolve_mcp_servers("mcp_servers", self.mcp_servers.as_ref())?;
+        tools::check_mcp_toolsets("mcp_servers", &tools, &mcp_servers)?;
         let execution_identity = parse_identity(self.execution_identity.as_ref())?;
         let metadata = self.metadata.unwrap_or_default();
         metadata::validate(&metadata)?;
@@ -293,7 +284,7 @@ impl AgentCreate {
             system: self.system,
             model,
             tools,
-            mcp_servers: vec![],
+            mcp_servers,
             skills: vec![],
             multiagent_request,
             execution_identity,
@@ -331,17 +322,13 @@ impl AgentUpdate {
         let system = clearable(self.system, &current.system);
         check_system("system", &system)?;
 
-        refuse_skills_and_servers(
-            "skills",
-            self.skills.value(),
-            "mcp_servers",
-            self.mcp_servers.value(),
-        )?;
-        // `null` or `[]` clear servers and skills (only older versions can have any).
-        let mcp_servers = match self.mcp_servers {
+        refuse_skills("skills", self.skills.value())?;
+        let mcp_servers = match &self.mcp_servers {
             Patch::Absent => current.mcp_servers.clone(),
-            _ => vec![],
+            Patch::Null => vec![],
+            Patch::Value(v) => tools::resolve_mcp_servers("mcp_servers", Some(v))?,
         };
+        // `null` or `[]` clear skills (only older versions can have any).
         let skills = match self.skills {
             Patch::Absent => current.skills.clone(),
             _ => vec![],

@@ -22,6 +22,8 @@ pub mod kind {
     pub const AGENT_TOOL_USE: &str = "agent.tool_use";
     pub const AGENT_TOOL_RESULT: &str = "agent.tool_result";
     pub const AGENT_CUSTOM_TOOL_USE: &str = "agent.custom_tool_use";
+    pub const AGENT_MCP_TOOL_USE: &str = "agent.mcp_tool_use";
+    pub const AGENT_MCP_TOOL_RESULT: &str = "agent.mcp_tool_result";
     pub const STATUS_RUNNING: &str = "session.status_running";
     pub const STATUS_IDLE: &str = "session.status_idle";
     pub const STATUS_RESCHEDULED: &str = "session.status_rescheduled";
@@ -366,6 +368,22 @@ pub fn span_end(start_id: &str, usage: &ModelUsage, is_error: bool) -> Value {
 /// `agent.tool_result` body.
 pub fn tool_result(tool_use_id: &str, content: Vec<Value>, is_error: bool) -> Value {
     json!({ "tool_use_id": tool_use_id, "content": content, "is_error": is_error })
+}
+
+/// `agent.mcp_tool_result` body.
+pub fn mcp_tool_result(mcp_tool_use_id: &str, content: Vec<Value>, is_error: bool) -> Value {
+    json!({ "mcp_tool_use_id": mcp_tool_use_id, "content": content, "is_error": is_error })
+}
+
+/// `session.error` body of an MCP failure (`mcp_connection_failed_error`,
+/// `mcp_authentication_failed_error`), which names the server.
+pub fn mcp_session_error(
+    error_type: &str,
+    server: &str,
+    message: &str,
+    retry_status: &str,
+) -> Value {
+    json!({ "error": { "type": error_type, "mcp_server_name": server, "message": message, "retry_status": { "type": retry_status } } })
 }
 
 /// `session.error` body.

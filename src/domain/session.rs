@@ -4,13 +4,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::agent::{SessionAgent, check_system, refuse_skills_and_servers};
+use super::agent::{SessionAgent, check_system, refuse_skills};
 use super::fields::{Obj, must_be, tag};
 use super::invalid::{Invalid, Valid, check_len, join};
 use super::metadata::{Metadata, MetadataPatch};
 use super::model_config::ModelParam;
 use super::patch::Patch;
-use super::tools::{self, Tool};
+use super::tools::{self, McpServer, Tool};
 use crate::type_tag;
 
 type_tag!(
@@ -170,22 +170,21 @@ pub struct AgentOverrides {
     pub system: Patch<String>,
     /// Resolved replacement tools (`null` gives none); `None` keeps the agent's.
     pub tools: Option<Vec<Tool>>,
-    /// Sent as `null` or `[]` (anything else is refused when read): clears the servers.
-    pub clear_mcp_servers: bool,
+    /// Replacement MCP servers (`null` gives none); `None` keeps the agent's.
+    pub mcp_servers: Option<Vec<McpServer>>,
     /// Sent as `null` or `[]` (anything else is refused when read): clears the skills.
     pub clear_skills: bool,
 }
 
 impl AgentOverrides {
-    /// Reads and checks the override fields of `o` (its keys already checked), refusing MCP
-    /// servers and skills, which would be stored but never used.
+    /// Reads and checks the override fields of `o` (its keys already checked), refusing
+    /// skills, which would be stored but never used.
     fn read(o: &Obj) -> Valid<Self> {
-        refuse_skills_and_servers(
-            &o.path("skills"),
-            o.raw("skills"),
-            &o.path("mcp_servers"),
-            o.raw("mcp_servers"),
-        )?;
+        refuse_skills(&o.path("skills"), o.raw("skills"))?;
+        let mcp_servers = match o.raw("mcp_servers") {
+            None => None,
+            some => Some(tools::resolve_mcp_servers(&o.path("mcp_servers"), some)?),
+        };
         let model = match o.raw("model") {
             None => None,
             Some(Value::Null) => {
@@ -218,7 +217,7 @@ impl AgentOverrides {
             model,
             system,
             tools,
-            clear_mcp_servers: o.raw("mcp_servers").is_some(),
+            mcp_servers,
             clear_skills: o.raw("skills").is_some(),
         })
     }
@@ -239,8 +238,8 @@ impl AgentOverrides {
         if let Some(tools) = self.tools {
             agent.tools = tools;
         }
-        if self.clear_mcp_servers {
-            agent.mcp_servers = vec![];
+        if let Some(servers) = self.mcp_servers {
+            agent.mcp_servers = servers;
         }
         if self.clear_skills {
             agent.skills = vec![];
@@ -347,7 +346,7 @@ pub struct SessionUpdate {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<MetadataPatch>,
-    /// Only `tools` may change mid-session (`mcp_servers` only as `null` or `[]`).
+    /// Only `tools` and `mcp_servers` may change mid-session.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub agent: Option<Value>,

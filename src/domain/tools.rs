@@ -158,16 +158,96 @@ pub enum McpServerKind {
 
 // ---- request forms ----
 
-/// Why MCP fields are refused.
-pub const MCP_WHY: &str = "MCP connections are not implemented";
+const MAX_MCP_SERVERS: usize = 20;
 
-/// An MCP server as a request would send it. Mast does not connect to MCP servers, so
-/// [`resolve_tools`] refuses any; the type stays for callers that pass none.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct McpServerParams {
-    pub kind: String,
-    pub name: String,
-    pub url: String,
+/// Reads an agent's `mcp_servers` (absent or `null` gives none): at most 20 `url` servers
+/// with unique names (1-255 characters) and an `http`/`https` URL.
+pub fn resolve_mcp_servers(at: &str, v: Option<&Value>) -> Valid<Vec<McpServer>> {
+    let list = match v {
+        None | Some(Value::Null) => return Ok(vec![]),
+        Some(Value::Array(a)) => a,
+        Some(other) => return Err(must_be(at, "a list of MCP servers", other)),
+    };
+    if list.len() > MAX_MCP_SERVERS {
+        return Err(Invalid::new(format!(
+            "`{at}` has {} servers; at most {MAX_MCP_SERVERS} are allowed",
+            list.len()
+        )));
+    }
+    let mut out: Vec<McpServer> = Vec::with_capacity(list.len());
+    for (i, raw) in list.iter().enumerate() {
+        let sat = format!("{at}[{i}]");
+        tag(&sat, raw, &["url"])?;
+        let o = Obj::new(&sat, raw, "an MCP server", &["type", "name", "url"])?;
+        let name = o.req_str("name")?;
+        check_len(&o.path("name"), name, 1, 255)?;
+        if out.iter().any(|s| s.name == name) {
+            return Err(Invalid::new(format!(
+                "`{sat}.name`: the server name `{name}` is used twice"
+            )));
+        }
+        let url = o.req_str("url")?;
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|e| Invalid::new(format!("`{}` is not a URL ({e})", o.path("url"))))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+            return Err(Invalid::new(format!(
+                "`{}` must be an http or https URL with a host",
+                o.path("url")
+            )));
+        }
+        out.push(McpServer {
+            kind: McpServerKind::Url,
+            name: name.to_string(),
+            url: url.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+fn resolve_mcp_toolset(at: &str, v: &Value) -> Valid<Tool> {
+    let o = Obj::new(
+        at,
+        v,
+        "an MCP toolset",
+        &["type", "mcp_server_name", "default_config", "configs"],
+    )?;
+    let server = o.req_str("mcp_server_name")?;
+    check_len(&o.path("mcp_server_name"), server, 1, 255)?;
+    let default = default_config(
+        &o.path("default_config"),
+        o.get("default_config"),
+        PermissionPolicy::AlwaysAsk,
+    )?;
+    let mut configs: Vec<McpToolConfig> = Vec::new();
+    for (j, c) in o.list("configs")?.into_iter().flatten().enumerate() {
+        let cat = format!("{at}.configs[{j}]");
+        let co = Obj::new(
+            &cat,
+            c,
+            "an MCP tool config",
+            &["name", "enabled", "permission_policy"],
+        )?;
+        let name = co.req_str("name")?;
+        check_len(&co.path("name"), name, 1, 128)?;
+        if configs.iter().any(|c| c.name == name) {
+            return Err(Invalid::new(format!(
+                "`{at}.configs` configures `{name}` twice"
+            )));
+        }
+        configs.push(McpToolConfig {
+            name: name.to_string(),
+            enabled: co.bool("enabled")?.unwrap_or(default.enabled),
+            permission_policy: match co.get("permission_policy") {
+                Some(p) => permission_policy(&co.path("permission_policy"), p)?,
+                None => default.permission_policy,
+            },
+        });
+    }
+    Ok(Tool::McpToolset {
+        mcp_server_name: server.to_string(),
+        default_config: default,
+        configs,
+    })
 }
 
 fn permission_policy(at: &str, v: &Value) -> Valid<PermissionPolicy> {
@@ -391,20 +471,9 @@ fn resolve_custom(at: &str, v: &Value) -> Valid<CustomTool> {
     })
 }
 
-/// Validates an agent's `tools` and returns their resolved forms (MCP servers are not
-/// supported, so `servers` must be empty and the second list always is).
-pub fn resolve_tools(
-    tools: &[Value],
-    servers: &[McpServerParams],
-) -> Valid<(Vec<Tool>, Vec<McpServer>)> {
-    if !servers.is_empty() {
-        return Err(Invalid::unsupported(
-            "mcp_servers",
-            "mcp_servers",
-            &format!("{MCP_WHY}; remove it (or send `[]`)"),
-        ));
-    }
-    resolve_tools_at("tools", tools).map(|t| (t, vec![]))
+/// Validates an agent's `tools` (as the `tools` field) and returns their resolved forms.
+pub fn resolve_tools(tools: &[Value]) -> Valid<Vec<Tool>> {
+    resolve_tools_at("tools", tools)
 }
 
 /// Validates a `tools` list found at `at` (`tools`, or `agent.tools` in a session body).
@@ -453,11 +522,19 @@ pub fn resolve_tools_at(at: &str, tools: &[Value]) -> Valid<Vec<Tool>> {
                 });
             }
             "mcp_toolset" => {
-                return Err(Invalid::unsupported(
-                    &tat,
-                    "mcp_toolset",
-                    &format!("{MCP_WHY}; remove this tool"),
-                ));
+                let toolset = resolve_mcp_toolset(&tat, raw)?;
+                if let Tool::McpToolset {
+                    mcp_server_name, ..
+                } = &toolset
+                    && out.iter().any(|t| {
+                        matches!(t, Tool::McpToolset { mcp_server_name: n, .. } if n == mcp_server_name)
+                    })
+                {
+                    return Err(Invalid::new(format!(
+                        "`{tat}.mcp_server_name`: server `{mcp_server_name}` already has a toolset in `{at}`"
+                    )));
+                }
+                out.push(toolset);
             }
             _ => {
                 let tool = resolve_custom(&tat, raw)?;
@@ -480,13 +557,30 @@ pub fn resolve_tools_at(at: &str, tools: &[Value]) -> Valid<Vec<Tool>> {
     Ok(out)
 }
 
-/// Refuses clearing an older version's MCP servers while its `mcp_toolset` tools (which
-/// name them) stay: `tools` must be replaced as well.
+/// Checks that `servers` and the `mcp_toolset`s in `tools` match one to one: every toolset
+/// names a declared server and every server has a toolset (API.md §3.2).
 pub fn check_mcp_toolsets(servers_at: &str, tools: &[Tool], servers: &[McpServer]) -> Valid<()> {
-    if servers.is_empty() && tools.iter().any(|t| matches!(t, Tool::McpToolset { .. })) {
-        return Err(Invalid::new(format!(
-            "clearing `{servers_at}` would leave `mcp_toolset` tools without their servers; send the tools to keep as well"
-        )));
+    for t in tools {
+        if let Tool::McpToolset {
+            mcp_server_name, ..
+        } = t
+            && !servers.iter().any(|s| &s.name == mcp_server_name)
+        {
+            return Err(Invalid::new(format!(
+                "the `mcp_toolset` for `{mcp_server_name}` names no server in `{servers_at}`"
+            )));
+        }
+    }
+    for s in servers {
+        let used = tools.iter().any(
+            |t| matches!(t, Tool::McpToolset { mcp_server_name, .. } if *mcp_server_name == s.name),
+        );
+        if !used {
+            return Err(Invalid::new(format!(
+                "`{servers_at}` declares `{}`, which no `mcp_toolset` in `tools` references",
+                s.name
+            )));
+        }
     }
     Ok(())
 }
@@ -513,7 +607,7 @@ mod tests {
     use serde_json::json;
 
     fn resolve(tools: Vec<Value>) -> Valid<Vec<Tool>> {
-        resolve_tools(&tools, &[]).map(|(t, _)| t)
+        resolve_tools(&tools)
     }
 
     #[test]
@@ -557,20 +651,51 @@ mod tests {
     }
 
     #[test]
-    fn mcp_and_ignored_settings_are_refused_as_unsupported() {
+    fn mcp_toolsets_and_servers_resolve_and_must_match() {
+        let t = resolve(vec![json!({"type":"mcp_toolset","mcp_server_name":"linear",
+            "configs":[{"name":"create_issue","permission_policy":{"type":"always_allow"}},{"name":"x","enabled":false}]})])
+        .unwrap();
+        let v = serde_json::to_value(&t).unwrap();
+        assert_eq!(
+            v[0]["default_config"],
+            json!({"enabled":true,"permission_policy":{"type":"always_ask"}})
+        );
+        assert_eq!(
+            v[0]["configs"][1],
+            json!({"name":"x","enabled":false,"permission_policy":{"type":"always_ask"}})
+        );
+        let servers = resolve_mcp_servers(
+            "mcp_servers",
+            Some(&json!([{"type":"url","name":"linear","url":"https://mcp.linear.app/mcp"}])),
+        )
+        .unwrap();
+        check_mcp_toolsets("mcp_servers", &t, &servers).unwrap();
+        // A toolset without its server, a server without a toolset.
+        assert!(check_mcp_toolsets("mcp_servers", &t, &[]).is_err());
+        assert!(check_mcp_toolsets("mcp_servers", &[], &servers).is_err());
+        for bad in [
+            json!([{"type":"url","name":"a","url":"ftp://x"}]),
+            json!([{"type":"url","name":"","url":"https://x"}]),
+            json!([{"type":"url","name":"a","url":"https://x"},{"type":"url","name":"a","url":"https://y"}]),
+            json!([{"type":"url","name":"a","url":"https://x","token":"t"}]),
+            json!([{"type":"stdio","name":"a","url":"https://x"}]),
+        ] {
+            assert!(
+                resolve_mcp_servers("mcp_servers", Some(&bad)).is_err(),
+                "{bad}"
+            );
+        }
+        let two = json!({"type":"mcp_toolset","mcp_server_name":"a"});
+        assert!(resolve(vec![two.clone(), two]).is_err());
         let e = resolve(vec![
-            json!({"type":"mcp_toolset","mcp_server_name":"linear"}),
+            json!({"type":"mcp_toolset","mcp_server_name":"a","configs":[{"name":"t","type":"t"}]}),
         ])
         .unwrap_err();
-        assert_eq!(e.code, Some("unsupported_feature"));
-        assert_eq!(e.details["field"], "tools[0]");
-        let server = McpServerParams {
-            kind: "url".into(),
-            name: "s".into(),
-            url: "https://x".into(),
-        };
-        let e = resolve_tools(&[], &[server]).unwrap_err();
-        assert_eq!(e.details["feature"], "mcp_servers");
+        assert_eq!(e.details["field"], "tools[0].configs[0].type");
+    }
+
+    #[test]
+    fn ignored_settings_are_refused_as_unsupported() {
         let e = resolve(vec![json!({"type":"agent_toolset_20260401","configs":[{"name":"web_search","user_location":{"type":"approximate"}}]})]).unwrap_err();
         assert_eq!(e.details["field"], "tools[0].configs[0].user_location");
         // `null` asks for nothing, so it is fine.

@@ -22,12 +22,14 @@ use crate::store::EventRecord;
 /// uses and confirmations that decide which calls may run.
 pub const LOOP_KINDS: &[&str] = &[
     kind::AGENT_TOOL_USE,
+    kind::AGENT_MCP_TOOL_USE,
     kind::USER_TOOL_CONFIRMATION,
     kind::USER_MESSAGE,
     kind::SYSTEM_MESSAGE,
     kind::SPAN_START,
     kind::SPAN_END,
     kind::AGENT_TOOL_RESULT,
+    kind::AGENT_MCP_TOOL_RESULT,
     kind::USER_CUSTOM_TOOL_RESULT,
     kind::USER_TOOL_RESULT,
     kind::THREAD_MESSAGE_RECEIVED,
@@ -202,6 +204,7 @@ impl Transcript {
             }
             kind::AGENT_TOOL_RESULT | kind::USER_TOOL_RESULT => self.result(ev, "tool_use_id"),
             kind::USER_CUSTOM_TOOL_RESULT => self.result(ev, "custom_tool_use_id"),
+            kind::AGENT_MCP_TOOL_RESULT => self.result(ev, "mcp_tool_use_id"),
             _ => {}
         }
     }

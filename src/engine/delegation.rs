@@ -310,7 +310,7 @@ fn inline_agent(
         Some(Value::Array(t)) => t.clone(),
         Some(_) => return Err("`tools` must be an array of tool definitions".into()),
     };
-    let (tools, _) = crate::domain::tools::resolve_tools(&tools_raw, &[])
+    let tools = crate::domain::tools::resolve_tools(&tools_raw)
         .map_err(|e| format!("the inline agent's tools are invalid: {e}"))?;
     // The model wrote this definition: it gets no tool, and no looser policy, than the agent
     // defining it already has (see `permissions::narrow` for why it is clamped, not refused).

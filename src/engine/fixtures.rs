@@ -86,6 +86,7 @@ pub fn pending(kind: PendingKind, ids: &[&str]) -> EngineState {
                 id: id.to_string(),
                 kind,
                 thread_id: PRIMARY.into(),
+                mcp: false,
             })
             .collect(),
         ..Default::default()

@@ -346,7 +346,7 @@ impl<'a> Intake<'a> {
                 ));
             }
             for p in std::mem::take(&mut st.pending) {
-                events.push(closed_tool_call(&p.id, &p.thread_id, now));
+                events.push(closed_tool_call(&p.id, &p.thread_id, p.mcp, now));
             }
             events.push(server_event(
                 kind::STATUS_IDLE,

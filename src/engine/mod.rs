@@ -13,6 +13,7 @@ pub mod delegation;
 mod fixtures;
 pub mod history;
 pub mod intake;
+pub mod mcp;
 mod model_step;
 pub mod ops;
 pub mod permissions;
@@ -65,6 +66,10 @@ pub struct EngineConfig {
     /// Only one replica uses the store (SQLite): leases left by a previous process are
     /// taken over at start-up instead of waiting for them to expire.
     pub single_replica: bool,
+    /// How long connecting to an MCP server (`initialize` and `tools/list`) may take.
+    pub mcp_connect_timeout: Duration,
+    /// How long one MCP tool call may take before it is cut off as an error.
+    pub mcp_call_timeout: Duration,
 }
 
 impl Default for EngineConfig {
@@ -80,6 +85,8 @@ impl Default for EngineConfig {
             max_tokens: 16_000,
             max_continuations: 3,
             single_replica: false,
+            mcp_connect_timeout: Duration::from_secs(10),
+            mcp_call_timeout: Duration::from_secs(120),
         }
     }
 }
@@ -176,6 +183,9 @@ impl Engine {
         toolbox: Arc<crate::tools::Toolbox>,
         config: EngineConfig,
     ) -> Self {
+        // The MCP client's TLS uses ring, as the rest of the server does; installing it
+        // twice (several engines in one test process) is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         Engine {
             inner: Arc::new(Inner {
                 store,

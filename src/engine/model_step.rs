@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::delegation::{self, LIST_AGENTS, SEND_TO_AGENT};
 use super::intake::server_event;
+use super::mcp::connect::Reach;
 use super::permissions;
 use super::state::{Pending, PendingKind, ThreadStatus, set_status};
 use super::tool_step::SANDBOX_TOOLS;
@@ -46,7 +47,82 @@ impl Loop<'_> {
         if let Some(r) = &self.roster {
             tools.extend(r.tools());
         }
+        tools.extend(self.mcp_offer.defs.iter().cloned());
         tools
+    }
+
+    /// Connects to the MCP servers this thread's agent uses (those not connected yet, in
+    /// parallel), tells the user about each failure with a `session.error` naming the
+    /// server, and sets the MCP tools the next request offers. False when an interrupt came
+    /// first.
+    pub(super) async fn prepare_mcp(&mut self) -> Result<bool, RunError> {
+        if !self
+            .agent
+            .tools
+            .iter()
+            .any(|t| matches!(t, Tool::McpToolset { .. }))
+        {
+            return Ok(true);
+        }
+        let reach = self.mcp_reach();
+        let failures = match self
+            .interruptible(self.crew.mcp.prepare(&self.agent, &reach))
+            .await?
+        {
+            Waited::Done(f) => f,
+            Waited::Interrupted => return Ok(false),
+        };
+        self.mcp_offer = Default::default();
+        let taken = self.offered_tools().into_iter().map(|t| t.name).collect();
+        self.mcp_offer = self.crew.mcp.offer(&self.agent, &taken);
+        if !failures.is_empty() {
+            self.report_mcp_failures(failures).await?;
+        }
+        Ok(true)
+    }
+
+    /// What connecting to this session's MCP servers needs.
+    pub(super) fn mcp_reach(&self) -> Reach<'_> {
+        Reach {
+            session_id: &self.sid,
+            environment: &self.body.environment,
+            guard: self.inner.toolbox.netguard(),
+            credentials: &*self.inner.credentials,
+            timeout: self.inner.config.mcp_connect_timeout,
+        }
+    }
+
+    /// One `session.error` per MCP failure. The turn goes on without that server's tools,
+    /// and the server is tried again before a later request, so the status is `retrying`.
+    pub(super) async fn report_mcp_failures(
+        &mut self,
+        failures: Vec<super::mcp::connect::Failure>,
+    ) -> Result<(), RunError> {
+        let thread = self.thread.clone();
+        self.commit(
+            move |_, _| {
+                let now = time::now();
+                Ok(failures
+                    .iter()
+                    .map(|f| {
+                        server_event(
+                            kind::SESSION_ERROR,
+                            events::mcp_session_error(
+                                f.kind.error_type(),
+                                &f.server,
+                                &f.message,
+                                "retrying",
+                            ),
+                            &thread,
+                            now,
+                        )
+                    })
+                    .collect())
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
     }
 
     fn request(&self, messages: Vec<Message>) -> ModelRequest {
@@ -73,6 +149,14 @@ impl Loop<'_> {
         messages: Vec<Message>,
         consumed: Vec<String>,
     ) -> Result<(), RunError> {
+        let ready = self.prepare_mcp().await;
+        if !matches!(ready, Ok(true)) {
+            self.transcript.give_back(messages);
+            // An interrupt came first (the loop handles it next): the input this request
+            // would have taken is consumed, as by an interrupted request.
+            self.consume(consumed).await?;
+            return ready.map(|_| ());
+        }
         let mut request = self.request(messages);
         let done = self.send_request(&mut request, consumed).await;
         self.transcript
@@ -263,7 +347,19 @@ impl Loop<'_> {
             json!({ "content": calls.content, "stop_reason": resp.stop_reason, "stop_details": resp.stop_details }),
         );
         out.push(end);
-        let answered_now = !calls.refused.is_empty() || !calls.listings.is_empty();
+        let answered_now = !calls.refused.is_empty()
+            || !calls.mcp_refused.is_empty()
+            || !calls.listings.is_empty();
+        for (id, msg) in calls.mcp_refused {
+            let mut e = server_event(
+                kind::AGENT_MCP_TOOL_RESULT,
+                events::mcp_tool_result(&id, vec![content::text(msg)], true),
+                &thread,
+                now,
+            );
+            e.answers = Some((id, Answer::Result.as_str()));
+            out.push(e);
+        }
         for (id, msg) in calls.refused {
             let mut e = server_event(
                 kind::AGENT_TOOL_RESULT,
@@ -385,6 +481,7 @@ impl Loop<'_> {
                 id,
                 kind: PendingKind::Custom,
                 thread_id: thread.clone(),
+                mcp: false,
             });
         } else if self.roster.is_some() && name == LIST_AGENTS {
             calls.listings.push((id, input));
@@ -398,6 +495,33 @@ impl Loop<'_> {
                     .extend(delegation::refuse(&id, &name, &input, &msg, thread, now)),
             }
             calls.runs_here = true;
+        } else if let Some(target) = self.mcp_offer.target(&name).cloned() {
+            let decision = permissions::decide_mcp(&self.agent.tools, &target.server, &target.tool);
+            let mut body = json!({ "name": target.tool, "mcp_server_name": target.server,
+                "input": input, "evaluated_permission": decision.label() });
+            if let Some(ev) = decision.evaluation() {
+                body["evaluation"] = ev.clone();
+            }
+            let blocking = matches!(decision, permissions::Decision::Ask { .. });
+            if let (Some(t), true) = (&crosspost, blocking) {
+                body["session_thread_id"] = json!(t);
+            }
+            let mut e = server_event(kind::AGENT_MCP_TOOL_USE, body, thread, now);
+            e.id = id.clone();
+            calls.events.push(e);
+            match decision {
+                permissions::Decision::Deny { reason, .. } => calls.mcp_refused.push((
+                    id,
+                    format!("Permission denied: {reason}. The call did not run; choose another approach or ask the user."),
+                )),
+                permissions::Decision::Ask { .. } => calls.pending.push(Pending {
+                    id,
+                    kind: PendingKind::Confirmation,
+                    thread_id: thread.clone(),
+                    mcp: true,
+                }),
+                permissions::Decision::Allow { .. } => calls.runs_here = true,
+            }
         } else if permissions::is_builtin(&self.agent.tools, &name) {
             // Policy is decided here, in code, before anything runs.
             let decision = permissions::decide(&self.agent.tools, &name, &input, &self.egress);
@@ -424,11 +548,13 @@ impl Loop<'_> {
                     id,
                     kind: PendingKind::Confirmation,
                     thread_id: thread.clone(),
+                    mcp: false,
                 }),
                 permissions::Decision::Allow { .. } if for_worker => calls.pending.push(Pending {
                     id,
                     kind: PendingKind::ClientTool,
                     thread_id: thread.clone(),
+                    mcp: false,
                 }),
                 permissions::Decision::Allow { .. } => calls.runs_here = true,
             }
@@ -466,6 +592,8 @@ struct Calls {
     pending: Vec<Pending>,
     /// Calls answered at once with an error: (call id, message).
     refused: Vec<(String, String)>,
+    /// MCP calls refused by policy: (call id, message).
+    mcp_refused: Vec<(String, String)>,
     /// Delegations to start.
     sends: Vec<delegation::Send>,
     /// `list_agents` calls, answered in the transaction from the roster.

@@ -115,6 +115,38 @@ pub fn decide(tools: &[Tool], name: &str, input: &Value, egress: &EgressPolicy) 
     }
 }
 
+/// Decides a call to tool `tool` of MCP server `server`. The toolset's default policy is
+/// `always_ask`; under `auto` every MCP call asks (`indeterminate`): the server's
+/// `readOnlyHint`/`destructiveHint` annotations are the server's own claims, so they are
+/// not trusted to skip the user.
+pub fn decide_mcp(tools: &[Tool], server: &str, tool: &str) -> Decision {
+    let Some((enabled, policy)) = crate::engine::mcp::tool_config(tools, server, tool) else {
+        return Decision::Deny {
+            evaluation: None,
+            reason: format!("MCP server `{server}` has no toolset in this agent"),
+        };
+    };
+    if !enabled {
+        return Decision::Deny {
+            evaluation: None,
+            reason: format!(
+                "the `{tool}` tool of MCP server `{server}` is disabled for this agent"
+            ),
+        };
+    }
+    match policy {
+        PermissionPolicy::AlwaysAllow => Decision::Allow {
+            evaluation: json!({"type": "always_allow"}),
+        },
+        PermissionPolicy::AlwaysAsk => Decision::Ask {
+            evaluation: json!({"type": "always_ask"}),
+        },
+        PermissionPolicy::Auto => Decision::Ask {
+            evaluation: json!({"type": "auto", "evaluated_permission": {"type": "ask", "reason_code": "indeterminate"}}),
+        },
+    }
+}
+
 /// The `auto` evaluator's verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {

@@ -29,6 +29,9 @@ pub struct Pending {
     pub id: String,
     pub kind: PendingKind,
     pub thread_id: String,
+    /// An `agent.mcp_tool_use` (closed with an `agent.mcp_tool_result`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mcp: bool,
 }
 
 /// Cached engine state of a session.

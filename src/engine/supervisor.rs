@@ -30,6 +30,7 @@ pub(super) async fn drive(
     let crew = Crew {
         spawn,
         changed: Notify::new(),
+        mcp: super::mcp::McpSet::new(&inner.shutdown),
     };
     let body: SessionBody = serde_json::from_str(&rec.body).map_err(StoreError::from)?;
     let sid = rec.id.clone();

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::intake::server_event;
+use super::mcp::McpTarget;
 use super::state::{EngineState, Pending, PendingKind};
 use super::turn::{Loop, RunError, Waited};
 use crate::domain::content;
@@ -23,6 +24,8 @@ pub(super) struct ToolCall {
     id: String,
     name: String,
     input: Value,
+    /// The MCP tool it calls (`agent.mcp_tool_use`); None for a built-in tool.
+    mcp: Option<McpTarget>,
 }
 
 /// What to do next about tool calls without results.
@@ -57,11 +60,10 @@ impl Loop<'_> {
                 }
                 continue;
             }
-            let Some(use_event) = self
-                .events
-                .iter()
-                .find(|e| e.kind == kind::AGENT_TOOL_USE && &e.id == id)
-            else {
+            let Some(use_event) = self.events.iter().find(|e| {
+                (e.kind == kind::AGENT_TOOL_USE || e.kind == kind::AGENT_MCP_TOOL_USE)
+                    && &e.id == id
+            }) else {
                 continue; // a custom tool: the client answers it
             };
             let name = use_event
@@ -75,12 +77,35 @@ impl Loop<'_> {
                 .get("input")
                 .cloned()
                 .unwrap_or_else(|| json!({}));
+            let mcp = (use_event.kind == kind::AGENT_MCP_TOOL_USE).then(|| {
+                let server = use_event
+                    .body
+                    .get("mcp_server_name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                let url = self
+                    .agent
+                    .mcp_servers
+                    .iter()
+                    .find(|s| s.name == server)
+                    .map(|s| s.url.clone())
+                    .unwrap_or_default();
+                McpTarget {
+                    server,
+                    url,
+                    tool: name.clone(),
+                }
+            });
+            // MCP calls always run here, whoever runs the sandbox tools.
+            let for_worker =
+                mcp.is_none() && self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
             let call = ToolCall {
                 id: id.clone(),
                 name: name.clone(),
                 input,
+                mcp,
             };
-            let for_worker = self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
             match use_event
                 .body
                 .get("evaluated_permission")
@@ -146,6 +171,9 @@ impl Loop<'_> {
     /// Runs an authorised built-in call and records its result. A marker in the row says it
     /// is running, so a crash in between closes it instead of running it twice.
     pub(super) async fn run_tool(&mut self, call: ToolCall) -> Result<(), RunError> {
+        if call.mcp.is_some() {
+            return self.run_mcp_tool(call).await;
+        }
         let id = call.id.clone();
         let thread = self.thread.clone();
         self.commit(
@@ -205,6 +233,83 @@ impl Loop<'_> {
         Ok(())
     }
 
+    /// Runs an authorised MCP call on the server (connecting first when this runner has no
+    /// connection yet) and records its result; a lost connection is also a `session.error`.
+    /// Like a built-in call it is marked running, so a crash in between closes it.
+    async fn run_mcp_tool(&mut self, call: ToolCall) -> Result<(), RunError> {
+        let Some(target) = call.mcp.clone() else {
+            return Ok(());
+        };
+        let id = call.id.clone();
+        let thread = self.thread.clone();
+        self.commit(
+            move |_, st| {
+                st.set_running_tool(&thread, Some(id));
+                Ok(vec![])
+            },
+            vec![],
+        )
+        .await?;
+        if !self.prepare_mcp().await? {
+            return Ok(()); // interrupt() closes the running call.
+        }
+        let started = std::time::Instant::now();
+        let timeout = self.inner.config.mcp_call_timeout;
+        let reach = self.mcp_reach();
+        let outcome = match self
+            .interruptible(self.crew.mcp.call(&target, &call.input, timeout, &reach))
+            .await?
+        {
+            Waited::Done(out) => out,
+            Waited::Interrupted => return Ok(()),
+        };
+        metrics::histogram!(crate::telemetry::TOOL_DURATION,
+            "tool" => "mcp", "is_error" => if outcome.is_error { "true" } else { "false" })
+        .record(started.elapsed().as_secs_f64());
+        let thread = self.thread.clone();
+        let failure = outcome.failure;
+        self.commit(
+            move |_, st| {
+                st.set_running_tool(&thread, None);
+                let now = time::now();
+                let mut e = server_event(
+                    kind::AGENT_MCP_TOOL_RESULT,
+                    events::mcp_tool_result(&call.id, outcome.content, outcome.is_error),
+                    &thread,
+                    now,
+                );
+                e.answers = Some((call.id, Answer::Result.as_str()));
+                let mut out = vec![e];
+                if let Some(f) = failure {
+                    out.push(server_event(
+                        kind::SESSION_ERROR,
+                        events::mcp_session_error(
+                            f.kind.error_type(),
+                            &f.server,
+                            &f.message,
+                            "retrying",
+                        ),
+                        &thread,
+                        now,
+                    ));
+                }
+                Ok(out)
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The result event kind and id field answering call `id` (MCP calls have their own).
+    pub(super) fn result_kind_of(&self, id: &str) -> (&'static str, &'static str) {
+        result_kind(
+            self.events
+                .iter()
+                .any(|e| e.kind == kind::AGENT_MCP_TOOL_USE && e.id == id),
+        )
+    }
+
     /// Closes a call the user denied, passing their message to the model.
     pub(super) async fn close_denied(
         &mut self,
@@ -216,14 +321,10 @@ impl Loop<'_> {
             Some(m) => format!("The user denied this tool call: {m}"),
             None => "The user denied this tool call; it did not run.".to_string(),
         };
+        let kinds = self.result_kind_of(&id);
         self.commit(
             move |_, _| {
-                let mut e = server_event(
-                    kind::AGENT_TOOL_RESULT,
-                    events::tool_result(&id, vec![content::text(text)], true),
-                    &primary,
-                    time::now(),
-                );
+                let mut e = result_event(kinds, &id, vec![content::text(text)], &primary);
                 e.answers = Some((id, Answer::Result.as_str()));
                 Ok(vec![e])
             },
@@ -243,6 +344,7 @@ impl Loop<'_> {
                         id,
                         kind: PendingKind::ClientTool,
                         thread_id: primary,
+                        mcp: false,
                     });
                 }
                 Ok(vec![])
@@ -257,11 +359,14 @@ impl Loop<'_> {
     pub(super) async fn close_interrupted_tool(&mut self, id: String) -> Result<(), RunError> {
         let primary = self.thread.clone();
         let answered = self.events.iter().any(|e| {
-            matches!(
+            (matches!(
                 e.kind.as_str(),
                 kind::AGENT_TOOL_RESULT | kind::USER_TOOL_RESULT
-            ) && e.body.get("tool_use_id").and_then(Value::as_str) == Some(id.as_str())
+            ) && e.body.get("tool_use_id").and_then(Value::as_str) == Some(id.as_str()))
+                || (e.kind == kind::AGENT_MCP_TOOL_RESULT
+                    && e.body.get("mcp_tool_use_id").and_then(Value::as_str) == Some(id.as_str()))
         });
+        let kinds = self.result_kind_of(&id);
         self.commit(
             move |_, st| {
                 st.set_running_tool(&primary, None);
@@ -270,7 +375,7 @@ impl Loop<'_> {
                 }
                 let text = "The server stopped while this tool call was running, so whether it took effect is unknown. \
                             Check the workspace before running it again.";
-                let mut e = server_event(kind::AGENT_TOOL_RESULT, events::tool_result(&id, vec![content::text(text)], true), &primary, time::now());
+                let mut e = result_event(kinds, &id, vec![content::text(text)], &primary);
                 e.answers = Some((id, Answer::Result.as_str()));
                 Ok(vec![e])
             },
@@ -279,4 +384,29 @@ impl Loop<'_> {
         .await?;
         Ok(())
     }
+}
+
+/// The result event kind and its id field: `agent.mcp_tool_result` answers an MCP call,
+/// `agent.tool_result` everything else.
+pub(super) fn result_kind(mcp: bool) -> (&'static str, &'static str) {
+    match mcp {
+        true => (kind::AGENT_MCP_TOOL_RESULT, "mcp_tool_use_id"),
+        false => (kind::AGENT_TOOL_RESULT, "tool_use_id"),
+    }
+}
+
+/// An error result closing call `id`, of the kind `kinds` says.
+pub(super) fn result_event(
+    kinds: (&'static str, &'static str),
+    id: &str,
+    content: Vec<Value>,
+    thread: &str,
+) -> crate::store::NewEvent {
+    let (kind_name, field) = kinds;
+    server_event(
+        kind_name,
+        json!({ field: id, "content": content, "is_error": true }),
+        thread,
+        time::now(),
+    )
 }

@@ -79,6 +79,8 @@ pub(super) struct Crew {
     pub spawn: mpsc::UnboundedSender<String>,
     /// A delegate's loop ended: the primary re-evaluates what it waits for.
     pub changed: Notify,
+    /// The session's MCP connections, shared by its threads, closed when the runner ends.
+    pub mcp: super::mcp::McpSet,
 }
 
 pub(super) struct Loop<'a> {
@@ -116,6 +118,8 @@ pub(super) struct Loop<'a> {
     pub self_hosted: bool,
     /// The session's built-in tools, set up when a call first runs.
     pub tools: Option<Arc<SessionTools>>,
+    /// The MCP tools offered in this thread's last model request.
+    pub mcp_offer: super::mcp::Offer,
 }
 
 impl<'a> Loop<'a> {
@@ -170,6 +174,7 @@ impl<'a> Loop<'a> {
             usage_at_start: None,
             released: false,
             tools: None,
+            mcp_offer: Default::default(),
         })
     }
 

@@ -285,14 +285,19 @@ pub(super) fn end_session_turn(
 }
 
 /// The error result that closes a tool call cut short by an interrupt.
-pub(super) fn closed_tool_call(id: &str, thread: &str, now: i64) -> NewEvent {
+pub(super) fn closed_tool_call(id: &str, thread: &str, mcp: bool, now: i64) -> NewEvent {
     let text = content::text(events::INTERRUPTED_TOOL_MESSAGE);
-    let mut e = server_event(
-        kind::AGENT_TOOL_RESULT,
-        events::tool_result(id, vec![text], true),
-        thread,
-        now,
-    );
+    let (kind_name, body) = match mcp {
+        true => (
+            kind::AGENT_MCP_TOOL_RESULT,
+            events::mcp_tool_result(id, vec![text], true),
+        ),
+        false => (
+            kind::AGENT_TOOL_RESULT,
+            events::tool_result(id, vec![text], true),
+        ),
+    };
+    let mut e = server_event(kind_name, body, thread, now);
     e.answers = Some((id.to_string(), Answer::Result.as_str()));
     e
 }
@@ -332,13 +337,17 @@ pub(super) fn stop_delegate(
     let mut closed = Vec::new();
     st.pending.retain(|p| {
         if p.thread_id == thread {
-            closed.push(p.id.clone());
+            closed.push((p.id.clone(), p.mcp));
             false
         } else {
             true
         }
     });
-    out.extend(closed.iter().map(|id| closed_tool_call(id, thread, now)));
+    out.extend(
+        closed
+            .iter()
+            .map(|(id, mcp)| closed_tool_call(id, thread, *mcp, now)),
+    );
     let ender = Ender {
         thread: thread.to_string(),
         primary: primary.to_string(),

@@ -81,6 +81,13 @@ impl Loop<'_> {
     /// Acts on a recorded interrupt: closes this thread's open calls with error results and
     /// idles it with `end_turn`. The primary waits for interrupted delegates to stop first.
     pub(super) async fn interrupt(&mut self, st: &EngineState) -> Result<(), RunError> {
+        // Which running call is an MCP one (the row keeps only its id).
+        let mcp_calls: std::collections::HashSet<String> = self
+            .events
+            .iter()
+            .filter(|e| e.kind == crate::domain::events::kind::AGENT_MCP_TOOL_USE)
+            .map(|e| e.id.clone())
+            .collect();
         if let Some(name) = self.child_name() {
             let (thread, primary) = (self.thread.clone(), self.primary.clone());
             self.commit(
@@ -88,7 +95,8 @@ impl Loop<'_> {
                     let now = time::now();
                     let mut out = Vec::new();
                     if let Some(id) = st.running_tool_of(&thread) {
-                        out.push(turn_end::closed_tool_call(&id, &thread, now));
+                        let mcp = mcp_calls.contains(&id);
+                        out.push(turn_end::closed_tool_call(&id, &thread, mcp, now));
                     }
                     let why = format!("`{name}` was interrupted before it finished its task.");
                     out.extend(turn_end::stop_delegate(
@@ -133,10 +141,11 @@ impl Loop<'_> {
                 out.extend(
                     st.pending
                         .drain(..)
-                        .map(|p| turn_end::closed_tool_call(&p.id, &p.thread_id, now)),
+                        .map(|p| turn_end::closed_tool_call(&p.id, &p.thread_id, p.mcp, now)),
                 );
                 if let Some(id) = st.running_tool.take() {
-                    out.push(turn_end::closed_tool_call(&id, &primary, now));
+                    let mcp = mcp_calls.contains(&id);
+                    out.push(turn_end::closed_tool_call(&id, &primary, mcp, now));
                 }
                 st.interrupt = false;
                 out.extend(turn_end::end_session_turn(

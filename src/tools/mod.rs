@@ -119,6 +119,13 @@ pub struct SessionTools {
 }
 
 impl Toolbox {
+    /// The address check for connections the server makes for sessions (MCP servers).
+    pub fn netguard(&self) -> NetGuard {
+        NetGuard {
+            allow_private: self.config.allow_private_network,
+        }
+    }
+
     /// Detects the sandbox and says at start-up what built-in tools will do, and which
     /// protections are in force.
     pub async fn new(data_dir: &Path, config: ToolsConfig) -> Self {

@@ -14,12 +14,18 @@ backend_tests!(
     multiagent_rosters_are_resolved_and_checked,
 );
 
-/// Every tool kind Mast runs (MCP toolsets are refused: see `strict.rs`).
+/// Every tool kind Mast runs.
 fn all_tools() -> Value {
     json!([
         {"type": "agent_toolset_20260401", "configs": [{"name": "bash", "permission_policy": {"type": "always_ask"}}, {"name": "web_fetch", "enabled": false}]},
-        {"type": "custom", "name": "get_weather", "description": "d", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
+        {"type": "custom", "name": "get_weather", "description": "d", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}},
+        {"type": "mcp_toolset", "mcp_server_name": "linear", "configs": [{"name": "create_issue", "permission_policy": {"type": "always_allow"}}]}
     ])
+}
+
+/// The server `all_tools`' MCP toolset names.
+fn all_servers() -> Value {
+    json!([{"type": "url", "name": "linear", "url": "https://mcp.linear.app/mcp"}])
 }
 
 async fn create_resolves_all_tool_kinds(b: Backend) {
@@ -29,7 +35,7 @@ async fn create_resolves_all_tool_kinds(b: Backend) {
         .post(
             "/v1/agents",
             json!({"name": "Weather bot", "model": "claude-opus-4-7", "system": "sys", "tools": all_tools(),
-                "mcp_servers": [], "metadata": {"team": "infra"}}),
+                "mcp_servers": all_servers(), "metadata": {"team": "infra"}}),
         )
         .await
         .ok();
@@ -50,7 +56,14 @@ async fn create_resolves_all_tool_kinds(b: Backend) {
     );
     assert_eq!(a["tools"][0]["configs"][1]["enabled"], false);
     assert_eq!(a["tools"][1]["name"], "get_weather");
-    assert_eq!(a["mcp_servers"], json!([]));
+    // MCP toolsets default to `always_ask`; per-tool configs inherit what they do not set.
+    assert_eq!(
+        a["tools"][2],
+        json!({"type": "mcp_toolset", "mcp_server_name": "linear",
+            "default_config": {"enabled": true, "permission_policy": {"type": "always_ask"}},
+            "configs": [{"name": "create_issue", "enabled": true, "permission_policy": {"type": "always_allow"}}]})
+    );
+    assert_eq!(a["mcp_servers"], all_servers());
     assert_eq!(a["execution_identity"], json!({"type": "service_account"}));
     assert_eq!(a["multiagent"], Value::Null);
     assert_eq!(a["archived_at"], Value::Null);
@@ -308,7 +321,17 @@ async fn validation_errors_for_each_limit(b: Backend) {
     let domains: Vec<String> = (0..65).map(|i| format!("d{i}.com")).collect();
     bad(json!({"name": "a", "model": "mast-scripted", "tools": [{"type": "agent_toolset_20260401", "configs": [{"name": "web_fetch", "allowed_domains": domains}]}]})).await;
     bad(json!({"name": "a", "model": "mast-scripted", "tools": [{"type": "agent_toolset_20260401", "configs": [{"name": "nope"}]}]})).await;
-    // MCP servers, MCP toolsets and skills are refused as unsupported (see `strict.rs`).
+    // MCP servers and their toolsets match one to one; skills are refused (see `strict.rs`).
+    let linear = json!([{"type": "url", "name": "linear", "url": "https://mcp.linear.app/mcp"}]);
+    let toolset = json!({"type": "mcp_toolset", "mcp_server_name": "linear"});
+    bad(json!({"name": "a", "model": "mast-scripted", "mcp_servers": linear})).await;
+    bad(json!({"name": "a", "model": "mast-scripted", "tools": [toolset]})).await;
+    bad(json!({"name": "a", "model": "mast-scripted", "tools": [toolset, toolset], "mcp_servers": linear})).await;
+    bad(
+        json!({"name": "a", "model": "mast-scripted", "tools": [toolset],
+        "mcp_servers": [{"type": "url", "name": "linear", "url": "not a url"}]}),
+    )
+    .await;
     // Metadata limits carry the upstream error code.
     let meta: serde_json::Map<String, Value> =
         (0..17).map(|i| (format!("k{i}"), json!("v"))).collect();

@@ -18,6 +18,7 @@ mod host_addresses;
 mod keys;
 mod limits;
 mod logs;
+mod mcp;
 mod multiagent;
 mod openai;
 mod openapi;

@@ -580,7 +580,6 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
     let before = snapshot(c, &sid, &aid, &eid).await;
 
     let a = json!({"name": "a", "model": "mast-scripted"});
-    let server = json!([{"type": "url", "name": "linear", "url": "https://mcp.linear.app/mcp"}]);
     let skill = json!([{"type": "anthropic", "skill_id": "xlsx"}]);
     let web = |c: Value| json!({"tools": [{"type": "agent_toolset_20260401", "configs": [c]}]});
     let sess = json!({"agent": aid, "environment_id": eid});
@@ -595,21 +594,6 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
     let sess_path = format!("/v1/sessions/{sid}");
     let events = format!("/v1/sessions/{sid}/events");
     let cases: Vec<(&str, Value, &str, &str)> = vec![
-        (
-            "/v1/agents",
-            with(&a, json!({"mcp_servers": server})),
-            "mcp_servers",
-            "mcp_servers",
-        ),
-        (
-            "/v1/agents",
-            with(
-                &a,
-                json!({"tools": [{"type": "mcp_toolset", "mcp_server_name": "linear"}]}),
-            ),
-            "tools[0]",
-            "mcp_toolset",
-        ),
         (
             "/v1/agents",
             with(&a, json!({"skills": skill})),
@@ -653,12 +637,6 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
             ),
             "multiagent.workflows",
             "workflows",
-        ),
-        (
-            &agent_path,
-            json!({"mcp_servers": server}),
-            "mcp_servers",
-            "mcp_servers",
         ),
         (&agent_path, json!({"skills": skill}), "skills", "skills"),
         (
@@ -708,12 +686,6 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
         ),
         (
             "/v1/sessions",
-            overrides(json!({"mcp_servers": server})),
-            "agent.mcp_servers",
-            "mcp_servers",
-        ),
-        (
-            "/v1/sessions",
             overrides(json!({"skills": skill})),
             "agent.skills",
             "skills",
@@ -732,12 +704,6 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
             json!({"vault_ids": ["vlt_x"]}),
             "vault_ids",
             "vaults",
-        ),
-        (
-            &sess_path,
-            json!({"agent": {"mcp_servers": server}}),
-            "agent.mcp_servers",
-            "mcp_servers",
         ),
         (
             &events,

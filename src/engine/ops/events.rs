@@ -95,10 +95,18 @@ impl Engine {
                 None => Some(format!(
                     "`events[{i}].{field}`: no event `{target}` in this session"
                 )),
-                Some(ev) if ev.kind != want => Some(format!(
-                    "`events[{i}].{field}`: event `{target}` is a `{}`, not `{want}`",
-                    ev.kind
-                )),
+                // A confirmation answers an MCP call as it does a built-in one.
+                Some(ev)
+                    if ev.kind != want
+                        && !(want == kind::AGENT_TOOL_USE
+                            && answer == Answer::Confirmation
+                            && ev.kind == kind::AGENT_MCP_TOOL_USE) =>
+                {
+                    Some(format!(
+                        "`events[{i}].{field}`: event `{target}` is a `{}`, not `{want}`",
+                        ev.kind
+                    ))
+                }
                 Some(_) if store.has_answer(id, target, answer.as_str()).await? => Some(format!(
                     "`events[{i}].{field}`: `{target}` was already answered"
                 )),

@@ -180,7 +180,7 @@ mod tests {
     use serde_json::{Value, json};
 
     fn tools(v: Value) -> Vec<Tool> {
-        resolve_tools(v.as_array().unwrap(), &[]).unwrap().0
+        resolve_tools(v.as_array().unwrap()).unwrap()
     }
 
     fn toolset(default: &str, configs: Value) -> Value {

@@ -211,6 +211,8 @@ pub fn test_config(data_dir: PathBuf, database_url: Option<String>, opts: &Optio
     c.engine.retry_cap = Duration::from_millis(100);
     c.engine.max_retries = opts.max_retries;
     c.engine.max_requests_per_turn = opts.max_requests_per_turn;
+    // A silent MCP server costs a test this long.
+    c.engine.mcp_connect_timeout = Duration::from_secs(2);
     c.bootstrap_api_key = opts.api_key.clone();
     c.anthropic = AnthropicConfig {
         base_url: opts

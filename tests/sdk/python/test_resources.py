@@ -51,13 +51,18 @@ def test_validation_errors(client):
     # What Mast does not do yet is refused with a stable code, never stored and ignored.
     with pytest.raises(anthropic.BadRequestError) as e:
         client.beta.agents.create(
-            name="m",
-            model="mast-scripted",
-            tools=[{"type": "mcp_toolset", "mcp_server_name": "linear"}],
-            mcp_servers=[{"type": "url", "name": "linear", "url": "https://mcp.linear.app/mcp"}],
+            name="m", model="mast-scripted", skills=[{"type": "anthropic", "skill_id": "xlsx"}]
         )
     assert e.value.error_code == "unsupported_feature"
-    assert e.value.body["error"]["details"]["field"] == "mcp_servers"
+    assert e.value.body["error"]["details"]["field"] == "skills"
+    # An MCP server needs a toolset that exposes it.
+    with pytest.raises(anthropic.BadRequestError) as e:
+        client.beta.agents.create(
+            name="m",
+            model="mast-scripted",
+            mcp_servers=[{"type": "url", "name": "linear", "url": "https://mcp.linear.app/mcp"}],
+        )
+    assert "no `mcp_toolset`" in e.value.body["error"]["message"]
     # A typo at any depth is named, with the key probably meant.
     with pytest.raises(anthropic.BadRequestError) as e:
         client.beta.environments.create(
