@@ -1,8 +1,11 @@
-//! The threads that own SQLite's connections: one writer and a few readers.
+//! SQLite's connections: one writer thread, and a few read connections used in place.
 //!
-//! Every store call is one job sent to a thread and one reply back (a oneshot), whatever
+//! Every write is one job sent to the writer thread and one reply back (a oneshot), whatever
 //! number of statements it runs: the async side pays two wake-ups per operation instead of
-//! one round trip per statement. The writer runs each job in its own savepoint inside a
+//! one round trip per statement. A read runs on the caller's own thread, on a read
+//! connection it borrows for the call: reads are short indexed lookups in a WAL file that
+//! never wait on the writer, and running them in place saves the two thread switches a hop
+//! would cost (which were most of a read's price). The writer runs each job in its own savepoint inside a
 //! transaction it commits once for every job waiting at the time (group commit: one WAL sync
 //! covers them all), and replies only after that commit, so nothing is acknowledged before it
 //! is durable. A job whose caller has gone (its future dropped) before the job started is
@@ -71,9 +74,6 @@ where
     }
 }
 
-/// A job for a reader.
-type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
-
 /// Most jobs one commit covers; a bound on how long the first one waits for its reply.
 const MAX_BATCH: usize = 64;
 
@@ -82,25 +82,27 @@ const MAX_BATCH: usize = 64;
 #[derive(Clone)]
 pub(super) struct Db {
     write: mpsc::Sender<Box<dyn WriteJob>>,
-    read: mpsc::Sender<ReadJob>,
+    readers: Arc<Readers>,
+}
+
+/// The read connections not in use, and a permit for each.
+struct Readers {
+    idle: Mutex<Vec<Connection>>,
+    permits: tokio::sync::Semaphore,
 }
 
 impl Db {
-    /// Starts the writer on `writer` and one reader thread per connection in `readers`.
+    /// Starts the writer on `writer`; reads share the connections in `readers`.
     pub fn start(writer: Connection, readers: Vec<Connection>) -> std::io::Result<Db> {
         let (write, jobs) = mpsc::channel::<Box<dyn WriteJob>>();
         std::thread::Builder::new()
             .name("mast-sqlite-writer".into())
             .spawn(move || write_loop(writer, jobs))?;
-        let (read, jobs) = mpsc::channel::<ReadJob>();
-        let jobs = Arc::new(Mutex::new(jobs));
-        for (i, conn) in readers.into_iter().enumerate() {
-            let jobs = jobs.clone();
-            std::thread::Builder::new()
-                .name(format!("mast-sqlite-reader-{i}"))
-                .spawn(move || read_loop(conn, &jobs))?;
-        }
-        Ok(Db { write, read })
+        let readers = Arc::new(Readers {
+            permits: tokio::sync::Semaphore::new(readers.len()),
+            idle: Mutex::new(readers),
+        });
+        Ok(Db { write, readers })
     }
 
     /// Runs `f` in a write transaction on the writer thread; its changes are kept only when it
@@ -116,21 +118,21 @@ impl Db {
         rx.await.map_err(|_| unanswered())?
     }
 
-    /// Runs `f` on a reader connection (a consistent snapshot for the whole of `f`).
+    /// Runs `f` on a read connection, in place (a consistent snapshot for the whole of `f`);
+    /// waits, without blocking, while every read connection is in use.
     pub async fn read<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
-        let (tx, rx) = oneshot::channel::<StoreResult<T>>();
-        let job: ReadJob = Box::new(move |conn| {
-            if tx.is_closed() {
-                return;
-            }
-            let _ = tx.send(snapshot(conn, f));
-        });
-        self.read.send(job).map_err(|_| closed())?;
-        rx.await.map_err(|_| unanswered())?
+        let _permit = self.readers.permits.acquire().await.map_err(|_| closed())?;
+        // Nothing below awaits: the connection always goes back, even if the caller's
+        // future is dropped right after.
+        let conn = self.readers.idle.lock().expect("readers").pop();
+        let conn = conn.ok_or_else(closed)?;
+        let result = snapshot(&conn, f);
+        self.readers.idle.lock().expect("readers").push(conn);
+        result
     }
 }
 
@@ -159,20 +161,6 @@ fn snapshot<T>(conn: &Connection, f: impl FnOnce(&Connection) -> StoreResult<T>)
             "a store read panicked"
         )))
     })
-}
-
-fn read_loop(conn: Connection, jobs: &Mutex<mpsc::Receiver<ReadJob>>) {
-    loop {
-        // The lock is held only while waiting for the next job, never while running one.
-        let job = match jobs.lock() {
-            Ok(rx) => rx.recv(),
-            Err(_) => return,
-        };
-        match job {
-            Ok(job) => job(&conn),
-            Err(_) => return,
-        }
-    }
 }
 
 fn write_loop(conn: Connection, jobs: mpsc::Receiver<Box<dyn WriteJob>>) {
