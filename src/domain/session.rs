@@ -451,6 +451,15 @@ pub fn parse_agent_update(v: Option<&Value>) -> Valid<Option<AgentOverrides>> {
     AgentOverrides::read(&o).map(Some)
 }
 
+/// The parts of a stored session body that the engine's transactions read, parsed without
+/// building the agent snapshot (serde skips it), which for a long prompt and many tool
+/// schemas costs more than the rest of a transaction.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SessionBodyHead {
+    pub environment: super::environment::EnvironmentConfig,
+    pub primary_thread_id: String,
+}
+
 /// What a session row stores as its body: the wire fields that are not columns, plus the
 /// environment configuration snapshotted at creation (later environment edits affect only
 /// new sessions) and the primary thread's id.

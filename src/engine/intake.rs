@@ -15,7 +15,7 @@ use crate::domain::environment::EnvironmentConfig;
 use crate::domain::events::{self, Answer, ClientEvent, StopReason, kind};
 use crate::domain::ids::new_id;
 use crate::domain::invalid::Invalid;
-use crate::domain::session::{SessionBody, SessionStatus};
+use crate::domain::session::{SessionBodyHead, SessionStatus};
 use crate::domain::time::Micros;
 use crate::store::{NewEvent, SessionRecord, StoreError, TxnOutput};
 
@@ -86,7 +86,7 @@ pub fn accept(
     now: Micros,
 ) -> Result<(TxnOutput, Accepted), StoreError> {
     check_open(rec)?;
-    let body: SessionBody = serde_json::from_str(&rec.body)?;
+    let body: SessionBodyHead = serde_json::from_str(&rec.body)?;
     let before = EngineState::of(rec)?;
     let mut intake = Intake::new(&body.primary_thread_id, status_of(rec), before.clone());
     let mut events = Vec::with_capacity(batch.len() + 1);
@@ -397,7 +397,7 @@ pub fn archive_thread(
     lease: Option<&LeaseGrant>,
     now: Micros,
 ) -> Result<Option<(TxnOutput, bool)>, StoreError> {
-    let body: SessionBody = serde_json::from_str(&rec.body)?;
+    let body: SessionBodyHead = serde_json::from_str(&rec.body)?;
     let primary = body.primary_thread_id.as_str();
     if thread == primary {
         return Err(StoreError::Invalid(Invalid::new(

@@ -5,6 +5,7 @@
 //! died (expired lease), and at start-up every session left active is resumed from its log.
 
 pub mod backoff;
+pub mod bodies;
 mod cluster;
 pub mod context;
 pub mod credentials;
@@ -164,6 +165,8 @@ pub(crate) struct Inner {
     runners: Mutex<HashMap<String, Arc<RunnerHandle>>>,
     /// What each thread's last loop knew of its log, so the next one reads only the tail.
     pub history: history::History,
+    /// Sessions' bodies as last parsed, so a runner start does not parse the agent again.
+    pub bodies: bodies::Bodies,
     pub shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -197,6 +200,7 @@ impl Engine {
                 owner: new_id("runner"),
                 runners: Mutex::new(HashMap::new()),
                 history: history::History::new(history::DEFAULT_BUDGET),
+                bodies: bodies::Bodies::new(bodies::DEFAULT_BUDGET),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),

@@ -13,7 +13,7 @@ use tokio::sync::{Notify, mpsc};
 use super::delegation::thread_agent;
 use super::turn::{Crew, Ended, Loop, Role, RunError};
 use super::{Inner, InterruptsSeen, RunnerHandle};
-use crate::domain::session::SessionBody;
+
 use crate::store::{SessionRecord, StoreError};
 
 type ChildRun<'a> = Pin<Box<dyn Future<Output = (String, Result<Ended, RunError>)> + Send + 'a>>;
@@ -32,7 +32,7 @@ pub(super) async fn drive(
         changed: Notify::new(),
         mcp: super::mcp::McpSet::new(&inner.shutdown),
     };
-    let body: SessionBody = serde_json::from_str(&rec.body).map_err(StoreError::from)?;
+    let body = inner.bodies.get(&rec.id, &rec.body)?;
     let sid = rec.id.clone();
     let mut primary = Loop::new(
         inner,

@@ -89,7 +89,7 @@ pub(super) struct Loop<'a> {
     pub crew: &'a Crew,
     pub sid: String,
     pub writer: Writer,
-    pub body: SessionBody,
+    pub body: std::sync::Arc<SessionBody>,
     /// The agent this thread runs.
     pub agent: SessionAgent,
     pub thread: String,
@@ -136,7 +136,7 @@ impl<'a> Loop<'a> {
         agent: SessionAgent,
         role: Role,
     ) -> Result<Self, RunError> {
-        let body: SessionBody = serde_json::from_str(&rec.body).map_err(StoreError::from)?;
+        let body = inner.bodies.get(&rec.id, &rec.body)?;
         // What an earlier loop of this thread left (see `engine::history`); a log shorter
         // than it (a store restored from a backup) means it is not this log's.
         let known = inner

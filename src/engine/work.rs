@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::state::{EngineState, work_item_for};
 use crate::domain::environment::EnvironmentConfig;
-use crate::domain::session::SessionBody;
+use crate::domain::session::SessionBodyHead;
 use crate::domain::time::{self, Micros};
 use crate::domain::work::{
     NO_HEARTBEAT, Work, WorkData, WorkHeartbeat, WorkHeartbeatTag, WorkState, WorkTag,
@@ -194,7 +194,7 @@ pub fn view(w: &WorkRecord, secret: Option<String>) -> Result<Work, StoreError> 
 /// After a session's item stopped: when the session still waits on a worker's tool result
 /// (the worker let go mid-turn), queue a fresh item so another worker finishes the call.
 pub fn requeue_if_awaiting(rec: &mut SessionRecord) -> Result<TxnOutput, StoreError> {
-    let body: SessionBody = serde_json::from_str(&rec.body)?;
+    let body: SessionBodyHead = serde_json::from_str(&rec.body)?;
     let waiting = matches!(body.environment, EnvironmentConfig::SelfHosted)
         && rec.archived_at.is_none()
         && EngineState::of(rec)?.awaits_worker();

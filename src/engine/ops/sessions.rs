@@ -43,7 +43,8 @@ impl Engine {
         if rec.archived_at.is_some() || !EngineState::of(rec).is_ok_and(|st| st.awaits_worker()) {
             return Ok(None);
         }
-        let body: SessionBody = serde_json::from_str(&rec.body).map_err(StoreError::from)?;
+        let body: crate::domain::session::SessionBodyHead =
+            serde_json::from_str(&rec.body).map_err(StoreError::from)?;
         if !matches!(body.environment, EnvironmentConfig::SelfHosted) {
             return Ok(None);
         }

@@ -1,0 +1,146 @@
+//! Parsed session bodies, kept between a session's wakes.
+//!
+//! Every runner start needs the session's body parsed (the agent snapshot: system prompt, tool
+//! schemas); for an agent with a long prompt and many tools the parse cost more than the rest
+//! of a turn's engine work. The body only changes through a session update, so a parse stays
+//! good exactly while the stored text is byte for byte the same — which is checked on every
+//! use (a comparison costs far less than a parse), so nothing here can go stale.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::domain::session::SessionBody;
+use crate::store::StoreError;
+
+/// Default bound on the bytes (estimated) the cache holds.
+pub const DEFAULT_BUDGET: usize = 16 << 20;
+
+/// Parsed bodies by session id, bounded by an estimate of their size.
+pub struct Bodies {
+    budget: usize,
+    inner: Mutex<Entries>,
+}
+
+#[derive(Default)]
+struct Entries {
+    by_session: HashMap<String, Entry>,
+    bytes: usize,
+    tick: u64,
+}
+
+struct Entry {
+    text: String,
+    parsed: Arc<SessionBody>,
+    used: u64,
+}
+
+/// A rough size in memory of a body kept as text and parsed.
+fn size(text: &str) -> usize {
+    256 + 3 * text.len()
+}
+
+impl Bodies {
+    /// An empty cache holding at most about `budget` bytes.
+    pub fn new(budget: usize) -> Self {
+        Bodies {
+            budget,
+            inner: Mutex::new(Entries::default()),
+        }
+    }
+
+    /// The session's body parsed from `text`, its stored form.
+    pub fn get(&self, session_id: &str, text: &str) -> Result<Arc<SessionBody>, StoreError> {
+        {
+            let mut e = self.inner.lock().expect("bodies");
+            e.tick += 1;
+            let tick = e.tick;
+            if let Some(entry) = e.by_session.get_mut(session_id)
+                && entry.text == text
+            {
+                entry.used = tick;
+                return Ok(entry.parsed.clone());
+            }
+        }
+        let parsed = Arc::new(serde_json::from_str::<SessionBody>(text)?);
+        let bytes = size(text);
+        if bytes > self.budget / 4 {
+            return Ok(parsed);
+        }
+        let mut e = self.inner.lock().expect("bodies");
+        let used = e.tick;
+        let entry = Entry {
+            text: text.to_string(),
+            parsed: parsed.clone(),
+            used,
+        };
+        if let Some(old) = e.by_session.insert(session_id.to_string(), entry) {
+            e.bytes -= size(&old.text);
+        }
+        e.bytes += bytes;
+        if e.bytes > self.budget {
+            evict(&mut e, self.budget * 3 / 4);
+        }
+        Ok(parsed)
+    }
+}
+
+/// Drops the least recently used entries until the cache holds at most `target` bytes; done
+/// in one pass for many entries, so its cost is spread over the inserts that filled them.
+fn evict(e: &mut Entries, target: usize) {
+    let mut order: Vec<(u64, String, usize)> = e
+        .by_session
+        .iter()
+        .map(|(k, v)| (v.used, k.clone(), size(&v.text)))
+        .collect();
+    order.sort_unstable();
+    for (_, key, bytes) in order {
+        if e.bytes <= target {
+            break;
+        }
+        e.by_session.remove(&key);
+        e.bytes -= bytes;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fixture session's stored body with `prompt` as its system prompt.
+    fn body(prompt: &str) -> String {
+        use crate::engine::fixtures;
+        let rec = fixtures::session(
+            crate::domain::session::SessionStatus::Idle,
+            &Default::default(),
+            false,
+        );
+        let mut body: SessionBody = serde_json::from_str(&rec.body).unwrap();
+        body.agent.system = Some(prompt.into());
+        serde_json::to_string(&body).unwrap()
+    }
+
+    #[test]
+    fn a_changed_body_is_parsed_again_and_the_same_one_is_not() {
+        let cache = Bodies::new(DEFAULT_BUDGET);
+        let (a, b) = (body("one"), body("two"));
+        let first = cache.get("sesn_1", &a).unwrap();
+        assert!(Arc::ptr_eq(&first, &cache.get("sesn_1", &a).unwrap()));
+        let changed = cache.get("sesn_1", &b).unwrap();
+        assert_eq!(changed.agent.system.as_deref(), Some("two"));
+        assert!(!Arc::ptr_eq(&first, &changed));
+    }
+
+    #[test]
+    fn the_cache_stays_within_its_budget_and_keeps_the_recent_entries() {
+        let text = body("x");
+        let cache = Bodies::new(size(&text) * 8);
+        for i in 0..40 {
+            cache.get(&format!("sesn_{i}"), &text).unwrap();
+            cache.get("sesn_hot", &text).unwrap();
+        }
+        let e = cache.inner.lock().unwrap();
+        assert!(e.bytes <= size(&text) * 8, "{}", e.bytes);
+        assert!(e.by_session.contains_key("sesn_hot"));
+        assert!(e.by_session.contains_key("sesn_39"));
+    }
+}
