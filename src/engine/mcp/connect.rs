@@ -144,6 +144,14 @@ async fn http_client(
         .map_err(|e| Failure::connection(server, format!("no HTTP client: {e}"), false))
 }
 
+/// A connection made: the live service, what it listed, and the bearer token it presents
+/// (kept so a call can tell whether the session's credential changed since).
+pub struct Connected {
+    pub service: Service,
+    pub tools: Vec<rmcp::model::Tool>,
+    pub token: Option<String>,
+}
+
 /// Connects to `url`, runs `initialize` and lists the tools; one retry with a refreshed
 /// token after a 401.
 pub async fn connect(
@@ -151,7 +159,7 @@ pub async fn connect(
     server: &str,
     url: &str,
     stale: Arc<AtomicBool>,
-) -> Result<(Service, Vec<rmcp::model::Tool>), Failure> {
+) -> Result<Connected, Failure> {
     let parsed = reqwest13::Url::parse(url)
         .map_err(|e| Failure::connection(server, format!("bad URL: {e}"), false))?;
     let host = parsed.host_str().unwrap_or_default().to_string();
@@ -184,7 +192,13 @@ pub async fn connect(
                     true,
                 ));
             }
-            Ok(Ok(done)) => return Ok(done),
+            Ok(Ok((service, tools))) => {
+                return Ok(Connected {
+                    service,
+                    tools,
+                    token,
+                });
+            }
             Ok(Err(Refused::Unauthorized)) if !refreshed => {
                 refreshed = true;
                 token = bearer(reach, server, url, true).await?;
@@ -206,7 +220,9 @@ pub async fn connect(
     }
 }
 
-async fn bearer(
+/// The token the session's vaults hold for `url` now (refreshed first with `refresh`, or
+/// when close to expiry); a refused or unreadable credential is the server's failure.
+pub async fn bearer(
     reach: &Reach<'_>,
     server: &str,
     url: &str,

@@ -34,11 +34,12 @@ const RETRY_CAP: Duration = Duration::from_secs(30);
 /// Quick retries of a transient connect failure within one attempt's time budget.
 const QUICK_RETRIES: u32 = 3;
 
-/// A live connection and what it last listed.
+/// A live connection, what it last listed, and the bearer token it presents.
 struct Conn {
     service: Service,
     tools: Mutex<Vec<rmcp::model::Tool>>,
     stale: Arc<AtomicBool>,
+    token: Option<String>,
 }
 
 enum Slot {
@@ -246,12 +247,13 @@ impl McpSet {
             attempt += 1;
             let stale = Arc::new(AtomicBool::new(false));
             match connect::connect(reach, &server.name, &server.url, stale.clone()).await {
-                Ok((service, tools)) => {
-                    tracing::info!(mcp_server = %server.name, tools = tools.len(), "MCP server connected");
+                Ok(c) => {
+                    tracing::info!(mcp_server = %server.name, tools = c.tools.len(), "MCP server connected");
                     return Ok(Arc::new(Conn {
-                        service,
-                        tools: Mutex::new(tools),
+                        service: c.service,
+                        tools: Mutex::new(c.tools),
                         stale,
+                        token: c.token,
                     }));
                 }
                 Err(f) if f.transient && attempt < QUICK_RETRIES => {
@@ -325,7 +327,9 @@ impl McpSet {
     /// can act on; a lost connection, a hang past `timeout` or a refused credential also
     /// reports a failure and drops the connection, so the next request reconnects. A
     /// credential refused mid-session (an expired token) is refreshed through a new
-    /// connection and the call tried once more: a refused request did not run.
+    /// connection and the call tried once more: a refused request did not run. Before each
+    /// call the session's credential is read again, so an archived, deleted, replaced or
+    /// refreshed credential takes effect on the next call, not the next connection.
     pub async fn call(
         &self,
         target: &McpTarget,
@@ -348,14 +352,40 @@ impl McpSet {
                 None,
             );
         };
-        let failure = match self.call_once(&conn, target, input, timeout).await {
+        let server = McpServer {
+            kind: crate::domain::tools::McpServerKind::Url,
+            name: target.server.clone(),
+            url: target.url.clone(),
+        };
+        // Whether a refused call may reconnect with a refreshed token: not when this call
+        // already connected afresh (that connect refreshed after any 401 itself).
+        let mut may_retry = true;
+        let first = match connect::bearer(reach, &target.server, &target.url, false).await {
+            Ok(now) if now == conn.token => self.call_once(&conn, target, input, timeout).await,
+            // The credential changed since the connection was made: connect with what the
+            // vaults hold now (no token at all when it was archived or deleted).
+            Ok(_) => match self.connect_with_retries(&server, reach).await {
+                Ok(fresh) => {
+                    may_retry = false;
+                    self.slots
+                        .lock()
+                        .expect("mcp slots")
+                        .insert(k.clone(), Slot::Ready(fresh.clone()));
+                    self.call_once(&fresh, target, input, timeout).await
+                }
+                Err(f) => {
+                    may_retry = false;
+                    Err(f)
+                }
+            },
+            Err(f) => {
+                may_retry = false;
+                Err(f)
+            }
+        };
+        let failure = match first {
             Ok(out) => return out,
-            Err(f) if f.kind == FailureKind::Authentication => {
-                let server = McpServer {
-                    kind: crate::domain::tools::McpServerKind::Url,
-                    name: target.server.clone(),
-                    url: target.url.clone(),
-                };
+            Err(f) if f.kind == FailureKind::Authentication && may_retry => {
                 match self.connect_with_retries(&server, reach).await {
                     Ok(fresh) => {
                         self.slots
@@ -379,9 +409,14 @@ impl McpSet {
                 attempts: 0,
             },
         );
+        // A refused credential means the server turned the request away: nothing ran.
+        let effect = match failure.kind {
+            FailureKind::Authentication => "the tool did not run",
+            FailureKind::Connection => "it may or may not have taken effect",
+        };
         CallOutcome::error(
             format!(
-                "The MCP server `{}` could not complete the call ({}); it may or may not have taken effect.",
+                "The MCP server `{}` could not complete the call ({}); {effect}.",
                 target.server, failure.message
             ),
             Some(failure),

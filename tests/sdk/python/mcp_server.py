@@ -2,11 +2,16 @@
 successor in mcp 2) over streamable HTTP on 127.0.0.1.
 
     python mcp_server.py open PORT     # tools `echo`, `ping`, `fail`, `sleepy`, `hidden` and `grow`, no authentication
-    python mcp_server.py secure PORT   # tool `whoami`; every request needs
-                                       # `Authorization: Bearer secret-token` (else 401)
+    python mcp_server.py secure PORT [TOKEN_FILE]
+        # tool `whoami`; every request needs `Authorization: Bearer secret-token` (else 401),
+        # or, given TOKEN_FILE, the token that file holds at the time of the request (so a
+        # test can rotate it). `whoami` names the token it was called with by a fingerprint
+        # (sha256, 12 hex digits), never the token itself.
 """
 
+import hashlib
 import sys
+from pathlib import Path
 
 import anyio
 import uvicorn
@@ -14,6 +19,17 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 TOKEN = "secret-token"
+TOKEN_FILE = None
+# The token of the last request let through (the calls of one test run one at a time).
+LAST_TOKEN = ""
+
+
+def accepted() -> str:
+    return Path(TOKEN_FILE).read_text().strip() if TOKEN_FILE else TOKEN
+
+
+def fingerprint(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()[:12]
 
 
 def open_server() -> MCPServer:
@@ -57,7 +73,7 @@ def secure_server() -> MCPServer:
 
     @mcp.tool(description="Says who the caller is.")
     def whoami() -> str:
-        return "an authenticated caller"
+        return f"an authenticated caller ({fingerprint(LAST_TOKEN)})"
 
     return mcp
 
@@ -69,18 +85,23 @@ class BearerOnly:
         self.app = app
 
     async def __call__(self, scope, receive, send):
+        global LAST_TOKEN
         if scope["type"] == "http":
             headers = dict(scope.get("headers") or [])
-            if headers.get(b"authorization") != f"Bearer {TOKEN}".encode():
+            token = accepted()
+            if headers.get(b"authorization") != f"Bearer {token}".encode():
                 await send({"type": "http.response.start", "status": 401,
                             "headers": [(b"www-authenticate", b'Bearer realm="mcp"'), (b"content-type", b"text/plain")]})
                 await send({"type": "http.response.body", "body": b"unauthorized"})
                 return
+            LAST_TOKEN = token
         await self.app(scope, receive, send)
 
 
 def main():
+    global TOKEN_FILE
     kind, port = sys.argv[1], int(sys.argv[2])
+    TOKEN_FILE = sys.argv[3] if len(sys.argv) > 3 else None
     server = open_server() if kind == "open" else secure_server()
     app = server.streamable_http_app()
     if kind == "secure":

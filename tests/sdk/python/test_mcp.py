@@ -93,17 +93,19 @@ def messages_api():
 
 
 class McpProcess:
-    """One MCP server process; `kill` and `start` again keep its port."""
+    """One MCP server process; `kill` and `start` again keep its port. `args` follow the
+    port on its command line."""
 
-    def __init__(self, kind):
+    def __init__(self, kind, *args):
         self.kind = kind
+        self.args = [str(a) for a in args]
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.proc = None
         self.start()
 
     def start(self):
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "mcp_server.py"), self.kind, str(self.port)])
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "mcp_server.py"), self.kind, str(self.port), *self.args])
         deadline = time.time() + 30
         while True:
             try:

@@ -284,5 +284,6 @@ def test_readme_vaults_example(vault_server):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.split()
     assert lines[0] in ("valid", "invalid", "unknown"), out.stdout
-    assert json.loads("".join(lines[1:]))[0].startswith("vlt_"), out.stdout
+    assert json.loads(lines[1])[0].startswith("vlt_"), out.stdout
+    assert lines[2] == "user.message", out.stdout
     assert "my-token" not in out.stdout
