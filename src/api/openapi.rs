@@ -39,6 +39,20 @@ pub struct AgentPage {
     pub next_page: Option<String>,
 }
 
+/// A page of memory stores.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemoryStorePage {
+    pub data: Vec<crate::domain::memory::MemoryStore>,
+    pub next_page: Option<String>,
+}
+
+/// A page of memory versions.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemoryVersionPage {
+    pub data: Vec<crate::domain::memory::MemoryVersion>,
+    pub next_page: Option<String>,
+}
+
 /// A page of vaults.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct VaultPage {
@@ -121,10 +135,15 @@ pub struct EventPage {
         super::vaults::credential_delete, super::vaults::credential_validate,
         super::files::upload, super::files::list, super::files::retrieve, super::files::download,
         super::files::delete,
+        super::memory_stores::create, super::memory_stores::list, super::memory_stores::retrieve,
+        super::memory_stores::update, super::memory_stores::archive, super::memory_stores::delete,
+        super::memories::create, super::memories::list, super::memories::retrieve,
+        super::memories::update, super::memories::delete, super::memories::versions,
+        super::memories::version, super::memories::redact,
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
         EnvironmentKeyPage, ThreadPage, VaultPage, CredentialPage, super::files::FilePage,
-        super::files::FileUpload, super::files::FileBytes)),
+        super::files::FileUpload, super::files::FileBytes, MemoryStorePage, MemoryVersionPage)),
     modifiers(&Security, &ErrorResponses, &ParameterDocs),
     security(("api_key" = []), ("bearer" = [])),
 )]
