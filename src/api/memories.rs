@@ -302,7 +302,7 @@ async fn list(
         .items
         .into_iter()
         .map(|i| match i {
-            MemoryListItem::Memory(m) => MemoryListItem::Memory(shown(m, v)),
+            MemoryListItem::Memory(m) => MemoryListItem::Memory(Box::new(shown(*m, v))),
             p => p,
         })
         .collect();

@@ -115,7 +115,7 @@ pub struct MemoryPrefix {
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum MemoryListItem {
-    Memory(Memory),
+    Memory(Box<Memory>),
     Prefix(MemoryPrefix),
 }
 

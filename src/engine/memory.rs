@@ -48,7 +48,7 @@ pub async fn list_page(
             match roll_up(&m.path, prefix, depth) {
                 None => {
                     from = just_after(&m.path);
-                    items.push((MemoryListItem::Memory(m), from.clone()));
+                    items.push((MemoryListItem::Memory(Box::new(m)), from.clone()));
                 }
                 Some(p) => {
                     from = past_prefix(&p);
