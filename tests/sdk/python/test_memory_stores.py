@@ -15,7 +15,7 @@ import urllib.request
 import uuid
 
 import anthropic
-import httpx
+import httpx2 as httpx  # the HTTP client anthropic 2.10 is built on
 import pytest
 
 from conftest import BACKENDS, MAST_BIN, free_port, fresh_postgres
