@@ -410,20 +410,20 @@ async fn versions_filter_and_redact(b: Backend) {
         session_id: Some("sesn_1".into()),
         ..Default::default()
     };
-    assert_eq!(list(by_session).await, [v2.id.clone()]);
+    assert_eq!(list(by_session).await, [v2.id.as_str()]);
     let by_key = MemoryVersionFilter {
         api_key_id: Some("apikey_1".into()),
         operation: Some(Operation::Created),
         ..Default::default()
     };
-    assert_eq!(list(by_key).await, [v1.id.clone()]);
+    assert_eq!(list(by_key).await, [v1.id.as_str()]);
     let modified = MemoryVersionFilter {
         operation: Some(Operation::Modified),
         memory_id: Some("mem_1".into()),
         created_gte: Some(t_created),
         ..Default::default()
     };
-    assert_eq!(list(modified).await, [v2.id.clone()]);
+    assert_eq!(list(modified).await, [v2.id.as_str()]);
     let before = MemoryVersionFilter {
         created_lte: Some(t_created - 1),
         ..Default::default()
