@@ -254,6 +254,37 @@ const PARAMETERS: &[(&str, &str)] = &[
     ("key_id", "The worker key's id."),
     ("vault_id", "The vault's id (`vlt_...`)."),
     ("credential_id", "The credential's id (`vcrd_...`)."),
+    ("memory_store_id", "The memory store's id (`memstore_...`)."),
+    ("memory_id", "The memory's id (`mem_...`)."),
+    (
+        "memory_version_id",
+        "The memory version's id (`memver_...`).",
+    ),
+    (
+        "view",
+        "`basic` (content left out) or `full` (content included; list pages then hold at most 20 items).",
+    ),
+    (
+        "path_prefix",
+        "Only memories below this path, which ends with `/` and matches whole segments.",
+    ),
+    (
+        "depth",
+        "0 (default): every memory below the prefix; N: those at most N segments below it, deeper ones rolled up into `memory_prefix` items.",
+    ),
+    (
+        "expected_content_sha256",
+        "Apply only while the memory's content has this SHA-256 (64 lowercase hex characters); 409 otherwise.",
+    ),
+    (
+        "operation",
+        "Only versions recording this change: `created`, `modified` or `deleted`.",
+    ),
+    ("api_key_id", "Only versions written with this API key."),
+    (
+        "service_account_id",
+        "Only versions written by this service account (this server has none).",
+    ),
     ("file_id", "The file's id (`file_...`)."),
     (
         "scope_id",
