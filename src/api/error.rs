@@ -75,6 +75,15 @@ impl ApiError {
         e
     }
 
+    /// 409 of the memory API under its own error type (`memory_path_conflict_error`,
+    /// `memory_precondition_failed_error`), with `details` naming what it conflicts with.
+    pub fn memory_conflict(kind: &'static str, message: impl Into<String>, details: Value) -> Self {
+        let mut e = Self::new(StatusCode::CONFLICT, kind, message);
+        e.details = Some(details);
+        e.no_retry = true;
+        e
+    }
+
     /// 401 `authentication_error`.
     pub fn unauthorized(message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNAUTHORIZED, "authentication_error", message)

@@ -13,6 +13,8 @@ pub mod error;
 pub mod events;
 pub mod extract;
 pub mod files;
+pub mod memories;
+pub mod memory_stores;
 pub mod models;
 pub mod openapi;
 pub mod ops;
@@ -113,6 +115,8 @@ pub fn router(state: AppState) -> Router {
         .merge(environment_keys::router())
         .merge(vaults::router())
         .merge(files::router())
+        .merge(memory_stores::router())
+        .merge(memories::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::middleware,

@@ -39,6 +39,20 @@ pub struct AgentPage {
     pub next_page: Option<String>,
 }
 
+/// A page of memory stores.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemoryStorePage {
+    pub data: Vec<crate::domain::memory::MemoryStore>,
+    pub next_page: Option<String>,
+}
+
+/// A page of memory versions.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MemoryVersionPage {
+    pub data: Vec<crate::domain::memory::MemoryVersion>,
+    pub next_page: Option<String>,
+}
+
 /// A page of vaults.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct VaultPage {
@@ -121,10 +135,15 @@ pub struct EventPage {
         super::vaults::credential_delete, super::vaults::credential_validate,
         super::files::upload, super::files::list, super::files::retrieve, super::files::download,
         super::files::delete,
+        super::memory_stores::create, super::memory_stores::list, super::memory_stores::retrieve,
+        super::memory_stores::update, super::memory_stores::archive, super::memory_stores::delete,
+        super::memories::create, super::memories::list, super::memories::retrieve,
+        super::memories::update, super::memories::delete, super::memories::versions,
+        super::memories::version, super::memories::redact,
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
         EnvironmentKeyPage, ThreadPage, VaultPage, CredentialPage, super::files::FilePage,
-        super::files::FileUpload, super::files::FileBytes)),
+        super::files::FileUpload, super::files::FileBytes, MemoryStorePage, MemoryVersionPage)),
     modifiers(&Security, &ErrorResponses, &ParameterDocs),
     security(("api_key" = []), ("bearer" = [])),
 )]
@@ -235,6 +254,37 @@ const PARAMETERS: &[(&str, &str)] = &[
     ("key_id", "The worker key's id."),
     ("vault_id", "The vault's id (`vlt_...`)."),
     ("credential_id", "The credential's id (`vcrd_...`)."),
+    ("memory_store_id", "The memory store's id (`memstore_...`)."),
+    ("memory_id", "The memory's id (`mem_...`)."),
+    (
+        "memory_version_id",
+        "The memory version's id (`memver_...`).",
+    ),
+    (
+        "view",
+        "`basic` (content left out) or `full` (content included; list pages then hold at most 20 items).",
+    ),
+    (
+        "path_prefix",
+        "Only memories below this path, which ends with `/` and matches whole segments.",
+    ),
+    (
+        "depth",
+        "0 (default): every memory below the prefix; N: those at most N segments below it, deeper ones rolled up into `memory_prefix` items.",
+    ),
+    (
+        "expected_content_sha256",
+        "Apply only while the memory's content has this SHA-256 (64 lowercase hex characters); 409 otherwise.",
+    ),
+    (
+        "operation",
+        "Only versions recording this change: `created`, `modified` or `deleted`.",
+    ),
+    ("api_key_id", "Only versions written with this API key."),
+    (
+        "service_account_id",
+        "Only versions written by this service account (this server has none).",
+    ),
     ("file_id", "The file's id (`file_...`)."),
     (
         "scope_id",

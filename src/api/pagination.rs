@@ -134,6 +134,12 @@ impl<K: CursorKey> PageRequest<K> {
         })
     }
 
+    /// The same request with at most `max` rows a page.
+    pub fn capped(mut self, max: i64) -> Self {
+        self.limit = self.limit.min(max);
+        self
+    }
+
     /// The store scan: one row more than the page, to know whether another page exists.
     pub fn scan(&self) -> Scan<K> {
         let direction = match self.toward {

@@ -94,6 +94,7 @@ async fn update(
 #[utoipa::path(get, path = "/v1/sessions", tag = "sessions", operation_id = "sessions_list",
     params(("limit" = Option<i64>, Query), ("page" = Option<String>, Query), ("order" = Option<String>, Query),
         ("agent_id" = Option<String>, Query), ("agent_version" = Option<i64>, Query), ("include_archived" = Option<bool>, Query),
+        ("memory_store_id" = Option<String>, Query),
         ("statuses[]" = Option<Vec<String>>, Query), ("created_at[gt]" = Option<String>, Query), ("created_at[gte]" = Option<String>, Query),
         ("created_at[lt]" = Option<String>, Query), ("created_at[lte]" = Option<String>, Query)),
     responses((status = 200, body = super::openapi::SessionPage), (status = 400, body = super::openapi::ErrorBody)))]
@@ -116,8 +117,27 @@ async fn list(
             "`agent_version` can only be used together with `agent_id`",
         ));
     }
-    if q.get("deployment_id").is_some() || q.get("memory_store_id").is_some() {
-        // Nothing here belongs to a deployment or memory store.
+    if let Some(store_id) = q.get("memory_store_id") {
+        // No session can attach a memory store yet, so an existing store has none; an id
+        // that is not a store's is refused as upstream does.
+        if !crate::domain::ids::has_prefix(store_id, "memstore") {
+            return Err(ApiError::invalid(format!(
+                "`memory_store_id` must be a memory store id (`memstore_...`), got `{store_id}`"
+            )));
+        }
+        if app.store.get_memory_store(&ws, store_id).await?.is_none() {
+            return Err(ApiError::not_found(format!(
+                "memory store `{store_id}` not found"
+            )));
+        }
+        return Ok(axum::Json(BiPage {
+            data: vec![],
+            next_page: None,
+            prev_page: None,
+        }));
+    }
+    if q.get("deployment_id").is_some() {
+        // Nothing here belongs to a deployment.
         return Ok(axum::Json(BiPage {
             data: vec![],
             next_page: None,

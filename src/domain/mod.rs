@@ -10,6 +10,7 @@ pub mod fields;
 pub mod file;
 pub mod ids;
 pub mod invalid;
+pub mod memory;
 pub mod metadata;
 pub mod model_config;
 pub mod multiagent;

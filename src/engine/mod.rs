@@ -15,6 +15,7 @@ mod fixtures;
 pub mod history;
 pub mod intake;
 pub mod mcp;
+pub mod memory;
 mod model_step;
 pub mod ops;
 pub mod permissions;

@@ -7,6 +7,7 @@
 
 pub mod files;
 pub mod lock;
+pub mod memory;
 pub mod notify;
 pub mod postgres;
 pub mod sqlite;
@@ -16,9 +17,13 @@ use async_trait::async_trait;
 
 use crate::domain::agent::Agent;
 use crate::domain::environment::Environment;
+use crate::domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
 pub use files::{FileFilter, FileRecord};
+pub use memory::{
+    MemoryStoreFilter, MemoryVersionFilter, MemoryWrite, MemoryWriteOutcome, RedactOutcome,
+};
 pub use vaults::CredentialRecord;
 
 /// Why a store call failed.
@@ -788,4 +793,87 @@ pub trait Store: Send + Sync + 'static {
     async fn expired_files(&self, now: Micros, limit: i64) -> StoreResult<Vec<FileRecord>>;
     /// Which of `ids` have metadata (any workspace): the blob sweep keeps exactly those.
     async fn existing_file_ids(&self, ids: &[String]) -> StoreResult<Vec<String>>;
+
+    // ---- memory stores (API.md §2.9) ----
+
+    /// Stores a new memory store.
+    async fn insert_memory_store(
+        &self,
+        workspace_id: &str,
+        store: &MemoryStore,
+        at: Micros,
+    ) -> StoreResult<()>;
+    /// A memory store of the workspace, archived or not.
+    async fn get_memory_store(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<MemoryStore>>;
+    /// Replaces a store's body; with `archived`, also marks it archived (once).
+    async fn update_memory_store(
+        &self,
+        workspace_id: &str,
+        store: &MemoryStore,
+        at: Micros,
+        archived: bool,
+    ) -> StoreResult<()>;
+    /// The workspace's memory stores in id (creation) order.
+    async fn list_memory_stores(
+        &self,
+        workspace_id: &str,
+        filter: &MemoryStoreFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<MemoryStore>>;
+    /// Deletes a store with every memory and version in it; false when there was none.
+    async fn delete_memory_store(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
+    /// One memory (with its content) of a store of the workspace.
+    async fn get_memory(
+        &self,
+        workspace_id: &str,
+        store_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<Memory>>;
+    /// Memories (with content) of a store of the workspace whose paths start with `prefix`
+    /// and are at least `from` (bytewise), in path order, at most `limit`.
+    async fn list_memories(
+        &self,
+        workspace_id: &str,
+        store_id: &str,
+        prefix: &str,
+        from: Option<&str>,
+        limit: i64,
+    ) -> StoreResult<Vec<Memory>>;
+    /// Creates, changes or deletes a memory and records its version, atomically and
+    /// serialised with every other write to the same store (see [`memory::decide`]).
+    async fn write_memory(
+        &self,
+        workspace_id: &str,
+        write: &MemoryWrite,
+    ) -> StoreResult<MemoryWriteOutcome>;
+    /// One version (with content) of a store of the workspace.
+    async fn get_memory_version(
+        &self,
+        workspace_id: &str,
+        store_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<MemoryVersion>>;
+    /// Versions (with content) of a store of the workspace by id.
+    async fn list_memory_versions(
+        &self,
+        workspace_id: &str,
+        store_id: &str,
+        filter: &MemoryVersionFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<MemoryVersion>>;
+    /// Redacts a version unless it holds a live memory's current content.
+    async fn redact_memory_version(
+        &self,
+        workspace_id: &str,
+        store_id: &str,
+        id: &str,
+        by: Option<&Actor>,
+        at: Micros,
+    ) -> StoreResult<RedactOutcome>;
+    /// The id of the API key with this hash (revoked or not).
+    async fn api_key_id_for_hash(&self, key_hash: &str) -> StoreResult<Option<String>>;
 }

@@ -59,13 +59,19 @@ VAULT=$(api POST /v1/vaults '{"display_name":"fuzz"}')
 # Its server is a closed loopback port the address guard refuses: validating never leaves.
 CREDENTIAL=$(api POST "/v1/vaults/$VAULT/credentials" \
   '{"auth":{"type":"static_bearer","mcp_server_url":"http://127.0.0.1:9/mcp","token":"fuzz"}}')
+# Memory stores take their beta header (API.md §1.2).
+MEM_H=(-H "x-api-key: $KEY" -H "anthropic-beta: agent-memory-2026-07-22" -H "content-type: application/json")
+MEMORY_STORE=$(curl -fsS "$BASE/v1/memory_stores" "${MEM_H[@]}" -d '{"name":"fuzz"}' \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+read -r MEMORY MEMORY_VERSION < <(curl -fsS "$BASE/v1/memory_stores/$MEMORY_STORE/memories" "${MEM_H[@]}" \
+  -d '{"path":"/fuzz/notes.md","content":"fuzz"}' | python3 -c 'import json,sys; m=json.load(sys.stdin); print(m["id"], m["memory_version_id"])')
 read -r ENV_KEY ENV_SECRET < <(curl -fsS -X POST "$BASE/v1/environments/$ENV_SELF/keys" -H "x-api-key: $KEY" \
   -H "anthropic-version: 2023-06-01" | python3 -c 'import json,sys; k=json.load(sys.stdin); print(k["id"], k["key"])')
 WORK_ID=$(curl -fsS "$BASE/v1/environments/$ENV_SELF/work" -H "x-api-key: $ENV_SECRET" -H "anthropic-version: 2023-06-01" \
   | python3 -c 'import json,sys; d=json.load(sys.stdin)["data"]; print(d[0]["id"] if d else "work_none")')
 
 cat >"$WORK/schemathesis.toml" <<TOML
-headers = { "x-api-key" = "$KEY", "anthropic-version" = "2023-06-01" }
+headers = { "x-api-key" = "$KEY", "anthropic-version" = "2023-06-01", "anthropic-beta" = "agent-memory-2026-07-22" }
 
 # The work queue lives in the self-hosted environment. Polling, listing, acks and heartbeats
 # are for workers and take its environment key; stats, retrieve, update and stop take either.
@@ -87,6 +93,9 @@ keys.values = ["$ENV_KEY"]
 work.values = ["$WORK_ID"]
 vaults.values = ["$VAULT"]
 credentials.values = ["$CREDENTIAL"]
+memory_stores.values = ["$MEMORY_STORE"]
+memories.values = ["$MEMORY"]
+memory_versions.values = ["$MEMORY_VERSION"]
 models.values = ["claude-sonnet-5-5", "mast-scripted"]
 
 # An event stream on a live session stays open until the client leaves, which schemathesis can
@@ -105,6 +114,9 @@ parameters = { "path.session_id" = "sesn_does_not_exist" }
 "path.model_id" = { dictionary = "models", probability = 0.7 }
 "path.vault_id" = { dictionary = "vaults", probability = 0.7 }
 "path.credential_id" = { dictionary = "credentials", probability = 0.7 }
+"path.memory_store_id" = { dictionary = "memory_stores", probability = 0.7 }
+"path.memory_id" = { dictionary = "memories", probability = 0.7 }
+"path.memory_version_id" = { dictionary = "memory_versions", probability = 0.7 }
 "body.environment_id" = { dictionary = "environments", probability = 0.5 }
 TOML
 

@@ -10,6 +10,7 @@ mod files;
 mod hot;
 mod keys;
 mod leases;
+mod memory;
 mod rows;
 mod sessions;
 mod transact;
@@ -30,10 +31,14 @@ use super::{
 };
 use crate::domain::agent::Agent;
 use crate::domain::environment::Environment;
+use crate::domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
 use crate::store::CredentialRecord;
 use crate::store::{FileFilter, FileRecord};
+use crate::store::{
+    MemoryStoreFilter, MemoryVersionFilter, MemoryWrite, MemoryWriteOutcome, RedactOutcome,
+};
 use clock::Clock;
 
 /// Migrations embedded in the binary.
@@ -592,5 +597,97 @@ impl Store for PgStore {
 
     async fn existing_file_ids(&self, ids: &[String]) -> StoreResult<Vec<String>> {
         self.existing_file_ids_pg(ids).await
+    }
+
+    async fn insert_memory_store(
+        &self,
+        ws: &str,
+        store: &MemoryStore,
+        at: Micros,
+    ) -> StoreResult<()> {
+        self.insert_memory_store_pg(ws, store, at).await
+    }
+
+    async fn get_memory_store(&self, ws: &str, id: &str) -> StoreResult<Option<MemoryStore>> {
+        self.get_memory_store_pg(ws, id).await
+    }
+
+    async fn update_memory_store(
+        &self,
+        ws: &str,
+        store: &MemoryStore,
+        at: Micros,
+        archived: bool,
+    ) -> StoreResult<()> {
+        self.update_memory_store_pg(ws, store, at, archived).await
+    }
+
+    async fn list_memory_stores(
+        &self,
+        ws: &str,
+        filter: &MemoryStoreFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<MemoryStore>> {
+        self.list_memory_stores_pg(ws, filter, scan).await
+    }
+
+    async fn delete_memory_store(&self, ws: &str, id: &str) -> StoreResult<bool> {
+        self.delete_memory_store_pg(ws, id).await
+    }
+
+    async fn get_memory(&self, ws: &str, store_id: &str, id: &str) -> StoreResult<Option<Memory>> {
+        self.get_memory_pg(ws, store_id, id).await
+    }
+
+    async fn list_memories(
+        &self,
+        ws: &str,
+        store_id: &str,
+        prefix: &str,
+        from: Option<&str>,
+        limit: i64,
+    ) -> StoreResult<Vec<Memory>> {
+        self.list_memories_pg(ws, store_id, prefix, from, limit)
+            .await
+    }
+
+    async fn write_memory(&self, ws: &str, write: &MemoryWrite) -> StoreResult<MemoryWriteOutcome> {
+        self.write_memory_pg(ws, write).await
+    }
+
+    async fn get_memory_version(
+        &self,
+        ws: &str,
+        store_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<MemoryVersion>> {
+        self.get_memory_version_pg(ws, store_id, id).await
+    }
+
+    async fn list_memory_versions(
+        &self,
+        ws: &str,
+        store_id: &str,
+        filter: &MemoryVersionFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<MemoryVersion>> {
+        self.list_memory_versions_pg(ws, store_id, filter, scan)
+            .await
+    }
+
+    async fn redact_memory_version(
+        &self,
+        ws: &str,
+        store_id: &str,
+        id: &str,
+        by: Option<&Actor>,
+        at: Micros,
+    ) -> StoreResult<RedactOutcome> {
+        self.redact_memory_version_pg(ws, store_id, id, by, at)
+            .await
+    }
+
+    async fn api_key_id_for_hash(&self, key_hash: &str) -> StoreResult<Option<String>> {
+        self.api_key_id_for_hash_pg(key_hash).await
     }
 }

@@ -7,6 +7,7 @@ mod catalog;
 mod db;
 mod error;
 mod files;
+mod memory;
 mod migrate;
 mod rows;
 mod sessions;
@@ -28,9 +29,13 @@ use super::{
 use crate::domain::agent::Agent;
 use crate::domain::environment::Environment;
 use crate::domain::ids::new_id;
+use crate::domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
-use crate::store::{FileFilter, FileRecord};
+use crate::store::{
+    FileFilter, FileRecord, MemoryStoreFilter, MemoryVersionFilter, MemoryWrite,
+    MemoryWriteOutcome, RedactOutcome,
+};
 
 /// Reader threads (and connections); WAL lets them read while the writer writes.
 const READERS: usize = 4;
@@ -800,6 +805,144 @@ impl Store for SqliteStore {
     async fn existing_file_ids(&self, ids: &[String]) -> StoreResult<Vec<String>> {
         let ids = ids.to_vec();
         self.db.read(move |c| files::existing(c, &ids)).await
+    }
+
+    async fn insert_memory_store(
+        &self,
+        ws: &str,
+        store: &MemoryStore,
+        at: Micros,
+    ) -> StoreResult<()> {
+        let (ws, st) = (ws.to_string(), store.clone());
+        self.db
+            .write(move |c| memory::insert_store(c, &ws, &st, at))
+            .await
+    }
+
+    async fn get_memory_store(&self, ws: &str, id: &str) -> StoreResult<Option<MemoryStore>> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.read(move |c| memory::get_store(c, &ws, &id)).await
+    }
+
+    async fn update_memory_store(
+        &self,
+        ws: &str,
+        store: &MemoryStore,
+        at: Micros,
+        archived: bool,
+    ) -> StoreResult<()> {
+        let (ws, st) = (ws.to_string(), store.clone());
+        self.db
+            .write(move |c| memory::update_store(c, &ws, &st, at, archived))
+            .await
+    }
+
+    async fn list_memory_stores(
+        &self,
+        ws: &str,
+        filter: &MemoryStoreFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<MemoryStore>> {
+        let (ws, f, scan) = (ws.to_string(), filter.clone(), scan.clone());
+        self.db
+            .read(move |c| memory::list_stores(c, &ws, &f, &scan))
+            .await
+    }
+
+    async fn delete_memory_store(&self, ws: &str, id: &str) -> StoreResult<bool> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db
+            .write(move |c| memory::delete_store(c, &ws, &id))
+            .await
+    }
+
+    async fn get_memory(&self, ws: &str, store_id: &str, id: &str) -> StoreResult<Option<Memory>> {
+        let (ws, st, id) = (ws.to_string(), store_id.to_string(), id.to_string());
+        self.db
+            .read(move |c| memory::get_memory(c, &ws, &st, &id))
+            .await
+    }
+
+    async fn list_memories(
+        &self,
+        ws: &str,
+        store_id: &str,
+        prefix: &str,
+        from: Option<&str>,
+        limit: i64,
+    ) -> StoreResult<Vec<Memory>> {
+        let (ws, st, prefix, from) = (
+            ws.to_string(),
+            store_id.to_string(),
+            prefix.to_string(),
+            from.map(str::to_string),
+        );
+        self.db
+            .read(move |c| memory::list_memories(c, &ws, &st, &prefix, from.as_deref(), limit))
+            .await
+    }
+
+    async fn write_memory(&self, ws: &str, write: &MemoryWrite) -> StoreResult<MemoryWriteOutcome> {
+        let (ws, w) = (ws.to_string(), write.clone());
+        self.db
+            .write(move |c| memory::write_memory(c, &ws, &w))
+            .await
+    }
+
+    async fn get_memory_version(
+        &self,
+        ws: &str,
+        store_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<MemoryVersion>> {
+        let (ws, st, id) = (ws.to_string(), store_id.to_string(), id.to_string());
+        self.db
+            .read(move |c| memory::get_version(c, &ws, &st, &id))
+            .await
+    }
+
+    async fn list_memory_versions(
+        &self,
+        ws: &str,
+        store_id: &str,
+        filter: &MemoryVersionFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<MemoryVersion>> {
+        let (ws, st, f, scan) = (
+            ws.to_string(),
+            store_id.to_string(),
+            filter.clone(),
+            scan.clone(),
+        );
+        self.db
+            .read(move |c| memory::list_versions(c, &ws, &st, &f, &scan))
+            .await
+    }
+
+    async fn redact_memory_version(
+        &self,
+        ws: &str,
+        store_id: &str,
+        id: &str,
+        by: Option<&Actor>,
+        at: Micros,
+    ) -> StoreResult<RedactOutcome> {
+        let (ws, st, id, by) = (
+            ws.to_string(),
+            store_id.to_string(),
+            id.to_string(),
+            by.cloned(),
+        );
+        self.db
+            .write(move |c| memory::redact_version(c, &ws, &st, &id, by.as_ref(), at))
+            .await
+    }
+
+    async fn api_key_id_for_hash(&self, key_hash: &str) -> StoreResult<Option<String>> {
+        let hash = key_hash.to_string();
+        self.db
+            .read(move |c| memory::api_key_id_for_hash(c, &hash))
+            .await
     }
 }
 

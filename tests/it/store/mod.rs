@@ -22,6 +22,7 @@ mod events;
 mod files;
 mod keys;
 mod leases;
+mod memory;
 mod ops;
 mod sessions;
 mod threads;

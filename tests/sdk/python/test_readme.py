@@ -105,3 +105,16 @@ def test_files_curl_example(server, tmp_path):
     assert '"mime_type": "text/csv"' in out.stdout
     assert (tmp_path / "copy.csv").read_text() == "city,temp\nParis,21\n"
     assert out.stdout.rstrip().endswith('"type":"file_deleted"}'), out.stdout
+
+
+def test_memory_stores_curl_example(server, tmp_path):
+    (code,) = blocks("## Memory stores", "sh")
+    code = code.replace(f"B={DEFAULT}", f"B={server}")
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    import hashlib
+    assert lines[0] == hashlib.sha256(b"Deploys on Thursdays.").hexdigest(), out.stdout
+    assert lines[1:3] == ["memory /projects/bar.md", "memory_prefix /projects/foo/"], out.stdout
+    assert lines[3] == '{"operation":"created","content":null,"redacted_at":true}', out.stdout
+    assert json.loads(lines[4])["type"] == "memory_store_deleted", out.stdout
