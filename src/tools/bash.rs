@@ -135,6 +135,7 @@ pub async fn run(tools: &SessionTools, input: &serde_json::Value) -> ToolOutput 
         helper: &tools.helper,
         user: tools.user,
         accounts: &tools.accounts,
+        mounts: &tools.mounts,
     };
     let cgroup =
         super::cgroup::host().command(&tools.session_id, limits.memory_bytes, limits.max_processes);
