@@ -326,6 +326,7 @@ mod tests {
             netguard: NetGuard {
                 allow_private: false,
             },
+            mounts: Default::default(),
             configs: vec![],
             search_url: None,
         }

@@ -41,6 +41,7 @@ fn session_tools(workspace: &Path, state: &Path, session_id: &str) -> SessionToo
         netguard: NetGuard {
             allow_private: false,
         },
+        mounts: Default::default(),
         configs: vec![],
         search_url: None,
     }
