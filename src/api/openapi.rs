@@ -234,6 +234,7 @@ const PARAMETERS: &[(&str, &str)] = &[
     ("environment_id", "The environment's id (`env_...`)."),
     ("session_id", "The session's id (`sesn_...`)."),
     ("thread_id", "The thread's id (`sthr_...`)."),
+    ("resource_id", "The session resource's id (`sesrsc_...`)."),
     ("work_id", "The work item's id (`work_...`)."),
     ("key_id", "The worker key's id."),
     ("vault_id", "The vault's id (`vlt_...`)."),
