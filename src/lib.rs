@@ -319,7 +319,8 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         toolbox.clone(),
         engine_config,
     )
-    .with_credentials(Arc::new(engine::vaults::VaultBearers(vaults.clone())));
+    .with_credentials(Arc::new(engine::vaults::VaultBearers(vaults.clone())))
+    .with_files(files.clone());
     let state = AppState(Arc::new(Shared {
         store: store.clone(),
         // Replicas on Postgres hear every key change (the store announces it), so they may

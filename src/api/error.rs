@@ -222,7 +222,9 @@ impl From<OpError> for ApiError {
             | OpError::EnvironmentNotFound(_)
             | OpError::WorkNotFound(_)
             | OpError::VaultNotFound(_)
-            | OpError::CredentialNotFound(_) => ApiError::not_found(e.to_string()),
+            | OpError::CredentialNotFound(_)
+            | OpError::FileNotFound(_)
+            | OpError::ResourceNotFound(_) => ApiError::not_found(e.to_string()),
             OpError::Invalid(i) => i.into(),
             OpError::Conflict(m) => ApiError::conflict(m),
             OpError::Precondition { message, current } => {

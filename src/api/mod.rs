@@ -20,6 +20,7 @@ pub mod openapi;
 pub mod ops;
 pub mod pagination;
 pub mod request_id;
+pub mod resources;
 pub mod sessions;
 pub mod stream;
 pub mod threads;
@@ -110,6 +111,7 @@ pub fn router(state: AppState) -> Router {
         .merge(events::router())
         .merge(stream::router())
         .merge(threads::router())
+        .merge(resources::router())
         .merge(models::router())
         .merge(work::router())
         .merge(environment_keys::router())

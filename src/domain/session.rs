@@ -319,7 +319,7 @@ pub struct SessionCreate {
     pub title: Option<String>,
     #[serde(default)]
     pub metadata: Option<Metadata>,
-    /// Not supported yet: only `null` or `[]` is accepted.
+    /// Resources mounted in the session (`file` only, so far).
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     pub resources: Option<Value>,
@@ -400,33 +400,6 @@ pub fn vault_ids_create_only() -> Invalid {
         "vaults",
         "a session's vaults are fixed when it is created; leave `vault_ids` out of updates (or send the session's current list)",
     )
-}
-
-/// Refuses `resources` unless it asks for nothing: nothing mounts repositories, files or
-/// memory stores into a session yet.
-pub fn check_resources(v: Option<&Value>) -> Valid<()> {
-    let list = match v {
-        None | Some(Value::Null) => return Ok(()),
-        Some(Value::Array(a)) => a,
-        Some(other) => return Err(must_be("resources", "a list", other)),
-    };
-    let Some(first) = list.first() else {
-        return Ok(());
-    };
-    let at = "resources[0]";
-    let (feature, why) = match tag(at, first, &["github_repository", "file", "memory_store"])? {
-        "github_repository" => (
-            "github_repository",
-            "repositories are not cloned into sessions",
-        ),
-        "file" => ("file", "this server has no Files API"),
-        _ => ("memory_store", "this server has no memory stores"),
-    };
-    Err(Invalid::unsupported(
-        at,
-        feature,
-        &format!("{why}; remove it (or send `resources: []`)"),
-    ))
 }
 
 /// Checks a session title (at most 512 characters).

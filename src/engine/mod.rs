@@ -17,6 +17,7 @@ pub mod intake;
 pub mod mcp;
 pub mod memory;
 mod model_step;
+mod mounts;
 pub mod ops;
 pub mod permissions;
 pub mod state;
@@ -160,6 +161,8 @@ pub(crate) struct Inner {
     pub toolbox: Arc<crate::tools::Toolbox>,
     /// Bearer tokens for MCP servers, from the sessions' vaults.
     pub credentials: Arc<dyn credentials::BearerSource>,
+    /// The Files API's storage, for mounting file resources (absent in engines without it).
+    pub files: Option<Arc<crate::files::Files>>,
     pub config: EngineConfig,
     /// This process's lease owner id.
     pub owner: String,
@@ -197,6 +200,7 @@ impl Engine {
                 models,
                 toolbox,
                 credentials: Arc::new(credentials::NoCredentials),
+                files: None,
                 config,
                 owner: new_id("runner"),
                 runners: Mutex::new(HashMap::new()),
@@ -213,6 +217,15 @@ impl Engine {
         Arc::get_mut(&mut self.inner)
             .expect("with_credentials is called before the engine is shared")
             .credentials = source;
+        self
+    }
+
+    /// Gives the engine the Files API's storage (file resources are mounted from it); call
+    /// before the engine is cloned or started.
+    pub fn with_files(mut self, files: Arc<crate::files::Files>) -> Self {
+        Arc::get_mut(&mut self.inner)
+            .expect("with_files is called before the engine is shared")
+            .files = Some(files);
         self
     }
 

@@ -153,15 +153,16 @@ impl Loop<'_> {
         ToolStep::Wait
     }
 
-    /// The session's built-in tools (workspace created on first use).
-    fn session_tools(&mut self) -> Result<Arc<SessionTools>, String> {
+    /// The session's built-in tools (workspace created, resources mounted on first use).
+    async fn session_tools(&mut self) -> Result<Arc<SessionTools>, String> {
         if let Some(t) = &self.tools {
             return Ok(t.clone());
         }
+        let mounts = super::mounts::prepare(self.inner, &self.sid, &self.body).await?;
         let t = self
             .inner
             .toolbox
-            .for_session(&self.sid, &self.body.environment, &self.agent.tools)
+            .for_session(&self.sid, &self.body.environment, &self.agent.tools, mounts)
             .map_err(|e| format!("the session's workspace could not be prepared: {e}"))?;
         let t = Arc::new(t);
         self.tools = Some(t.clone());
@@ -184,7 +185,7 @@ impl Loop<'_> {
             vec![],
         )
         .await?;
-        let output = match self.session_tools() {
+        let output = match self.session_tools().await {
             Ok(tools) => {
                 let (name, input) = (call.name.clone(), call.input.clone());
                 let started = std::time::Instant::now();

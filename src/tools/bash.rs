@@ -135,6 +135,7 @@ pub async fn run(tools: &SessionTools, input: &serde_json::Value) -> ToolOutput 
         helper: &tools.helper,
         user: tools.user,
         accounts: &tools.accounts,
+        mounts: &tools.mounts,
     };
     let cgroup =
         super::cgroup::host().command(&tools.session_id, limits.memory_bytes, limits.max_processes);
@@ -325,6 +326,7 @@ mod tests {
             netguard: NetGuard {
                 allow_private: false,
             },
+            mounts: Default::default(),
             configs: vec![],
             search_url: None,
         }

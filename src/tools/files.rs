@@ -24,6 +24,7 @@ use rustix::io::Errno;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::mounts::MountTable;
 use super::sandbox::WORKSPACE;
 use super::{ToolOutput, identity};
 
@@ -500,7 +501,7 @@ fn image_type(path: &Path) -> Option<&'static str> {
 
 /// `read`: numbered lines, an optional 1-based inclusive `view_range` (end ≤ 0 means to the
 /// end), images as image blocks, binary files refused.
-pub async fn read(workspace: &Path, input: &Value) -> ToolOutput {
+pub async fn read(workspace: &Path, mounts: &MountTable, input: &Value) -> ToolOutput {
     let input: ReadInput = match parse(
         input,
         "read",
@@ -509,8 +510,46 @@ pub async fn read(workspace: &Path, input: &Value) -> ToolOutput {
         Ok(i) => i,
         Err(e) => return e,
     };
+    if let Some(on) = mounts.locate(&input.file_path) {
+        if !on.mount.read_only {
+            return ToolOutput::error(format!(
+                "`{}` is on a writable mount that file tools do not reach yet; use bash (cat, sed -n) to read it.",
+                input.file_path
+            ));
+        }
+        let host = on.host;
+        return blocking("read", move || read_mounted(&host, &input)).await;
+    }
     let host = workspace.to_path_buf();
     blocking("read", move || read_file(&host, &input)).await
+}
+
+/// `read` of a path on a read-only mount: what the server put there, opened without
+/// following a link.
+fn read_mounted(host: &Path, input: &ReadInput) -> ToolOutput {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let p = &input.file_path;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_nofollow())
+        .open(host)
+        .and_then(|f| {
+            let meta = f.metadata()?;
+            Ok((f, meta))
+        });
+    match opened {
+        Ok((_, meta)) if meta.is_dir() => {
+            ToolOutput::error(format!("`{p}` is a directory; use bash `ls` to list it."))
+        }
+        Ok((f, meta)) if meta.is_file() => render(p, f, meta.len(), Path::new(p), input),
+        Ok(_) => ToolOutput::error(format!("`{p}` is not a regular file.")),
+        Err(e) => ToolOutput::error(format!("`{p}` could not be read: {e}")),
+    }
+}
+
+/// `O_NOFOLLOW`, so a mount's last path component is never a link.
+fn libc_nofollow() -> i32 {
+    OFlags::NOFOLLOW.bits() as i32
 }
 
 fn read_file(host: &Path, input: &ReadInput) -> ToolOutput {
@@ -518,7 +557,7 @@ fn read_file(host: &Path, input: &ReadInput) -> ToolOutput {
     let opened = Workspace::open(host)
         .and_then(|ws| ws.locate(p, Missing::Fail))
         .and_then(|loc| Ok((loc.open_regular(OFlags::RDONLY)?, loc.rel)));
-    let ((mut file, len), rel) = match opened {
+    let ((file, len), rel) = match opened {
         Ok(o) => o,
         Err(FileError::Directory) => {
             return ToolOutput::error(format!(
@@ -527,7 +566,12 @@ fn read_file(host: &Path, input: &ReadInput) -> ToolOutput {
         }
         Err(e) => return ToolOutput::error(e.message(p)),
     };
-    if let Some(media) = image_type(&rel)
+    render(p, file, len, &rel, input)
+}
+
+/// What `read` shows of an open regular file of `len` bytes named `rel`.
+fn render(p: &str, mut file: File, len: u64, rel: &Path, input: &ReadInput) -> ToolOutput {
+    if let Some(media) = image_type(rel)
         && len <= MAX_IMAGE_BYTES
         && let Ok(Some(bytes)) = read_capped(&file, MAX_IMAGE_BYTES)
     {
@@ -622,7 +666,12 @@ struct WriteInput {
 
 /// `write`: creates or overwrites a file (and its parent directories). What it creates is given
 /// to `owner`, the sandbox's own user if it has one.
-pub async fn write(workspace: &Path, input: &Value, owner: Option<u32>) -> ToolOutput {
+pub async fn write(
+    workspace: &Path,
+    mounts: &MountTable,
+    input: &Value,
+    owner: Option<u32>,
+) -> ToolOutput {
     let input: WriteInput = match parse(
         input,
         "write",
@@ -631,6 +680,9 @@ pub async fn write(workspace: &Path, input: &Value, owner: Option<u32>) -> ToolO
         Ok(i) => i,
         Err(e) => return e,
     };
+    if let Some(refused) = refuse_on_mount(mounts, &input.file_path) {
+        return refused;
+    }
     let host = workspace.to_path_buf();
     blocking("write", move || write_file(&host, &input, owner)).await
 }
@@ -677,7 +729,7 @@ struct EditInput {
 
 /// `edit`: replaces `old_string`, which must occur exactly once unless `replace_all`. Files
 /// over [`MAX_FILE_BYTES`], before or after the edit, are refused.
-pub async fn edit(workspace: &Path, input: &Value) -> ToolOutput {
+pub async fn edit(workspace: &Path, mounts: &MountTable, input: &Value) -> ToolOutput {
     let form = r#"{"file_path": "/workspace/...", "old_string": "...", "new_string": "...", "replace_all": false}"#;
     let input: EditInput = match parse(input, "edit", form) {
         Ok(i) => i,
@@ -689,8 +741,24 @@ pub async fn edit(workspace: &Path, input: &Value) -> ToolOutput {
     if input.old_string == input.new_string {
         return ToolOutput::error("`old_string` and `new_string` are the same; nothing to change.");
     }
+    if let Some(refused) = refuse_on_mount(mounts, &input.file_path) {
+        return refused;
+    }
     let host = workspace.to_path_buf();
     blocking("edit", move || edit_file(&host, &input)).await
+}
+
+/// Writes to a read-only mount are refused; writable mounts are not reached by the file
+/// tools yet (bash writes there).
+fn refuse_on_mount(mounts: &MountTable, file_path: &str) -> Option<ToolOutput> {
+    let on = mounts.locate(file_path)?;
+    Some(ToolOutput::error(if on.mount.read_only {
+        super::mounts::read_only_message(file_path)
+    } else {
+        format!(
+            "`{file_path}` is on a writable mount that file tools do not reach yet; use bash to write it."
+        )
+    }))
 }
 
 fn edit_file(host: &Path, input: &EditInput) -> ToolOutput {
@@ -830,16 +898,21 @@ mod tests {
 
     async fn write_to(ws: &Path, file_path: &str, content: &str) -> ToolOutput {
         let input = json!({"file_path": file_path, "content": content});
-        bounded(write(ws, &input, sandbox_user())).await
+        bounded(write(ws, &MountTable::default(), &input, sandbox_user())).await
     }
 
     async fn edit_in(ws: &Path, file_path: &str, old: &str, new: &str) -> ToolOutput {
         let input = json!({"file_path": file_path, "old_string": old, "new_string": new, "replace_all": true});
-        bounded(edit(ws, &input)).await
+        bounded(edit(ws, &MountTable::default(), &input)).await
     }
 
     async fn read_at(ws: &Path, file_path: &str) -> ToolOutput {
-        bounded(read(ws, &json!({"file_path": file_path}))).await
+        bounded(read(
+            ws,
+            &MountTable::default(),
+            &json!({"file_path": file_path}),
+        ))
+        .await
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod cgroup;
 pub mod egress;
 pub mod files;
 pub mod identity;
+pub mod mounts;
 pub mod netguard;
 pub mod protections;
 pub mod proxy;
@@ -114,6 +115,8 @@ pub struct SessionTools {
     pub accounts: PathBuf,
     /// Which addresses tools may connect to (see [`ToolsConfig::allow_private_network`]).
     pub netguard: NetGuard,
+    /// Host paths shown at other paths in the sandbox (session resources).
+    pub mounts: mounts::MountTable,
     configs: Vec<BuiltinToolConfig>,
     search_url: Option<String>,
 }
@@ -222,12 +225,19 @@ impl Toolbox {
         self.data_dir.join("sandbox-state").join(session_id)
     }
 
+    /// Where a session's mounted resources are kept on the host (server-written, readable
+    /// by the sandbox; never inside the workspace, which the sandbox can change).
+    pub fn mounts_dir(&self, session_id: &str) -> PathBuf {
+        self.data_dir.join("sandbox-mounts").join(session_id)
+    }
+
     /// The tools of one session, creating its workspace on first use.
     pub fn for_session(
         &self,
         session_id: &str,
         environment: &EnvironmentConfig,
         tools: &[Tool],
+        mounts: mounts::MountTable,
     ) -> std::io::Result<SessionTools> {
         let workspace = self.workspace_dir(session_id);
         let state_dir = self.state_dir(session_id);
@@ -266,6 +276,7 @@ impl Toolbox {
             netguard: NetGuard {
                 allow_private: self.config.allow_private_network,
             },
+            mounts,
             configs,
             search_url: self.config.web_search_url.clone(),
         })
@@ -278,6 +289,7 @@ impl Toolbox {
         // or swaps in while it runs, cannot make it delete anything outside these directories.
         let _ = tokio::fs::remove_dir_all(self.workspace_dir(session_id)).await;
         let _ = tokio::fs::remove_dir_all(self.state_dir(session_id)).await;
+        let _ = tokio::fs::remove_dir_all(self.mounts_dir(session_id)).await;
     }
 }
 
@@ -337,9 +349,9 @@ impl SessionTools {
         }
         match name {
             "bash" => bash::run(self, input).await,
-            "read" => files::read(&self.workspace, input).await,
-            "write" => files::write(&self.workspace, input, self.user).await,
-            "edit" => files::edit(&self.workspace, input).await,
+            "read" => files::read(&self.workspace, &self.mounts, input).await,
+            "write" => files::write(&self.workspace, &self.mounts, input, self.user).await,
+            "edit" => files::edit(&self.workspace, &self.mounts, input).await,
             "glob" => search::glob(&self.workspace, input).await,
             "grep" => search::grep(&self.workspace, input).await,
             "web_fetch" => {
@@ -375,6 +387,7 @@ fn prepare_shared_dirs(data_dir: &Path, session_users: bool) -> Result<(), Strin
         data_dir.to_path_buf(),
         data_dir.join("workspaces"),
         data_dir.join("sandbox-state"),
+        data_dir.join("sandbox-mounts"),
     ] {
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;

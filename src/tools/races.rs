@@ -41,6 +41,7 @@ fn session_tools(workspace: &Path, state: &Path, session_id: &str) -> SessionToo
         netguard: NetGuard {
             allow_private: false,
         },
+        mounts: Default::default(),
         configs: vec![],
         search_url: None,
     }
@@ -232,7 +233,11 @@ async fn handing_over_a_workspace_never_gives_host_files_away() {
     let (mut rounds, mut prepared) = (0, 0);
     while started.elapsed() < RACE_FOR && tampered(host.path(), expected).is_empty() {
         rounds += 1;
-        prepared += usize::from(tools.for_session(sid, &env, &[]).is_ok());
+        prepared += usize::from(
+            tools
+                .for_session(sid, &env, &[], Default::default())
+                .is_ok(),
+        );
         // Back to the server, so the next round hands the whole tree over again.
         std::os::unix::fs::chown(&ws, Some(0), Some(0)).unwrap();
     }
@@ -243,7 +248,9 @@ async fn handing_over_a_workspace_never_gives_host_files_away() {
     assert!(bad.is_empty(), "after {rounds} hand-overs: {bad:?}");
     assert!(prepared > 0);
     // Without a racer, the whole workspace is handed over, the link itself included.
-    tools.for_session(sid, &env, &[]).unwrap();
+    tools
+        .for_session(sid, &env, &[], Default::default())
+        .unwrap();
     let owner = |rel: &str| std::fs::symlink_metadata(ws.join(rel)).unwrap().uid();
     let real = if std::fs::symlink_metadata(ws.join("d")).unwrap().is_dir() {
         "d"

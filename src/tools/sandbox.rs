@@ -302,6 +302,8 @@ pub struct SandboxCommand<'a> {
     pub user: Option<u32>,
     /// The server-only directory holding the sandbox's `passwd`, `group` and seccomp filter.
     pub accounts: &'a Path,
+    /// Host paths bound at other sandbox paths (session resources).
+    pub mounts: &'a super::mounts::MountTable,
 }
 
 /// A program, its arguments, and its environment.
@@ -446,6 +448,7 @@ impl SandboxCommand<'_> {
                 if matches!(self.network, Network::Proxied { .. }) {
                     a.extend(["--ro-bind".into(), self.helper.into(), HELPER.into()]);
                 }
+                a.extend(self.mounts.bwrap_args());
                 // Not recursive: the writable mounts inside stay writable.
                 push(&mut a, &["--remount-ro", "/dev", "--remount-ro", "/"]);
                 if seccomp {
@@ -562,6 +565,7 @@ mod tests {
             helper: Path::new("mast"),
             user: None,
             accounts: dir.path(),
+            mounts: &Default::default(),
         };
         let child = command.spawn(None, "the text".into()).unwrap();
         let out = child.wait_with_output().await.unwrap();

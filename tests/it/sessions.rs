@@ -97,15 +97,14 @@ async fn create_forms_and_snapshots(b: Backend) {
     )
     .await
     .err(404);
-    // A vault that does not exist is a 404; resources are refused as unsupported, not
-    // looked up (see `strict.rs`).
+    // A vault or a file that does not exist is a 404.
     c.post(
         "/v1/sessions",
         json!({"agent": aid, "environment_id": env["id"], "vault_ids": ["vlt_x"]}),
     )
     .await
     .err(404);
-    c.post("/v1/sessions", json!({"agent": aid, "environment_id": env["id"], "resources": [{"type": "file", "file_id": "file_x"}]})).await.err(400);
+    c.post("/v1/sessions", json!({"agent": aid, "environment_id": env["id"], "resources": [{"type": "file", "file_id": "file_x"}]})).await.err(404);
     c.post(
         "/v1/sessions",
         json!({"agent": aid, "environment_id": env["id"], "metadata": {"k": "v".repeat(600)}}),

@@ -17,9 +17,10 @@ use crate::domain::ids::new_id;
 use crate::domain::invalid::Invalid;
 use crate::domain::metadata::{self, Metadata};
 use crate::domain::multiagent;
+use crate::domain::resource::{self, FileResourceParams};
 use crate::domain::session::{
-    AgentSelection, Session, SessionBody, SessionCreate, SessionStatus, SessionUsage,
-    check_resources, check_title, parse_agent_selection, parse_vault_ids,
+    AgentSelection, Session, SessionBody, SessionCreate, SessionStatus, SessionUsage, check_title,
+    parse_agent_selection, parse_vault_ids,
 };
 use crate::domain::time::{self, Micros};
 use crate::domain::vault;
@@ -41,6 +42,8 @@ struct Checked {
     vault_ids: Vec<String>,
     /// `user.message` events that start the first turn.
     initial: Vec<ClientEvent>,
+    /// Files to mount, in the order given.
+    resources: Vec<FileResourceParams>,
 }
 
 impl Checked {
@@ -57,7 +60,7 @@ impl Checked {
             ));
         }
         let vault_ids = parse_vault_ids(req.vault_ids.as_ref())?.unwrap_or_default();
-        check_resources(req.resources.as_ref())?;
+        let resources = resource::parse_resources(req.resources.as_ref())?;
         Ok(Checked {
             agent,
             environment_id: req.environment_id,
@@ -65,6 +68,7 @@ impl Checked {
             metadata,
             vault_ids,
             initial: initial_events(req.initial_events.as_deref())?,
+            resources,
         })
     }
 }
@@ -118,6 +122,8 @@ impl Engine {
             .resolve_environment(ws, &checked.environment_id)
             .await?;
         self.check_vaults(ws, &checked.vault_ids).await?;
+        self.check_resource_files(ws, &env, &checked.resources)
+            .await?;
         let now = time::now();
         let draft = self.draft(ws, checked, agent, &env, now)?;
         let rec = self.commit_draft(draft).await?;
@@ -219,7 +225,11 @@ impl Engine {
             title: checked.title,
             metadata: checked.metadata,
             agent: snapshot.clone(),
-            resources: vec![],
+            resources: checked
+                .resources
+                .iter()
+                .map(|r| super::resources::file_resource(r, now))
+                .collect(),
             vault_ids: checked.vault_ids,
             budget: None,
             outcome_evaluations: vec![],

@@ -25,6 +25,12 @@ pub enum OpError {
     /// No credential with this id in the vault.
     #[error("credential `{0}` not found in this vault")]
     CredentialNotFound(String),
+    /// No file with this id in the workspace (or it expired).
+    #[error("file `{0}` not found")]
+    FileNotFound(String),
+    /// No resource with this id in the session.
+    #[error("resource `{0}` not found in this session")]
+    ResourceNotFound(String),
     /// No work item with this id in the environment.
     #[error("work item `{0}` not found")]
     WorkNotFound(String),

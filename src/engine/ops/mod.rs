@@ -8,6 +8,7 @@
 mod create;
 mod error;
 mod events;
+mod resources;
 mod sessions;
 mod threads;
 mod txn;
