@@ -38,9 +38,8 @@ fn session_tools(workspace: &Path, state: &Path, session_id: &str) -> SessionToo
         egress: EgressPolicy::Limited(vec![]),
         user: Some(identity::session_uid(session_id)),
         accounts: state.to_path_buf(),
-        netguard: NetGuard {
-            allow_private: false,
-        },
+        netguard: NetGuard::default(),
+            packages: None,
         configs: vec![],
         search_url: None,
     }
