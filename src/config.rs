@@ -143,8 +143,9 @@ impl Config {
             self.tools.allow_private_network = true;
         }
         if let Ok(v) = std::env::var("MAST_ALLOW_PRIVATE_HOSTS") {
-            self.tools.allow_private_hosts = crate::tools::netguard::PrivateAllow::parse_list(&v)
-                .map_err(|e| anyhow::anyhow!("MAST_ALLOW_PRIVATE_HOSTS: {e}"))?;
+            self.tools.allow_private_hosts =
+                crate::tools::netguard::PrivateAllow::parse_list(&v)
+                    .map_err(|e| anyhow::anyhow!("MAST_ALLOW_PRIVATE_HOSTS: {e}"))?;
         }
         let mirror = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let mirrors = &mut self.tools.packages.mirrors;
@@ -154,7 +155,10 @@ impl Config {
         mirrors.go = mirror("MAST_GOPROXY").or(mirrors.go.take());
         mirrors.gem = mirror("MAST_GEM_SOURCE").or(mirrors.gem.take());
         if let Some(n) = num("MAST_PACKAGE_INSTALL_TIMEOUT_SECONDS")? {
-            anyhow::ensure!(n >= 1, "MAST_PACKAGE_INSTALL_TIMEOUT_SECONDS must be at least 1");
+            anyhow::ensure!(
+                n >= 1,
+                "MAST_PACKAGE_INSTALL_TIMEOUT_SECONDS must be at least 1"
+            );
             self.tools.packages.install_timeout = Duration::from_secs(u64::from(n));
         }
         if let Some(n) = num("MAST_PACKAGE_LAYER_TTL_DAYS")? {

@@ -177,7 +177,25 @@ fn check_spec(at: &str, spec: &str) -> Valid<()> {
         && !spec.starts_with('-')
         && spec.chars().all(|c| {
             c.is_ascii_alphanumeric()
-                || matches!(c, '.' | '-' | '_' | '=' | '<' | '>' | '!' | '~' | '@' | '/' | ':' | '+' | '[' | ']' | ',' | '*' | '^')
+                || matches!(
+                    c,
+                    '.' | '-'
+                        | '_'
+                        | '='
+                        | '<'
+                        | '>'
+                        | '!'
+                        | '~'
+                        | '@'
+                        | '/'
+                        | ':'
+                        | '+'
+                        | '['
+                        | ']'
+                        | ','
+                        | '*'
+                        | '^'
+                )
         });
     if ok {
         Ok(())
@@ -229,9 +247,16 @@ fn parse_packages(at: &str, v: &Value) -> Valid<Packages> {
 impl Packages {
     /// Whether any manager lists a package.
     pub fn any(&self) -> bool {
-        [&self.apt, &self.cargo, &self.gem, &self.go, &self.npm, &self.pip]
-            .iter()
-            .any(|l| !l.is_empty())
+        [
+            &self.apt,
+            &self.cargo,
+            &self.gem,
+            &self.go,
+            &self.npm,
+            &self.pip,
+        ]
+        .iter()
+        .any(|l| !l.is_empty())
     }
 }
 
@@ -460,7 +485,11 @@ mod tests {
         }
         let e = create(json!({"name":"e","config":{"type":"cloud","networking":{"type":"limited"},"packages":{"pip":["six"]}}}))
             .unwrap_err();
-        assert!(e.message.contains("allow_package_managers"), "{}", e.message);
+        assert!(
+            e.message.contains("allow_package_managers"),
+            "{}",
+            e.message
+        );
         assert!(create(json!({"name":"e","config":{"type":"cloud","networking":{"type":"limited","allow_package_managers":true},"packages":{"pip":["six"]}}})).is_ok());
     }
 

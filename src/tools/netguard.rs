@@ -136,14 +136,16 @@ impl PrivateAllow {
                     Some((a, l)) => (a, Some(l)),
                     None => (e, None),
                 };
-                if let Ok(ip) = addr.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+                if let Ok(ip) = addr
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<IpAddr>()
+                {
                     let max = if ip.is_ipv4() { 32 } else { 128 };
                     let len = match len {
-                        Some(l) => l
-                            .parse::<u8>()
-                            .ok()
-                            .filter(|l| *l <= max)
-                            .ok_or_else(|| format!("`{e}`: the prefix length must be 0 to {max}"))?,
+                        Some(l) => l.parse::<u8>().ok().filter(|l| *l <= max).ok_or_else(|| {
+                            format!("`{e}`: the prefix length must be 0 to {max}")
+                        })?,
                         None => max,
                     };
                     return Ok(PrivateAllow::Net(ip, len));
@@ -156,7 +158,9 @@ impl PrivateAllow {
                         .chars()
                         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'))
                 {
-                    return Err(format!("`{e}` is not a host name, an address or a CIDR range"));
+                    return Err(format!(
+                        "`{e}` is not a host name, an address or a CIDR range"
+                    ));
                 }
                 Ok(PrivateAllow::Host(host))
             })

@@ -39,7 +39,7 @@ fn session_tools(workspace: &Path, state: &Path, session_id: &str) -> SessionToo
         user: Some(identity::session_uid(session_id)),
         accounts: state.to_path_buf(),
         netguard: NetGuard::default(),
-            packages: None,
+        packages: None,
         configs: vec![],
         search_url: None,
     }

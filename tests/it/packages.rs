@@ -109,8 +109,7 @@ async fn packages_install_once_into_a_shared_layer(b: Backend) {
         let r = results(&st.seen);
         assert!(!r[0].1, "{}", r[0].0);
         assert_eq!(
-            r[0].0,
-            "pip iniconfig\nnpm true\nHello, world!\nread-only\n[exit code 0]",
+            r[0].0, "pip iniconfig\nnpm true\nHello, world!\nread-only\n[exit code 0]",
             "installed packages are found in the sandbox"
         );
     }
@@ -153,5 +152,9 @@ async fn a_misspelt_package_fails_with_the_installers_words(b: Backend) {
             .contains("`mast-no-such-package-zqx`")
     );
     let log = std::fs::read_to_string(s.data_dir.join("package-layers/builds.log")).unwrap();
-    assert_eq!(log.matches(" failed: ").count(), 1, "the failure is remembered: {log}");
+    assert_eq!(
+        log.matches(" failed: ").count(),
+        1,
+        "the failure is remembered: {log}"
+    );
 }

@@ -145,6 +145,9 @@ mod tests {
         let s = script("pip", &["a==1".into(), "it's".into()], &mirrors);
         assert!(s.contains("--target /opt/mast/packages/pip --index-url 'http://pypi.corp/simple' 'a==1' 'it'\\''s'"), "{s}");
         let s = script("npm", &["left-pad@1".into()], &Mirrors::default());
-        assert!(s.contains("npm install") && !s.contains("--registry"), "{s}");
+        assert!(
+            s.contains("npm install") && !s.contains("--registry"),
+            "{s}"
+        );
     }
 }

@@ -138,8 +138,8 @@ impl Layers {
 
     /// The key of a set of package lists: what the layer's directory is named.
     pub fn key(&self, packages: &Packages) -> String {
-        let text = serde_json::to_string(&(lists(packages), &self.config.mirrors))
-            .unwrap_or_default();
+        let text =
+            serde_json::to_string(&(lists(packages), &self.config.mirrors)).unwrap_or_default();
         let digest = Sha256::digest(text.as_bytes());
         digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
     }
@@ -174,7 +174,11 @@ impl Layers {
 
     /// The layer of `packages`, built first if it is not yet (waiting for a build another
     /// session started); `egress` is the environment's network policy.
-    pub async fn ensure(&self, packages: &Packages, egress: &EgressPolicy) -> Result<PathBuf, String> {
+    pub async fn ensure(
+        &self,
+        packages: &Packages,
+        egress: &EgressPolicy,
+    ) -> Result<PathBuf, String> {
         let key = self.key(packages);
         let dir = self.root.join(&key);
         if mark_used(&dir) {
@@ -242,7 +246,7 @@ impl Layers {
     /// Appends one line to `builds.log` beside the layers: a record of every build, for the
     /// operator (and for tests that count builds).
     fn record(&self, key: &str, line: &str) {
-        let now = crate::domain::time::now();
+        let now = crate::domain::time::format(crate::domain::time::now());
         let written = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -254,7 +258,12 @@ impl Layers {
     }
 
     /// Installs every list into `<key>.building`, then renames it into place.
-    async fn build(&self, key: &str, packages: &Packages, egress: &EgressPolicy) -> Result<(), String> {
+    async fn build(
+        &self,
+        key: &str,
+        packages: &Packages,
+        egress: &EgressPolicy,
+    ) -> Result<(), String> {
         let io = |e: std::io::Error| format!("the package layer could not be prepared: {e}");
         let building = self.root.join(format!("{key}.building"));
         let work = self.root.join(format!("{key}.work"));
@@ -270,7 +279,9 @@ impl Layers {
             let _ = tokio::fs::remove_dir_all(&building).await;
             return Err(why);
         }
-        tokio::fs::write(building.join(COMPLETE), key).await.map_err(io)?;
+        tokio::fs::write(building.join(COMPLETE), key)
+            .await
+            .map_err(io)?;
         let dir = self.root.join(key);
         let _ = tokio::fs::remove_dir_all(&dir).await;
         tokio::fs::rename(&building, &dir).await.map_err(io)?;
@@ -321,7 +332,9 @@ impl Layers {
             (Network::None, None)
         } else {
             let (guard, name) = proxy::EgressProxy::start(&state, policy, self.sandbox.netguard)
-                .map_err(|e| format!("the egress proxy for package installs could not start: {e}"))?;
+                .map_err(|e| {
+                    format!("the egress proxy for package installs could not start: {e}")
+                })?;
             let socket = state.join(&name);
             (Network::Proxied { socket }, Some((guard, name)))
         };
@@ -341,7 +354,10 @@ impl Layers {
         // together); without one, no per-process address-space cap, which breaks node and go
         // (they reserve far more than they use): the install is the operator's own code path.
         let cgroup = super::cgroup::host().command(
-            &format!("packages-{}", work.file_name().unwrap_or_default().to_string_lossy()),
+            &format!(
+                "packages-{}",
+                work.file_name().unwrap_or_default().to_string_lossy()
+            ),
             self.sandbox.limits.memory_bytes,
             self.sandbox.limits.max_processes,
         );
@@ -487,7 +503,13 @@ mod tests {
     fn failures_name_the_package_and_quote_the_last_lines() {
         let out = "Collecting reqests\nERROR: Could not find a version that satisfies the requirement reqests\nERROR: No matching distribution found for reqests\n";
         let m = failure("pip", &["six".into(), "reqests==1.0".into()], out);
-        assert!(m.starts_with("installing the environment's pip packages failed (`reqests==1.0`)"), "{m}");
-        assert!(m.ends_with("No matching distribution found for reqests"), "{m}");
+        assert!(
+            m.starts_with("installing the environment's pip packages failed (`reqests==1.0`)"),
+            "{m}"
+        );
+        assert!(
+            m.ends_with("No matching distribution found for reqests"),
+            "{m}"
+        );
     }
 }
