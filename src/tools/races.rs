@@ -200,6 +200,18 @@ fn toolbox(data: &Path) -> Toolbox {
         session_users: true,
         unreachable: None,
         protections,
+        private_allow: &[],
+        layers: Arc::new(super::packages::Layers::new(
+            data.join("package-layers"),
+            super::packages::PackagesConfig::default(),
+            super::packages::InstallSandbox {
+                isolation: Isolation::Bubblewrap,
+                helper: "mast".into(),
+                accounts: data.join("sandbox-etc"),
+                netguard: NetGuard::default(),
+                limits: Limits::default(),
+            },
+        )),
     }
 }
 
