@@ -111,13 +111,16 @@ pub struct InstallSandbox {
     pub limits: Limits,
 }
 
+/// One layer key's build lock, holding its last failure and when it happened.
+type Slot = Arc<tokio::sync::Mutex<Option<(String, Instant)>>>;
+
 /// The server's package layers.
 pub struct Layers {
     root: PathBuf,
     config: PackagesConfig,
     sandbox: InstallSandbox,
     /// One lock per key, holding the last failure (and when it happened).
-    slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<(String, Instant)>>>>>,
+    slots: Mutex<HashMap<String, Slot>>,
 }
 
 impl Layers {
