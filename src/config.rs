@@ -142,6 +142,28 @@ impl Config {
         if flag("MAST_ALLOW_PRIVATE_NETWORK")? {
             self.tools.allow_private_network = true;
         }
+        if let Ok(v) = std::env::var("MAST_ALLOW_PRIVATE_HOSTS") {
+            self.tools.allow_private_hosts =
+                crate::tools::netguard::PrivateAllow::parse_list(&v)
+                    .map_err(|e| anyhow::anyhow!("MAST_ALLOW_PRIVATE_HOSTS: {e}"))?;
+        }
+        let mirror = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let mirrors = &mut self.tools.packages.mirrors;
+        mirrors.pip = mirror("MAST_PIP_INDEX_URL").or(mirrors.pip.take());
+        mirrors.npm = mirror("MAST_NPM_REGISTRY").or(mirrors.npm.take());
+        mirrors.cargo = mirror("MAST_CARGO_INDEX").or(mirrors.cargo.take());
+        mirrors.go = mirror("MAST_GOPROXY").or(mirrors.go.take());
+        mirrors.gem = mirror("MAST_GEM_SOURCE").or(mirrors.gem.take());
+        if let Some(n) = num("MAST_PACKAGE_INSTALL_TIMEOUT_SECONDS")? {
+            anyhow::ensure!(
+                n >= 1,
+                "MAST_PACKAGE_INSTALL_TIMEOUT_SECONDS must be at least 1"
+            );
+            self.tools.packages.install_timeout = Duration::from_secs(u64::from(n));
+        }
+        if let Some(n) = num("MAST_PACKAGE_LAYER_TTL_DAYS")? {
+            self.tools.packages.layer_ttl = Duration::from_secs(u64::from(n) * 86_400);
+        }
         if let Some(n) = num("MAST_SANDBOX_MEMORY_MB")? {
             anyhow::ensure!(n >= 16, "MAST_SANDBOX_MEMORY_MB must be at least 16");
             self.tools.limits.memory_bytes = u64::from(n) << 20;

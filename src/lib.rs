@@ -287,9 +287,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         });
     }
     let toolbox = Arc::new(tools::Toolbox::new(&config.data_dir, config.tools.clone()).await);
-    let guard = tools::netguard::NetGuard {
-        allow_private: config.tools.allow_private_network,
-    };
+    let guard = toolbox.netguard();
     let vaults = Arc::new(
         match secrets::Cipher::load(&config.secret_key, &config.data_dir) {
             Ok(cipher) => engine::vaults::Vaults::new(store.clone(), cipher, guard),

@@ -3,7 +3,7 @@
 use clap::Parser;
 use std::process::ExitCode;
 
-use mast::cli::{AgentsCommand, Cli, Command, KeysCommand, SessionsCommand};
+use mast::cli::{AgentsCommand, Cli, Command, EnvironmentsCommand, KeysCommand, SessionsCommand};
 use tracing_subscriber::EnvFilter;
 
 /// Logging from `MAST_LOG` (a filter such as `info` or `warn,mast=debug`) and
@@ -146,6 +146,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 KeysCommand::List { json, store } => mast::cli::keys::list(&store, json).await,
                 KeysCommand::Revoke { id, store } => mast::cli::keys::revoke(&store, &id).await,
             };
+        }
+        Command::Environments {
+            command:
+                EnvironmentsCommand::Warm {
+                    id,
+                    workspace,
+                    store,
+                },
+        } => {
+            init_logging()?;
+            mast::cli::environments::warm(&store, &workspace, &id).await?;
         }
         Command::Agents {
             command: AgentsCommand::Apply { file, server },

@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 pub mod agents;
 pub mod client;
 pub mod doctor;
+pub mod environments;
 pub mod keys;
 pub mod sessions;
 pub mod store;
@@ -82,6 +83,11 @@ pub enum Command {
         #[command(subcommand)]
         command: AgentsCommand,
     },
+    /// Environments' package layers (these open the store directly).
+    Environments {
+        #[command(subcommand)]
+        command: EnvironmentsCommand,
+    },
     /// Follow sessions on a running server.
     Sessions {
         #[command(subcommand)]
@@ -128,6 +134,22 @@ pub enum Command {
         port: u16,
         #[arg(long)]
         socket: std::path::PathBuf,
+    },
+}
+
+/// `mast environments ...`.
+#[derive(Debug, Subcommand)]
+pub enum EnvironmentsCommand {
+    /// Install an environment's packages into its layer now, before a session needs them;
+    /// prints the layer's directory.
+    Warm {
+        /// The environment's id.
+        id: String,
+        /// The workspace the environment belongs to.
+        #[arg(long, default_value = crate::api::auth::DEFAULT_WORKSPACE)]
+        workspace: String,
+        #[command(flatten)]
+        store: StoreArgs,
     },
 }
 

@@ -165,9 +165,50 @@ fn check_hosts(hosts: &[String]) -> Valid<()> {
 /// The package managers of `config.packages`, in wire order.
 const MANAGERS: [&str; 6] = ["apt", "cargo", "gem", "go", "npm", "pip"];
 
-/// Reads `config.packages`. Nothing installs packages yet, so only empty lists (what a
-/// retrieved config holds) are accepted; a package to install is refused.
-fn check_packages(at: &str, v: &Value) -> Valid<()> {
+/// Packages one manager may list.
+const MAX_PACKAGES: usize = 100;
+
+/// Checks one package spec: the manager's own syntax (`pandas==2.2.0`, `left-pad@1.3.0`,
+/// `hello=2.10-3`) is passed through, but never whitespace, quotes or shell characters, and
+/// never a leading `-`, which an installer would read as an option.
+fn check_spec(at: &str, spec: &str) -> Valid<()> {
+    let ok = !spec.is_empty()
+        && spec.len() <= 256
+        && !spec.starts_with('-')
+        && spec.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(
+                    c,
+                    '.' | '-'
+                        | '_'
+                        | '='
+                        | '<'
+                        | '>'
+                        | '!'
+                        | '~'
+                        | '@'
+                        | '/'
+                        | ':'
+                        | '+'
+                        | '['
+                        | ']'
+                        | ','
+                        | '*'
+                        | '^'
+                )
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(Invalid::new(format!(
+            "`{at}` entry `{spec}` is not a package spec (a name with the manager's version syntax, 1 to 256 characters, no spaces or quotes, not starting with `-`)"
+        )))
+    }
+}
+
+/// Reads `config.packages`: per manager a list of specs, installed into the environment's
+/// package layer (see `tools::packages`).
+fn parse_packages(at: &str, v: &Value) -> Valid<Packages> {
     let mut known = vec!["type"];
     known.extend(MANAGERS);
     let o = Obj::new(at, v, "a packages config", &known)?;
@@ -176,16 +217,47 @@ fn check_packages(at: &str, v: &Value) -> Valid<()> {
     {
         return Err(Invalid::new(format!("`{at}.type` must be `packages`")));
     }
+    let mut lists: Vec<Vec<String>> = Vec::new();
     for manager in MANAGERS {
-        if o.strings(manager)?.is_some_and(|l| !l.is_empty()) {
-            return Err(Invalid::unsupported(
-                &o.path(manager),
-                "packages",
-                "packages are not installed into sandboxes; remove them (empty lists are fine)",
-            ));
+        let list = o.strings(manager)?.unwrap_or_default();
+        let path = o.path(manager);
+        if list.len() > MAX_PACKAGES {
+            return Err(Invalid::new(format!(
+                "`{path}` has more than {MAX_PACKAGES} entries"
+            )));
         }
+        for spec in &list {
+            check_spec(&path, spec)?;
+        }
+        lists.push(list);
     }
-    Ok(())
+    let mut it = lists.into_iter();
+    let mut next = || it.next().unwrap_or_default();
+    Ok(Packages {
+        tag: PackagesTag::Tag,
+        apt: next(),
+        cargo: next(),
+        gem: next(),
+        go: next(),
+        npm: next(),
+        pip: next(),
+    })
+}
+
+impl Packages {
+    /// Whether any manager lists a package.
+    pub fn any(&self) -> bool {
+        [
+            &self.apt,
+            &self.cargo,
+            &self.gem,
+            &self.go,
+            &self.npm,
+            &self.pip,
+        ]
+        .iter()
+        .any(|l| !l.is_empty())
+    }
 }
 
 fn parse_networking(at: &str, v: &Value) -> Valid<Networking> {
@@ -251,13 +323,20 @@ fn resolve_config(
                 Some(n) => parse_networking(&o.path("networking"), n)?,
                 None => old_net.unwrap_or(Networking::Unrestricted),
             };
-            let packages = match o.get("packages") {
-                Some(p) => {
-                    check_packages(&o.path("packages"), p)?;
-                    Packages::default()
-                }
+            let packages = match o.get("packages").filter(|p| !p.is_null()) {
+                Some(p) => parse_packages(&o.path("packages"), p)?,
                 None => old_pkgs.unwrap_or_default(),
             };
+            if packages.any()
+                && let Networking::Limited {
+                    allow_package_managers: false,
+                    ..
+                } = networking
+            {
+                return Err(Invalid::new(
+                    "`config.packages` needs `config.networking.allow_package_managers: true` under `limited` networking: installs reach the package registries",
+                ));
+            }
             EnvironmentConfig::Cloud {
                 networking,
                 packages,
@@ -391,12 +470,27 @@ mod tests {
     }
 
     #[test]
-    fn packages_to_install_are_unsupported_but_empty_lists_are_fine() {
-        let e = create(json!({"name":"e","config":{"type":"cloud","packages":{"pip":["x"]}}}))
-            .unwrap_err();
-        assert_eq!(e.code, Some("unsupported_feature"));
-        assert_eq!(e.details["field"], "config.packages.pip");
+    fn packages_are_kept_checked_and_need_package_managers_under_limited() {
+        let s = create(json!({"name":"e","config":{"type":"cloud","packages":{"pip":["six==1.16.0"],"npm":["is-number@7"]}}}))
+            .unwrap();
+        let EnvironmentConfig::Cloud { packages, .. } = s.config else {
+            panic!("cloud")
+        };
+        assert_eq!(packages.pip, vec!["six==1.16.0"]);
+        assert_eq!(packages.npm, vec!["is-number@7"]);
         assert!(create(json!({"name":"e","config":{"type":"cloud","packages":{"type":"packages","apt":[],"pip":null}}})).is_ok());
+        for bad in ["--index-url=http://x", "a b", "x;rm", "it's", ""] {
+            let e = create(json!({"name":"e","config":{"type":"cloud","packages":{"pip":[bad]}}}));
+            assert!(e.is_err(), "{bad}");
+        }
+        let e = create(json!({"name":"e","config":{"type":"cloud","networking":{"type":"limited"},"packages":{"pip":["six"]}}}))
+            .unwrap_err();
+        assert!(
+            e.message.contains("allow_package_managers"),
+            "{}",
+            e.message
+        );
+        assert!(create(json!({"name":"e","config":{"type":"cloud","networking":{"type":"limited","allow_package_managers":true},"packages":{"pip":["six"]}}})).is_ok());
     }
 
     #[test]

@@ -185,15 +185,20 @@ impl Loop<'_> {
             vec![],
         )
         .await?;
+        // A failed install of the environment's packages is also a `session.error` (once per
+        // runner), so clients see why tool calls fail without reading every result.
+        let mut package_failure = None;
         let output = match self.session_tools().await {
             Ok(tools) => {
                 let (name, input) = (call.name.clone(), call.input.clone());
+                let reporter = tools.packages.clone();
                 let started = std::time::Instant::now();
                 match self
                     .interruptible(async move { tools.run(&name, &input).await })
                     .await?
                 {
                     Waited::Done(out) => {
+                        package_failure = reporter.and_then(|p| p.failure_to_report());
                         metrics::histogram!(crate::telemetry::TOOL_DURATION,
                             "tool" => call.name.clone(), "is_error" => if out.is_error { "true" } else { "false" })
                         .record(started.elapsed().as_secs_f64());
@@ -226,7 +231,16 @@ impl Loop<'_> {
                     time::now(),
                 );
                 e.answers = Some((call.id, Answer::Result.as_str()));
-                Ok(vec![e])
+                let mut out = vec![e];
+                if let Some(why) = package_failure {
+                    out.push(server_event(
+                        kind::SESSION_ERROR,
+                        events::session_error("unknown_error", &why, "retrying"),
+                        &primary,
+                        time::now(),
+                    ));
+                }
+                Ok(out)
             },
             vec![],
         )

@@ -97,6 +97,15 @@ pub async fn run(tools: &SessionTools, input: &serde_json::Value) -> ToolOutput 
             "`timeout_ms` must be between 1 and {MAX_TIMEOUT_MS}."
         ));
     }
+    // The environment's packages, installed on first use (sessions of one environment share
+    // one build); a failed install fails the call with the installer's reason.
+    let layer = match &tools.packages {
+        Some(p) => match p.layer().await {
+            Ok(dir) => Some(dir),
+            Err(why) => return ToolOutput::error(why),
+        },
+        None => None,
+    };
     let roots = quota::roots(tools);
     let start = quota::usage(roots.clone(), &tools.limits).await;
     let over_at_start = quota::over(start, &tools.limits, true);
@@ -105,6 +114,9 @@ pub async fn run(tools: &SessionTools, input: &serde_json::Value) -> ToolOutput 
         Err(e) => return ToolOutput::error(e),
     };
     let mut env = Vec::new();
+    if layer.is_some() {
+        env.extend(super::packages::session_env());
+    }
     if let Some((_, name)) = &proxy {
         env.push(("MAST_PROXY_SOCKET".to_string(), name.clone()));
         env.extend(super::proxy::sandbox_env());
@@ -136,6 +148,10 @@ pub async fn run(tools: &SessionTools, input: &serde_json::Value) -> ToolOutput 
         user: tools.user,
         accounts: &tools.accounts,
         mounts: &tools.mounts,
+        packages: layer.as_deref().map(|dir| super::sandbox::PackageMount {
+            dir,
+            install: false,
+        }),
     };
     let cgroup =
         super::cgroup::host().command(&tools.session_id, limits.memory_bytes, limits.max_processes);
@@ -323,10 +339,9 @@ mod tests {
             egress: EgressPolicy::Open,
             user: None,
             accounts: dir.join("etc"),
-            netguard: NetGuard {
-                allow_private: false,
-            },
+            netguard: NetGuard::default(),
             mounts: Default::default(),
+            packages: None,
             configs: vec![],
             search_url: None,
         }

@@ -9,6 +9,7 @@ pub mod files;
 pub mod identity;
 pub mod mounts;
 pub mod netguard;
+pub mod packages;
 pub mod protections;
 pub mod proxy;
 pub mod quota;
@@ -23,6 +24,7 @@ use std::ffi::OsStr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustix::fs::{Mode, OFlags};
 use serde_json::{Value, json};
@@ -72,6 +74,11 @@ pub struct ToolsConfig {
     /// addresses (an intranet deployment; tests against local servers). Off by default, so a
     /// session cannot reach the server, its database or the cloud metadata service.
     pub allow_private_network: bool,
+    /// `MAST_ALLOW_PRIVATE_HOSTS`: internal hosts and ranges tools may reach anyway (a
+    /// package mirror on the intranet), narrower than `allow_private_network`.
+    pub allow_private_hosts: Vec<netguard::PrivateAllow>,
+    /// Package layers: mirrors, install timeout, eviction.
+    pub packages: packages::PackagesConfig,
     pub limits: Limits,
 }
 
@@ -82,6 +89,8 @@ impl Default for ToolsConfig {
             helper: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("mast")),
             web_search_url: None,
             allow_private_network: false,
+            allow_private_hosts: Vec::new(),
+            packages: packages::PackagesConfig::default(),
             limits: Limits::default(),
         }
     }
@@ -98,6 +107,10 @@ pub struct Toolbox {
     unreachable: Option<String>,
     /// Which protections are in force here.
     protections: protections::Protections,
+    /// `MAST_ALLOW_PRIVATE_HOSTS`, fixed for the life of the process.
+    private_allow: &'static [netguard::PrivateAllow],
+    /// Environments' package layers.
+    layers: Arc<packages::Layers>,
 }
 
 /// A session's tools: its workspace, state, network policy and toolset configuration.
@@ -117,6 +130,8 @@ pub struct SessionTools {
     pub netguard: NetGuard,
     /// Host paths shown at other paths in the sandbox (session resources).
     pub mounts: mounts::MountTable,
+    /// The environment's packages, when it has any.
+    pub packages: Option<Arc<packages::SessionPackages>>,
     configs: Vec<BuiltinToolConfig>,
     search_url: Option<String>,
 }
@@ -126,7 +141,13 @@ impl Toolbox {
     pub fn netguard(&self) -> NetGuard {
         NetGuard {
             allow_private: self.config.allow_private_network,
+            allow: self.private_allow,
         }
+    }
+
+    /// The environments' package layers.
+    pub fn layers(&self) -> &Arc<packages::Layers> {
+        &self.layers
     }
 
     /// Detects the sandbox and says at start-up what built-in tools will do, and which
@@ -157,6 +178,34 @@ impl Toolbox {
             allow_private_network: config.allow_private_network,
         });
         protections.log();
+        // Leaked once per server: the guard stays a cheap copy with the list borrowed.
+        let private_allow: &'static [netguard::PrivateAllow] =
+            Box::leak(config.allow_private_hosts.clone().into_boxed_slice());
+        let layers_dir = data_dir.join("package-layers");
+        if let Err(e) = std::fs::create_dir_all(&layers_dir).and_then(|()| {
+            // Sandboxes of their own users read the layers.
+            std::fs::set_permissions(&layers_dir, std::fs::Permissions::from_mode(0o755))
+        }) {
+            tracing::warn!(error = %e, dir = %layers_dir.display(), "cannot prepare the package layers' directory");
+        }
+        let layers = packages::Layers::new(
+            layers_dir,
+            config.packages.clone(),
+            packages::InstallSandbox {
+                isolation: match &unreachable {
+                    Some(why) => Isolation::Unavailable(why.clone()),
+                    None => isolation.clone(),
+                },
+                helper: config.helper.clone(),
+                accounts: etc.clone(),
+                netguard: NetGuard {
+                    allow_private: config.allow_private_network,
+                    allow: private_allow,
+                },
+                limits: config.limits,
+            },
+        );
+        layers.evict();
         Toolbox {
             isolation,
             data_dir,
@@ -164,6 +213,8 @@ impl Toolbox {
             session_users,
             unreachable,
             protections,
+            private_allow,
+            layers: Arc::new(layers),
         }
     }
 
@@ -273,8 +324,16 @@ impl Toolbox {
             egress: EgressPolicy::of(environment),
             user,
             accounts: self.data_dir.join("sandbox-etc"),
-            netguard: NetGuard {
-                allow_private: self.config.allow_private_network,
+            netguard: self.netguard(),
+            packages: match environment {
+                EnvironmentConfig::Cloud { packages: p, .. } if packages::wanted(p) => {
+                    Some(Arc::new(packages::SessionPackages::new(
+                        self.layers.clone(),
+                        p.clone(),
+                        EgressPolicy::of(environment),
+                    )))
+                }
+                _ => None,
             },
             mounts,
             configs,

@@ -115,18 +115,104 @@ pub fn is_public(ip: IpAddr) -> bool {
     }
 }
 
+/// One entry of the operator's private allowlist (`MAST_ALLOW_PRIVATE_HOSTS`): a host name
+/// whose addresses may be internal (a package mirror on the intranet), or an address range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrivateAllow {
+    /// A host name (lower case, no trailing dot); `*.corp.net` also matches subdomains.
+    Host(String),
+    /// An address range: the network address and its prefix length.
+    Net(IpAddr, u8),
+}
+
+impl PrivateAllow {
+    /// Parses a comma-separated list of host names, addresses and CIDR ranges.
+    pub fn parse_list(s: &str) -> Result<Vec<PrivateAllow>, String> {
+        s.split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .map(|e| {
+                let (addr, len) = match e.split_once('/') {
+                    Some((a, l)) => (a, Some(l)),
+                    None => (e, None),
+                };
+                if let Ok(ip) = addr
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<IpAddr>()
+                {
+                    let max = if ip.is_ipv4() { 32 } else { 128 };
+                    let len = match len {
+                        Some(l) => l.parse::<u8>().ok().filter(|l| *l <= max).ok_or_else(|| {
+                            format!("`{e}`: the prefix length must be 0 to {max}")
+                        })?,
+                        None => max,
+                    };
+                    return Ok(PrivateAllow::Net(ip, len));
+                }
+                let host = e.trim_end_matches('.').to_ascii_lowercase();
+                let bare = host.strip_prefix("*.").unwrap_or(&host);
+                if len.is_some()
+                    || bare.is_empty()
+                    || !bare
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'))
+                {
+                    return Err(format!(
+                        "`{e}` is not a host name, an address or a CIDR range"
+                    ));
+                }
+                Ok(PrivateAllow::Host(host))
+            })
+            .collect()
+    }
+
+    fn matches_host(&self, host: &str) -> bool {
+        match self {
+            PrivateAllow::Host(h) => match h.strip_prefix("*.") {
+                Some(suffix) => host == suffix || host.ends_with(&format!(".{suffix}")),
+                None => h == host,
+            },
+            PrivateAllow::Net(..) => false,
+        }
+    }
+
+    fn matches_ip(&self, ip: IpAddr) -> bool {
+        let PrivateAllow::Net(net, len) = self else {
+            return false;
+        };
+        let (a, b, bits) = match (net, ip) {
+            (IpAddr::V4(n), IpAddr::V4(i)) => (u32::from(*n) as u128, u32::from(i) as u128, 32),
+            (IpAddr::V6(n), IpAddr::V6(i)) => (u128::from(*n), u128::from(i), 128),
+            _ => return false,
+        };
+        let shift = bits - u32::from(*len);
+        shift >= bits || (a >> shift) == (b >> shift)
+    }
+}
+
 /// The address check tools connect through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NetGuard {
     /// Loopback, private and link-local addresses may be reached too.
     pub allow_private: bool,
+    /// Internal hosts and ranges that may be reached anyway (`MAST_ALLOW_PRIVATE_HOSTS`):
+    /// narrower than `allow_private`, for a package mirror on the intranet. Fixed for the
+    /// life of the process, so the guard stays a cheap copy.
+    pub allow: &'static [PrivateAllow],
 }
 
 impl NetGuard {
+    /// Whether `host` (a name) is on the private allowlist.
+    fn allows_host(&self, host: &str) -> bool {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        self.allow.iter().any(|a| a.matches_host(&host))
+    }
+
     /// Refuses `ip` unless it is a public address of another host, or private addresses are
-    /// allowed.
+    /// allowed (all of them, or this one by the allowlist).
     pub fn check(&self, ip: IpAddr) -> Result<(), String> {
-        if self.allow_private {
+        if self.allow_private || self.allow.iter().any(|a| a.matches_ip(ip)) {
             Ok(())
         } else if !is_public(ip) {
             Err(format!(
@@ -153,6 +239,9 @@ impl NetGuard {
             .await
             .map_err(|e| format!("`{bare}` could not be resolved: {e}"))?
             .collect();
+        if self.allows_host(bare) && !found.is_empty() {
+            return Ok(found);
+        }
         let mut refusal = None;
         let allowed: Vec<SocketAddr> = found
             .into_iter()
@@ -283,9 +372,7 @@ mod tests {
     fn the_guard_reads_this_hosts_interfaces() {
         // Loopback is on every host; whatever else is bound here is refused however public.
         assert!(local_addresses().contains(&IpAddr::V4(Ipv4Addr::LOCALHOST)));
-        let strict = NetGuard {
-            allow_private: false,
-        };
+        let strict = NetGuard::default();
         for ip in read_local_addresses().unwrap() {
             assert!(strict.check(ip).is_err(), "{ip}");
         }
@@ -293,19 +380,34 @@ mod tests {
 
     #[tokio::test]
     async fn resolution_keeps_only_allowed_addresses() {
-        let strict = NetGuard {
-            allow_private: false,
-        };
+        let strict = NetGuard::default();
         assert!(strict.resolve("127.0.0.1", 80).await.is_err());
         assert!(strict.resolve("[::1]", 80).await.is_err());
         let err = strict.resolve("localhost", 80).await.unwrap_err();
         assert!(err.contains("internal address"), "{err}");
         let open = NetGuard {
             allow_private: true,
+            ..NetGuard::default()
         };
         assert_eq!(
             open.resolve("127.0.0.1", 80).await.unwrap(),
             vec!["127.0.0.1:80".parse().unwrap()]
         );
+    }
+
+    #[tokio::test]
+    async fn the_private_allowlist_lets_named_hosts_and_ranges_through() {
+        let allow = PrivateAllow::parse_list("localhost, 10.0.0.0/8,fd00::/16").unwrap();
+        let guard = NetGuard {
+            allow_private: false,
+            allow: Box::leak(allow.into_boxed_slice()),
+        };
+        assert!(guard.check("10.1.2.3".parse().unwrap()).is_ok());
+        assert!(guard.check("fd00::5".parse().unwrap()).is_ok());
+        assert!(guard.check("192.168.1.1".parse().unwrap()).is_err());
+        assert!(guard.check("127.0.0.1".parse().unwrap()).is_err());
+        assert!(guard.resolve("localhost", 80).await.is_ok());
+        assert!(PrivateAllow::parse_list("10.0.0.0/33").is_err());
+        assert!(PrivateAllow::parse_list("bad host").is_err());
     }
 }

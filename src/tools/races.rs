@@ -38,10 +38,9 @@ fn session_tools(workspace: &Path, state: &Path, session_id: &str) -> SessionToo
         egress: EgressPolicy::Limited(vec![]),
         user: Some(identity::session_uid(session_id)),
         accounts: state.to_path_buf(),
-        netguard: NetGuard {
-            allow_private: false,
-        },
+        netguard: NetGuard::default(),
         mounts: Default::default(),
+        packages: None,
         configs: vec![],
         search_url: None,
     }
@@ -202,6 +201,18 @@ fn toolbox(data: &Path) -> Toolbox {
         session_users: true,
         unreachable: None,
         protections,
+        private_allow: &[],
+        layers: Arc::new(super::packages::Layers::new(
+            data.join("package-layers"),
+            super::packages::PackagesConfig::default(),
+            super::packages::InstallSandbox {
+                isolation: Isolation::Bubblewrap,
+                helper: "mast".into(),
+                accounts: data.join("sandbox-etc"),
+                netguard: NetGuard::default(),
+                limits: Limits::default(),
+            },
+        )),
     }
 }
 

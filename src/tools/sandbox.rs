@@ -304,6 +304,23 @@ pub struct SandboxCommand<'a> {
     pub accounts: &'a Path,
     /// Host paths bound at other sandbox paths (session resources).
     pub mounts: &'a super::mounts::MountTable,
+    /// The environment's package layer, mounted at [`PACKAGES`] (see `tools::packages`).
+    pub packages: Option<PackageMount<'a>>,
+}
+
+/// Where an environment's package layer appears inside the sandbox: the same path while it is
+/// installed and when sessions use it, since installed programs record absolute paths.
+pub const PACKAGES: &str = "/opt/mast/packages";
+
+/// An environment's package layer as a sandbox mounts it.
+#[derive(Debug, Clone, Copy)]
+pub struct PackageMount<'a> {
+    /// The layer's directory on the host.
+    pub dir: &'a Path,
+    /// An install writing the layer: mounted writable, with the host's apt configuration,
+    /// index and package database readable (apt resolves dependencies against them).
+    /// Sessions get the layer read-only.
+    pub install: bool,
 }
 
 /// A program, its arguments, and its environment.
@@ -449,6 +466,15 @@ impl SandboxCommand<'_> {
                     a.extend(["--ro-bind".into(), self.helper.into(), HELPER.into()]);
                 }
                 a.extend(self.mounts.bwrap_args());
+                if let Some(p) = &self.packages {
+                    let how = if p.install { "--bind" } else { "--ro-bind" };
+                    a.extend([how.into(), p.dir.into(), PACKAGES.into()]);
+                    if p.install {
+                        for dir in ["/etc/apt", "/var/lib/apt/lists", "/var/lib/dpkg"] {
+                            push(&mut a, &["--ro-bind-try", dir, dir]);
+                        }
+                    }
+                }
                 // Not recursive: the writable mounts inside stay writable.
                 push(&mut a, &["--remount-ro", "/dev", "--remount-ro", "/"]);
                 if seccomp {
@@ -566,6 +592,7 @@ mod tests {
             user: None,
             accounts: dir.path(),
             mounts: &Default::default(),
+            packages: None,
         };
         let child = command.spawn(None, "the text".into()).unwrap();
         let out = child.wait_with_output().await.unwrap();

@@ -24,6 +24,7 @@ mod openai;
 mod openapi;
 mod operability;
 mod outage;
+mod packages;
 mod race;
 mod replicas;
 mod sandbox;

@@ -590,7 +590,6 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
         )
     };
     let agent_path = format!("/v1/agents/{aid}");
-    let env_path = format!("/v1/environments/{eid}");
     let sess_path = format!("/v1/sessions/{sid}");
     let events = format!("/v1/sessions/{sid}/events");
     let cases: Vec<(&str, Value, &str, &str)> = vec![
@@ -641,21 +640,9 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
         (&agent_path, json!({"skills": skill}), "skills", "skills"),
         (
             "/v1/environments",
-            json!({"name": "pk", "config": {"type": "cloud", "packages": {"pip": ["pandas"]}}}),
-            "config.packages.pip",
-            "packages",
-        ),
-        (
-            "/v1/environments",
             json!({"name": "acct", "scope": "account"}),
             "scope",
             "account_scope",
-        ),
-        (
-            &env_path,
-            json!({"config": {"type": "cloud", "packages": {"type": "packages", "apt": ["jq"]}}}),
-            "config.packages.apt",
-            "packages",
         ),
         (
             "/v1/sessions",

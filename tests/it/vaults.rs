@@ -199,6 +199,7 @@ async fn fixture(b: Backend, vault_ids: &[&str]) -> Fixture {
         Cipher::random(),
         NetGuard {
             allow_private: true,
+            ..NetGuard::default()
         },
     ));
     Fixture {
@@ -429,6 +430,7 @@ async fn secrets_are_sealed_at_rest(b: Backend) {
         Cipher::random(),
         NetGuard {
             allow_private: true,
+            ..NetGuard::default()
         },
     )));
     assert!(matches!(

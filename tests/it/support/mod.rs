@@ -178,6 +178,8 @@ pub struct Options {
     /// Tools may reach loopback and private addresses (on by default: the tests' stand-in
     /// remote servers listen on loopback).
     pub allow_private_network: bool,
+    /// Internal hosts tools may reach anyway (`MAST_ALLOW_PRIVATE_HOSTS`).
+    pub allow_private_hosts: Vec<String>,
     /// How long a model stream may stay silent.
     pub model_read_timeout: Duration,
 }
@@ -194,6 +196,7 @@ impl Default for Options {
             web_search_url: None,
             work_ttl_seconds: None,
             allow_private_network: true,
+            allow_private_hosts: Vec::new(),
             model_read_timeout: Duration::from_secs(30),
         }
     }
@@ -238,6 +241,9 @@ pub fn test_config(data_dir: PathBuf, database_url: Option<String>, opts: &Optio
     c.tools.helper = PathBuf::from(env!("CARGO_BIN_EXE_mast"));
     c.tools.web_search_url = opts.web_search_url.clone();
     c.tools.allow_private_network = opts.allow_private_network;
+    c.tools.allow_private_hosts =
+        mast::tools::netguard::PrivateAllow::parse_list(&opts.allow_private_hosts.join(","))
+            .unwrap();
     c.shutdown_grace = Duration::from_secs(5);
     // Small in-memory tmpfs mounts, so filling one is cheap to test.
     c.tools.limits.tmpfs_bytes = 32 << 20;

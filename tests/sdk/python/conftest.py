@@ -95,7 +95,10 @@ def server(request, tmp_path_factory, messages_api):
     port = free_port()
     # Short work-item leases so a killed worker's session moves on within seconds.
     env = dict(os.environ, ANTHROPIC_BASE_URL=messages_api, ANTHROPIC_API_KEY="test", MAST_LOG="warn",
-               MAST_WORK_TTL_SECONDS="3", MAST_REAP_INTERVAL_MS="200")
+               MAST_WORK_TTL_SECONDS="3", MAST_REAP_INTERVAL_MS="200",
+               # Package installs reach these registries, which may resolve to reserved
+               # addresses on test machines: let exactly them through.
+               MAST_ALLOW_PRIVATE_HOSTS="pypi.org,files.pythonhosted.org,registry.npmjs.org,deb.debian.org")
     env.pop("DATABASE_URL", None)
     if request.param == "postgres":
         env["DATABASE_URL"] = fresh_postgres()
