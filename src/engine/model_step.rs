@@ -497,23 +497,23 @@ impl Loop<'_> {
             calls.runs_here = true;
         } else if let Some(target) = self.mcp_offer.target(&name).cloned() {
             let decision = permissions::decide_mcp(&self.agent.tools, &target.server, &target.tool);
-            let mut body = json!({ "name": target.tool, "mcp_server_name": target.server,
-                "input": input, "evaluated_permission": decision.label() });
-            if let Some(ev) = decision.evaluation() {
-                body["evaluation"] = ev.clone();
-            }
+            let body =
+                json!({ "name": target.tool, "mcp_server_name": target.server, "input": input });
             let blocking = matches!(decision, permissions::Decision::Ask { .. });
-            if let (Some(t), true) = (&crosspost, blocking) {
-                body["session_thread_id"] = json!(t);
-            }
-            let mut e = server_event(kind::AGENT_MCP_TOOL_USE, body, thread, now);
-            e.id = id.clone();
-            calls.events.push(e);
+            let use_crosspost = crosspost.as_deref().filter(|_| blocking);
+            calls.events.push(decided_use(
+                kind::AGENT_MCP_TOOL_USE,
+                body,
+                &decision,
+                use_crosspost,
+                &id,
+                thread,
+                now,
+            ));
             match decision {
-                permissions::Decision::Deny { reason, .. } => calls.mcp_refused.push((
-                    id,
-                    format!("Permission denied: {reason}. The call did not run; choose another approach or ask the user."),
-                )),
+                permissions::Decision::Deny { reason, .. } => {
+                    calls.mcp_refused.push((id, denial(&reason)))
+                }
                 permissions::Decision::Ask { .. } => calls.pending.push(Pending {
                     id,
                     kind: PendingKind::Confirmation,
@@ -525,25 +525,24 @@ impl Loop<'_> {
         } else if permissions::is_builtin(&self.agent.tools, &name) {
             // Policy is decided here, in code, before anything runs.
             let decision = permissions::decide(&self.agent.tools, &name, &input, &self.egress);
-            let mut body =
-                json!({ "name": name, "input": input, "evaluated_permission": decision.label() });
-            if let Some(ev) = decision.evaluation() {
-                body["evaluation"] = ev.clone();
-            }
             let for_worker = self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
             let blocking = matches!(decision, permissions::Decision::Ask { .. })
                 || (for_worker && matches!(decision, permissions::Decision::Allow { .. }));
-            if let (Some(t), true) = (&crosspost, blocking) {
-                body["session_thread_id"] = json!(t);
-            }
-            let mut e = server_event(kind::AGENT_TOOL_USE, body, thread, now);
-            e.id = id.clone();
-            calls.events.push(e);
+            let body = json!({ "name": name, "input": input });
+            let use_crosspost = crosspost.as_deref().filter(|_| blocking);
+            calls.events.push(decided_use(
+                kind::AGENT_TOOL_USE,
+                body,
+                &decision,
+                use_crosspost,
+                &id,
+                thread,
+                now,
+            ));
             match decision {
-                permissions::Decision::Deny { reason, .. } => calls.refused.push((
-                    id,
-                    format!("Permission denied: {reason}. The call did not run; choose another approach or ask the user."),
-                )),
+                permissions::Decision::Deny { reason, .. } => {
+                    calls.refused.push((id, denial(&reason)))
+                }
                 permissions::Decision::Ask { .. } => calls.pending.push(Pending {
                     id,
                     kind: PendingKind::Confirmation,
@@ -603,6 +602,36 @@ struct Calls {
 }
 
 /// The `agent.thinking` and `agent.message` events of a response, and the text it said.
+/// A built-in or MCP tool-use event carrying the permission decided for it, and the thread a
+/// blocking call is cross-posted from.
+fn decided_use(
+    kind_name: &str,
+    mut body: Value,
+    decision: &permissions::Decision,
+    crosspost: Option<&str>,
+    id: &str,
+    thread: &str,
+    now: time::Micros,
+) -> NewEvent {
+    body["evaluated_permission"] = json!(decision.label());
+    if let Some(ev) = decision.evaluation() {
+        body["evaluation"] = ev.clone();
+    }
+    if let Some(t) = crosspost {
+        body["session_thread_id"] = json!(t);
+    }
+    let mut e = server_event(kind_name, body, thread, now);
+    e.id = id.to_string();
+    e
+}
+
+/// What the model is told of a call the policy denied.
+fn denial(reason: &str) -> String {
+    format!(
+        "Permission denied: {reason}. The call did not run; choose another approach or ask the user."
+    )
+}
+
 fn said_events(
     blocks: &[Value],
     thread: &str,
