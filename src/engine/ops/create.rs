@@ -255,6 +255,11 @@ impl Engine {
             last_seq: 0,
             engine: serde_json::to_string(&EngineState {
                 budget_cents: checked.budget_cents,
+                // A session of a model with no price has no list cost to show (null), not $0.
+                spend: crate::domain::prices::Spend {
+                    tokens: 0,
+                    unpriced: self.inner.config.prices.of(&snapshot.model.id).is_none(),
+                },
                 ..Default::default()
             })
             .map_err(internal)?,

@@ -194,8 +194,10 @@ def test_a_budget_needs_a_price_for_every_model(client, env):
         client.beta.sessions.create(agent=lead.id, environment_id=env.id,
                                     budget={"type": "limit", "max_list_cost": {"amount": "1.50", "currency": "USD"}})
     assert "whole cents" in e.value.message
-    # Without a budget the same session is fine, and a scripted-only one has a cost.
+    # Without a budget the same session is fine, and a scripted-only one has a cost; one
+    # running an unpriced model has none to show.
     client.beta.sessions.create(agent=lead.id, environment_id=env.id)
+    assert client.beta.sessions.create(agent=unpriced.id, environment_id=env.id).usage.list_cost is None
     plain = client.beta.agents.create(name="plain", model="mast-scripted")
     s = client.beta.sessions.create(agent=plain.id, environment_id=env.id, budget=budget(100))
     assert s.usage.list_cost.amount == "0"
