@@ -340,6 +340,14 @@ impl<'a> Loop<'a> {
                 self.consume(consumed).await?;
                 continue;
             }
+            if self.is_primary()
+                && matches!(ctx.tail, Tail::AwaitingTools(_))
+                && super::budget::holds_primary(&st)
+            {
+                // A delegate it waits on stopped at the budget: the session idles there too.
+                self.finish(StopReason::BudgetReached, None).await?;
+                continue;
+            }
             match ctx.tail {
                 Tail::User => {
                     let messages = self.transcript.lend();
