@@ -17,6 +17,8 @@ pub mod multiagent;
 pub mod patch;
 pub mod resource;
 pub mod session;
+pub mod skill;
+pub mod skill_bundle;
 pub mod tag;
 pub mod thread;
 pub mod time;

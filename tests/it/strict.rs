@@ -596,8 +596,8 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
         (
             "/v1/agents",
             with(&a, json!({"skills": skill})),
-            "skills",
-            "skills",
+            "skills[0].type",
+            "anthropic_skills",
         ),
         (
             "/v1/agents",
@@ -637,7 +637,12 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
             "multiagent.workflows",
             "workflows",
         ),
-        (&agent_path, json!({"skills": skill}), "skills", "skills"),
+        (
+            &agent_path,
+            json!({"skills": skill}),
+            "skills[0].type",
+            "anthropic_skills",
+        ),
         (
             "/v1/environments",
             json!({"name": "acct", "scope": "account"}),

@@ -54,7 +54,7 @@ def test_validation_errors(client):
             name="m", model="mast-scripted", skills=[{"type": "anthropic", "skill_id": "xlsx"}]
         )
     assert e.value.error_code == "unsupported_feature"
-    assert e.value.body["error"]["details"]["field"] == "skills"
+    assert e.value.body["error"]["details"]["field"] == "skills[0].type"
     # An MCP server needs a toolset that exposes it.
     with pytest.raises(anthropic.BadRequestError) as e:
         client.beta.agents.create(
