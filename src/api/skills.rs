@@ -297,7 +297,7 @@ async fn create(
 ///
 /// Lists the workspace's skills, newest first, with cursor pagination; `source` keeps one source (`custom`: uploaded here; Mast holds no `anthropic` skills).
 #[utoipa::path(get, path = "/v1/skills", tag = "skills", operation_id = "skills_list",
-    params(("limit" = Option<i64>, Query, minimum = 1, maximum = 1000), ("page" = Option<String>, Query), ("source" = Option<String>, Query)),
+    params(("limit" = Option<i64>, Query, minimum = 1, maximum = 1000), ("page" = Option<String>, Query), ("source" = Option<String>, Query, description = "Only skills of this source: `custom` (uploaded here), `anthropic`, `anthropic_example` or `plugin` (Mast holds none of the last three).")),
     responses((status = 200, body = SkillPage), (status = 400, body = super::openapi::ErrorBody)))]
 async fn list(
     State(app): State<AppState>,
@@ -327,7 +327,9 @@ async fn list(
 }
 
 /// Retrieve a skill.
-#[utoipa::path(get, path = "/v1/skills/{skill_id}", tag = "skills", operation_id = "skills_retrieve", params(("skill_id" = String, Path)),
+///
+/// Returns one skill of the workspace, with its `latest_version_id`.
+#[utoipa::path(get, path = "/v1/skills/{skill_id}", tag = "skills", operation_id = "skills_retrieve", params(("skill_id" = String, Path, description = "The skill's id (`skill_...`).")),
     responses((status = 200, body = SkillObject), (status = 404, body = super::openapi::ErrorBody)))]
 async fn retrieve(
     State(app): State<AppState>,
@@ -347,7 +349,7 @@ async fn retrieve(
 /// Delete a skill.
 ///
 /// Deletes a skill with all its versions. Sessions already running with it say in their system prompt that it is unavailable; new sessions of agents that still name it are refused.
-#[utoipa::path(delete, path = "/v1/skills/{skill_id}", tag = "skills", operation_id = "skills_delete", params(("skill_id" = String, Path)),
+#[utoipa::path(delete, path = "/v1/skills/{skill_id}", tag = "skills", operation_id = "skills_delete", params(("skill_id" = String, Path, description = "The skill's id (`skill_...`).")),
     responses((status = 200, body = DeletedSkill), (status = 404, body = super::openapi::ErrorBody)))]
 async fn delete(
     State(app): State<AppState>,
@@ -369,7 +371,7 @@ async fn delete(
 ///
 /// Uploads a new version of a skill, as for creating a skill (without `display_name`); its SKILL.md must give the skill's `name`. It becomes the skill's `latest_version_id`.
 #[utoipa::path(post, path = "/v1/skills/{skill_id}/versions", tag = "skills", operation_id = "skills_versions_create",
-    params(("skill_id" = String, Path)),
+    params(("skill_id" = String, Path, description = "The skill's id (`skill_...`).")),
     request_body(content = SkillUpload, content_type = "multipart/form-data"),
     responses((status = 200, body = SkillVersionObject), (status = 400, body = super::openapi::ErrorBody),
         (status = 404, body = super::openapi::ErrorBody), (status = 413, body = super::openapi::ErrorBody)))]
@@ -397,7 +399,7 @@ async fn create_version(
 ///
 /// Lists a skill's versions, newest first, with cursor pagination.
 #[utoipa::path(get, path = "/v1/skills/{skill_id}/versions", tag = "skills", operation_id = "skills_versions_list",
-    params(("skill_id" = String, Path), ("limit" = Option<i64>, Query, minimum = 1, maximum = 1000), ("page" = Option<String>, Query)),
+    params(("skill_id" = String, Path, description = "The skill's id (`skill_...`)."), ("limit" = Option<i64>, Query, minimum = 1, maximum = 1000), ("page" = Option<String>, Query)),
     responses((status = 200, body = SkillVersionPage), (status = 404, body = super::openapi::ErrorBody)))]
 async fn list_versions(
     State(app): State<AppState>,
@@ -508,7 +510,7 @@ async fn find_version(
 ///
 /// Returns one version; `latest` names the skill's newest. A self-hosted worker may call this with its work item's sessions token for the skills of that session's agent.
 #[utoipa::path(get, path = "/v1/skills/{skill_id}/versions/{version}", tag = "skills", operation_id = "skills_versions_retrieve",
-    params(("skill_id" = String, Path), ("version" = String, Path, description = "a version id, or `latest`")),
+    params(("skill_id" = String, Path, description = "The skill's id (`skill_...`)."), ("version" = String, Path, description = "a version id, or `latest`")),
     responses((status = 200, body = SkillVersionObject), (status = 404, body = super::openapi::ErrorBody)))]
 async fn retrieve_version(
     State(app): State<AppState>,
@@ -526,7 +528,7 @@ async fn retrieve_version(
 ///
 /// Deletes one version; the skill's `latest_version_id` moves to the newest one left. A skill keeps at least one version: delete the skill itself instead of its last.
 #[utoipa::path(delete, path = "/v1/skills/{skill_id}/versions/{version}", tag = "skills", operation_id = "skills_versions_delete",
-    params(("skill_id" = String, Path), ("version" = String, Path)),
+    params(("skill_id" = String, Path, description = "The skill's id (`skill_...`)."), ("version" = String, Path, description = "A version id (not `latest`).")),
     responses((status = 200, body = DeletedSkillVersion), (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody)))]
 async fn delete_version(
     State(app): State<AppState>,
@@ -558,7 +560,7 @@ async fn delete_version(
 ///
 /// Returns the version's files as a zip archive whose entries are `<name>/<path>` (`name` is the version's), with Unix modes (scripts executable). A self-hosted worker may call this with its work item's sessions token for the skills of that session's agent.
 #[utoipa::path(get, path = "/v1/skills/{skill_id}/versions/{version}/content", tag = "skills", operation_id = "skills_versions_download",
-    params(("skill_id" = String, Path), ("version" = String, Path, description = "a version id, or `latest`")),
+    params(("skill_id" = String, Path, description = "The skill's id (`skill_...`)."), ("version" = String, Path, description = "a version id, or `latest`")),
     responses((status = 200, description = "the version's files as a zip archive", content_type = "application/zip", body = SkillArchive),
         (status = 404, body = super::openapi::ErrorBody)))]
 async fn download(
@@ -595,6 +597,13 @@ pub async fn check_agent_skills(app: &AppState, ws: &str, skills: &[Skill]) -> A
             .await?
             .is_none()
         {
+            if s.kind == crate::domain::agent::SkillKind::Anthropic {
+                return Err(crate::domain::skill::anthropic_not_installed(
+                    &format!("skills[{i}]"),
+                    &s.skill_id,
+                )
+                .into());
+            }
             return Err(ApiError::invalid(format!(
                 "`skills[{i}]`: {}",
                 crate::engine::skills::missing(s)

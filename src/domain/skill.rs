@@ -31,6 +31,8 @@ type_tag!(
 pub const MAX_AGENT_SKILLS: usize = 20;
 /// What an agent's `version` means when none is pinned: the newest version.
 pub const LATEST: &str = "latest";
+/// The `source` of skills an operator installed under an Anthropic skill's id.
+pub const ANTHROPIC_SOURCE: &str = "anthropic";
 /// Where hosted sandboxes show a skill's files: `<SKILLS_ROOT>/<name>/`.
 pub const SKILLS_ROOT: &str = "/mnt/skills";
 
@@ -86,14 +88,25 @@ pub struct DeletedSkillVersion {
     pub tag: SkillVersionDeletedTag,
 }
 
-/// Why `type: anthropic` skills are refused.
+/// Why a `type: anthropic` skill that no operator installed is refused.
 const ANTHROPIC_WHY: &str = "Anthropic's pre-built skills are not shipped with Mast; upload the bundle as a custom skill \
-     (`POST /v1/skills` with the folder's files) and reference it as `{\"type\": \"custom\", \"skill_id\": \"skill_…\"}`";
+     (`POST /v1/skills` with the folder's files) and reference it as `{\"type\": \"custom\", \"skill_id\": \"skill_…\"}`, \
+     or have the operator install it under this id (`mast skills install-anthropic DIR --id ID`)";
 
-/// Reads an agent's `skills` list (absent or `null`: none). Custom entries are checked for
-/// shape only here; whether they exist is the store's question ([`Skill`] `version` is
-/// `latest` when none was pinned). Skills are read with the `read` tool, so an agent with
-/// skills must have it enabled.
+/// The refusal of Anthropic skill `skill_id` at `at` (an agent's `skills[i]`) when this
+/// server has no bundle installed under that id.
+pub fn anthropic_not_installed(at: &str, skill_id: &str) -> Invalid {
+    Invalid::unsupported(
+        &join(at, "type"),
+        "anthropic_skills",
+        &format!("Anthropic skill `{skill_id}` is not installed here: {ANTHROPIC_WHY}"),
+    )
+}
+
+/// Reads an agent's `skills` list (absent or `null`: none). Entries are checked for shape
+/// only here; whether they exist (custom ones uploaded, Anthropic ones installed by the
+/// operator) is the store's question ([`Skill`] `version` is `latest` when none was pinned).
+/// Skills are read with the `read` tool, so an agent with skills must have it enabled.
 pub fn parse_agent_skills(at: &str, v: Option<&Value>, tools: &[Tool]) -> Valid<Vec<Skill>> {
     let list = match v {
         None | Some(Value::Null) => return Ok(vec![]),
@@ -112,13 +125,6 @@ pub fn parse_agent_skills(at: &str, v: Option<&Value>, tools: &[Tool]) -> Valid<
         let kind = tag(&here, entry, &["anthropic", "custom"])?;
         let o = Obj::new(&here, entry, "a skill", &["type", "skill_id", "version"])?;
         let skill_id = o.req_str("skill_id")?.to_string();
-        if kind == "anthropic" {
-            return Err(Invalid::unsupported(
-                &join(&here, "type"),
-                "anthropic_skills",
-                ANTHROPIC_WHY,
-            ));
-        }
         let version = match o.raw("version") {
             None | Some(Value::Null) => LATEST.to_string(),
             Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
@@ -136,7 +142,11 @@ pub fn parse_agent_skills(at: &str, v: Option<&Value>, tools: &[Tool]) -> Valid<
             )));
         }
         out.push(Skill {
-            kind: SkillKind::Custom,
+            kind: if kind == "anthropic" {
+                SkillKind::Anthropic
+            } else {
+                SkillKind::Custom
+            },
             skill_id,
             version,
         });
@@ -227,15 +237,18 @@ mod tests {
     }
 
     #[test]
-    fn anthropic_duplicates_and_unknown_keys_are_refused() {
+    fn anthropic_entries_duplicates_and_unknown_keys() {
         let t = toolset(true);
-        let e = parse_agent_skills(
+        let s = parse_agent_skills(
             "skills",
             Some(&json!([{"type": "anthropic", "skill_id": "xlsx"}])),
             &t,
         )
-        .unwrap_err();
+        .unwrap();
+        assert_eq!(s[0].kind, SkillKind::Anthropic);
+        let e = anthropic_not_installed("skills[0]", "xlsx");
         assert!(e.message.contains("not shipped with Mast"), "{}", e.message);
+        assert_eq!(e.details["field"], "skills[0].type");
         let dup = json!([{"type": "custom", "skill_id": "a"}, {"type": "custom", "skill_id": "a"}]);
         assert!(parse_agent_skills("skills", Some(&dup), &t).is_err());
         let typo = json!([{"type": "custom", "skill_id": "a", "versoin": "1"}]);

@@ -13,20 +13,22 @@ use crate::store::{SkillVersionRecord, Store, StoreResult};
 use crate::tools::mounts::Mount;
 
 /// The version `skill` names in the workspace (`latest`: the skill's newest); `None` when the
-/// skill or that version is gone.
+/// skill or that version is gone, or the skill is of the other kind (custom skills are
+/// uploaded; Anthropic ones installed by the operator with `mast skills install-anthropic`).
 pub async fn resolve(
     store: &dyn Store,
     ws: &str,
     skill: &Skill,
 ) -> StoreResult<Option<SkillVersionRecord>> {
-    if skill.kind != SkillKind::Custom {
+    let Some(s) = store.get_skill(ws, &skill.skill_id).await? else {
+        return Ok(None);
+    };
+    let anthropic = s.source == crate::domain::skill::ANTHROPIC_SOURCE;
+    if anthropic != (skill.kind == SkillKind::Anthropic) {
         return Ok(None);
     }
     let version = if skill.version == LATEST {
-        match store.get_skill(ws, &skill.skill_id).await? {
-            Some(s) => s.latest_version_id,
-            None => return Ok(None),
-        }
+        s.latest_version_id
     } else {
         skill.version.clone()
     };
