@@ -3,7 +3,9 @@
 use clap::Parser;
 use std::process::ExitCode;
 
-use mast::cli::{AgentsCommand, Cli, Command, EnvironmentsCommand, KeysCommand, SessionsCommand};
+use mast::cli::{
+    AgentsCommand, Cli, Command, EnvironmentsCommand, KeysCommand, SessionsCommand, SkillsCommand,
+};
 use tracing_subscriber::EnvFilter;
 
 /// Logging from `MAST_LOG` (a filter such as `info` or `warn,mast=debug`) and
@@ -161,6 +163,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             init_logging()?;
             mast::cli::environments::warm(&store, &workspace, &id).await?;
         }
+        Command::Skills {
+            command:
+                SkillsCommand::InstallAnthropic {
+                    dir,
+                    id,
+                    workspace,
+                    store,
+                },
+        } => mast::cli::skills::install_anthropic(&store, &workspace, &dir, id.as_deref()).await?,
         Command::Agents {
             command: AgentsCommand::Apply { file, server },
         } => return mast::cli::agents::apply(&server, &file).await,

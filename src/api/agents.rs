@@ -76,6 +76,7 @@ async fn create(
 ) -> ApiResult<axum::Json<Agent>> {
     let spec = body.into_spec()?;
     check_model(&app, &spec).await?;
+    super::skills::check_agent_skills(&app, &ws, &spec.skills).await?;
     let id = new_id("agent");
     let me = SelfAgent {
         id: &id,
@@ -144,6 +145,7 @@ async fn update(
     }
     let spec = body.apply(&current)?;
     check_model(&app, &spec).await?;
+    super::skills::check_agent_skills(&app, &ws, &spec.skills).await?;
     let next_version = current.version + 1;
     let me = SelfAgent {
         id: &id,

@@ -22,6 +22,7 @@ pub mod pagination;
 pub mod request_id;
 pub mod resources;
 pub mod sessions;
+pub mod skills;
 pub mod stream;
 pub mod threads;
 pub mod vaults;
@@ -119,6 +120,7 @@ pub fn router(state: AppState) -> Router {
         .merge(files::router())
         .merge(memory_stores::router())
         .merge(memories::router())
+        .merge(skills::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::middleware,

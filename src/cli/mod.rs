@@ -16,6 +16,7 @@ pub mod doctor;
 pub mod environments;
 pub mod keys;
 pub mod sessions;
+pub mod skills;
 pub mod store;
 
 /// Mast: a self-hostable server for the Claude Managed Agents API.
@@ -88,6 +89,11 @@ pub enum Command {
         #[command(subcommand)]
         command: EnvironmentsCommand,
     },
+    /// Skills installed by the operator (these open the store directly).
+    Skills {
+        #[command(subcommand)]
+        command: SkillsCommand,
+    },
     /// Follow sessions on a running server.
     Sessions {
         #[command(subcommand)]
@@ -146,6 +152,26 @@ pub enum EnvironmentsCommand {
         /// The environment's id.
         id: String,
         /// The workspace the environment belongs to.
+        #[arg(long, default_value = crate::api::auth::DEFAULT_WORKSPACE)]
+        workspace: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// `mast skills ...`.
+#[derive(Debug, Subcommand)]
+pub enum SkillsCommand {
+    /// Install a skill folder (with its SKILL.md) under the id of one of Anthropic's
+    /// pre-built skills, which Mast cannot ship, so agents may name it as
+    /// `{"type": "anthropic", "skill_id": ID}`; again with a newer folder, it adds a version.
+    InstallAnthropic {
+        /// The skill's folder.
+        dir: PathBuf,
+        /// The Anthropic skill id (`xlsx`, `pdf`, `docx`, `pptx`, …); default: SKILL.md's `name`.
+        #[arg(long)]
+        id: Option<String>,
+        /// The workspace whose agents may use it.
         #[arg(long, default_value = crate::api::auth::DEFAULT_WORKSPACE)]
         workspace: String,
         #[command(flatten)]

@@ -128,7 +128,8 @@ pub struct AgentCreate {
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     pub mcp_servers: Option<Value>,
-    /// Not supported yet: only `null` or `[]` is accepted.
+    /// `{"type": "custom", "skill_id", "version"?}` entries (at most 20; `version` omitted:
+    /// the latest, pinned when a session starts). Needs the `read` tool.
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     pub skills: Option<Value>,
@@ -169,7 +170,7 @@ pub struct AgentUpdate {
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     pub mcp_servers: Patch<Value>,
-    /// Not supported yet: only `null` or `[]` is accepted.
+    /// Replaces the skills (`null` or `[]` clears them); as on create.
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     pub skills: Patch<Value>,
@@ -201,8 +202,8 @@ pub struct AgentSpec {
     pub metadata: Metadata,
 }
 
-/// Why `skills` are refused.
-const SKILLS_WHY: &str = "skills are not loaded into sessions";
+/// Why `skills` are refused where they are not supported (session overrides).
+const SKILLS_WHY: &str = "a session cannot replace its agent's skills; set them on the agent";
 
 fn check_name(name: &str) -> Valid<()> {
     check_len("name", name.trim(), 1, 256)
@@ -267,8 +268,8 @@ impl AgentCreate {
         check_description(&self.description)?;
         check_system("system", &self.system)?;
         let model = ModelParam::parse("model", &self.model)?.resolve(None);
-        refuse_skills("skills", self.skills.as_ref())?;
         let tools = tools::resolve_tools_at("tools", &self.tools.unwrap_or_default())?;
+        let skills = super::skill::parse_agent_skills("skills", self.skills.as_ref(), &tools)?;
         let mcp_servers = tools::resolve_mcp_servers("mcp_servers", self.mcp_servers.as_ref())?;
         tools::check_mcp_toolsets("mcp_servers", &tools, &mcp_servers)?;
         let execution_identity = parse_identity(self.execution_identity.as_ref())?;
@@ -285,7 +286,7 @@ impl AgentCreate {
             model,
             tools,
             mcp_servers,
-            skills: vec![],
+            skills,
             multiagent_request,
             execution_identity,
             metadata,
@@ -322,22 +323,22 @@ impl AgentUpdate {
         let system = clearable(self.system, &current.system);
         check_system("system", &system)?;
 
-        refuse_skills("skills", self.skills.value())?;
         let mcp_servers = match &self.mcp_servers {
             Patch::Absent => current.mcp_servers.clone(),
             Patch::Null => vec![],
             Patch::Value(v) => tools::resolve_mcp_servers("mcp_servers", Some(v))?,
-        };
-        // `null` or `[]` clear skills (only older versions can have any).
-        let skills = match self.skills {
-            Patch::Absent => current.skills.clone(),
-            _ => vec![],
         };
         let tools = match self.tools {
             Patch::Absent => current.tools.clone(),
             Patch::Null => vec![],
             Patch::Value(v) => tools::resolve_tools_at("tools", &v)?,
         };
+        let skills = match &self.skills {
+            Patch::Absent => current.skills.clone(),
+            Patch::Null => vec![],
+            Patch::Value(v) => super::skill::parse_agent_skills("skills", Some(v), &tools)?,
+        };
+        super::skill::require_read("skills", &skills, &tools)?;
         tools::check_mcp_toolsets("mcp_servers", &tools, &mcp_servers)?;
         let execution_identity = match &self.execution_identity {
             Patch::Absent => current.execution_identity.clone(),

@@ -19,6 +19,8 @@ pub mod patch;
 pub mod prices;
 pub mod resource;
 pub mod session;
+pub mod skill;
+pub mod skill_bundle;
 pub mod tag;
 pub mod thread;
 pub mod time;

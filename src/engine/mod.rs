@@ -21,6 +21,7 @@ mod model_step;
 mod mounts;
 pub mod ops;
 pub mod permissions;
+pub mod skills;
 pub mod state;
 mod supervisor;
 mod tool_step;

@@ -158,6 +158,7 @@ impl Loop<'_> {
             return ready.map(|_| ());
         }
         let mut request = self.request(messages);
+        request.system = self.with_skills_note(request.system.take()).await?;
         let done = self.send_request(&mut request, consumed).await;
         self.transcript
             .give_back(std::mem::take(&mut request.messages));

@@ -10,28 +10,27 @@ use serde_json::Value;
 use tokio::io::AsyncWriteExt as _;
 
 use super::Inner;
+use crate::domain::agent::Skill;
 use crate::domain::session::SessionBody;
 use crate::tools::mounts::{Mount, MountTable, is_file};
 
-/// The session's mounts, copying in any file not yet on the host. A file that has gone (deleted
-/// or expired since it was added) fails the call with a message the model can relay.
+/// The session's mounts, copying in any file not yet on the host, and the thread agent's
+/// `skills` (see [`super::skills`]). A file that has gone (deleted or expired since it was
+/// added) fails the call with a message the model can relay.
 pub(super) async fn prepare(
     inner: &Inner,
     sid: &str,
     body: &SessionBody,
+    skills: &[Skill],
 ) -> Result<MountTable, String> {
     let files: Vec<&Value> = body
         .resources
         .iter()
         .filter(|r| r.get("type").and_then(Value::as_str) == Some("file"))
         .collect();
-    if files.is_empty() {
+    if files.is_empty() && skills.is_empty() {
         return Ok(MountTable::default());
     }
-    let Some(store) = inner.files.as_ref() else {
-        return Err("file resources cannot be mounted: this engine has no file storage".into());
-    };
-    let dir = inner.toolbox.mounts_dir(sid);
     let ws = inner
         .store
         .get_session_by_id(sid)
@@ -39,29 +38,37 @@ pub(super) async fn prepare(
         .map_err(|e| format!("the session could not be read: {e}"))?
         .map(|r| r.workspace_id)
         .ok_or_else(|| "the session no longer exists".to_string())?;
-    let mut mounts = Vec::with_capacity(files.len());
-    for r in files {
-        let (Some(id), Some(file_id), Some(path)) = (
-            r.get("id").and_then(Value::as_str),
-            r.get("file_id").and_then(Value::as_str),
-            r.get("mount_path").and_then(Value::as_str),
-        ) else {
-            continue;
+    let mut mounts = Vec::with_capacity(files.len() + skills.len());
+    if !files.is_empty() {
+        let Some(store) = inner.files.as_ref() else {
+            return Err("file resources cannot be mounted: this engine has no file storage".into());
         };
-        let host = dir.join(id);
-        if !is_file(&host) {
-            copy_in(store, &ws, file_id, &dir, &host)
-                .await
-                .map_err(|e| {
-                    format!("file `{file_id}` (mounted at {path}) could not be mounted: {e}")
-                })?;
+        let dir = inner.toolbox.mounts_dir(sid);
+        for r in files {
+            let (Some(id), Some(file_id), Some(path)) = (
+                r.get("id").and_then(Value::as_str),
+                r.get("file_id").and_then(Value::as_str),
+                r.get("mount_path").and_then(Value::as_str),
+            ) else {
+                continue;
+            };
+            let host = dir.join(id);
+            if !is_file(&host) {
+                copy_in(store, &ws, file_id, &dir, &host)
+                    .await
+                    .map_err(|e| {
+                        format!("file `{file_id}` (mounted at {path}) could not be mounted: {e}")
+                    })?;
+            }
+            mounts.push(Mount {
+                sandbox: path.to_string(),
+                host,
+                read_only: true,
+            });
         }
-        mounts.push(Mount {
-            sandbox: path.to_string(),
-            host,
-            read_only: true,
-        });
     }
+    let root = inner.toolbox.skill_bundles_dir();
+    mounts.extend(super::skills::mounts(&*inner.store, &ws, skills, &root).await?);
     Ok(MountTable::new(mounts))
 }
 

@@ -158,7 +158,8 @@ impl Loop<'_> {
         if let Some(t) = &self.tools {
             return Ok(t.clone());
         }
-        let mounts = super::mounts::prepare(self.inner, &self.sid, &self.body).await?;
+        let mounts =
+            super::mounts::prepare(self.inner, &self.sid, &self.body, &self.agent.skills).await?;
         let t = self
             .inner
             .toolbox

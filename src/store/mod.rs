@@ -10,6 +10,7 @@ pub mod lock;
 pub mod memory;
 pub mod notify;
 pub mod postgres;
+pub mod skills;
 pub mod sqlite;
 pub mod vaults;
 
@@ -24,6 +25,7 @@ pub use files::{FileFilter, FileRecord};
 pub use memory::{
     MemoryStoreFilter, MemoryVersionFilter, MemoryWrite, MemoryWriteOutcome, RedactOutcome,
 };
+pub use skills::{NewSkillVersion, SkillRecord, SkillVersionDelete, SkillVersionRecord};
 pub use vaults::CredentialRecord;
 
 /// Why a store call failed.
@@ -874,6 +876,57 @@ pub trait Store: Send + Sync + 'static {
         by: Option<&Actor>,
         at: Micros,
     ) -> StoreResult<RedactOutcome>;
+    // ---- skills (API.md §2.11) ----
+
+    /// Stores a new skill with its first version, atomically.
+    async fn insert_skill(&self, skill: &SkillRecord, first: &NewSkillVersion) -> StoreResult<()>;
+    /// Adds a version to a skill of the workspace and makes it the latest, atomically;
+    /// [`StoreError::NotFound`] without the skill, [`StoreError::Invalid`] when the version's
+    /// name is not the skill's.
+    async fn insert_skill_version(
+        &self,
+        workspace_id: &str,
+        new: &NewSkillVersion,
+    ) -> StoreResult<SkillRecord>;
+    /// One skill of the workspace.
+    async fn get_skill(&self, workspace_id: &str, id: &str) -> StoreResult<Option<SkillRecord>>;
+    /// The workspace's skills by id, of one `source` when given.
+    async fn list_skills(
+        &self,
+        workspace_id: &str,
+        source: Option<&str>,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<SkillRecord>>;
+    /// Deletes a skill with all its versions; whether it was there.
+    async fn delete_skill(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
+    /// One version of a skill of the workspace.
+    async fn get_skill_version(
+        &self,
+        workspace_id: &str,
+        skill_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<SkillVersionRecord>>;
+    /// A skill's versions by id.
+    async fn list_skill_versions(
+        &self,
+        workspace_id: &str,
+        skill_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<SkillVersionRecord>>;
+    /// Deletes a version (never a skill's last); the skill's latest moves to the newest left.
+    async fn delete_skill_version(
+        &self,
+        workspace_id: &str,
+        skill_id: &str,
+        id: &str,
+        at: Micros,
+    ) -> StoreResult<SkillVersionDelete>;
+    /// A version's files, by path (empty when there is no such version).
+    async fn skill_files(
+        &self,
+        version_id: &str,
+    ) -> StoreResult<Vec<crate::domain::skill_bundle::BundleFile>>;
+
     /// The id of the API key with this hash (revoked or not).
     async fn api_key_id_for_hash(&self, key_hash: &str) -> StoreResult<Option<String>>;
 }

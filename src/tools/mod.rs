@@ -282,6 +282,11 @@ impl Toolbox {
         self.data_dir.join("sandbox-mounts").join(session_id)
     }
 
+    /// Where skill versions are unpacked, one directory per version, shared by sessions.
+    pub fn skill_bundles_dir(&self) -> PathBuf {
+        self.data_dir.join("skill-bundles")
+    }
+
     /// The tools of one session, creating its workspace on first use.
     pub fn for_session(
         &self,
@@ -447,6 +452,7 @@ fn prepare_shared_dirs(data_dir: &Path, session_users: bool) -> Result<(), Strin
         data_dir.join("workspaces"),
         data_dir.join("sandbox-state"),
         data_dir.join("sandbox-mounts"),
+        data_dir.join("skill-bundles"),
     ] {
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;

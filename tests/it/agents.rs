@@ -355,7 +355,7 @@ async fn validation_errors_for_each_limit(b: Backend) {
         s.client.get("/v1/agents?include_archived=true").await.ok()["data"],
         json!([])
     );
-    // Skills are refused even with `read` enabled: nothing loads them yet.
+    // Anthropic's own skills are refused even with `read` enabled: Mast cannot ship them.
     let r = s
         .client
         .post("/v1/agents", json!({"name": "a", "model": "mast-scripted", "tools": [{"type": "agent_toolset_20260401"}], "skills": [{"type": "anthropic", "skill_id": "xlsx"}]}))

@@ -29,6 +29,7 @@ mod race;
 mod replicas;
 mod sandbox;
 mod sessions;
+mod skills;
 mod store;
 mod stream;
 mod strict;

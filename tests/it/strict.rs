@@ -581,6 +581,8 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
 
     let a = json!({"name": "a", "model": "mast-scripted"});
     let skill = json!([{"type": "anthropic", "skill_id": "xlsx"}]);
+    // Skills need the `read` tool; with it, an Anthropic skill no operator installed is refused.
+    let toolset = json!([{"type": "agent_toolset_20260401"}]);
     let web = |c: Value| json!({"tools": [{"type": "agent_toolset_20260401", "configs": [c]}]});
     let sess = json!({"agent": aid, "environment_id": eid});
     let overrides = |extra: Value| {
@@ -595,9 +597,9 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
     let cases: Vec<(&str, Value, &str, &str)> = vec![
         (
             "/v1/agents",
-            with(&a, json!({"skills": skill})),
-            "skills",
-            "skills",
+            with(&a, json!({"skills": skill, "tools": toolset})),
+            "skills[0].type",
+            "anthropic_skills",
         ),
         (
             "/v1/agents",
@@ -637,7 +639,12 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
             "multiagent.workflows",
             "workflows",
         ),
-        (&agent_path, json!({"skills": skill}), "skills", "skills"),
+        (
+            &agent_path,
+            json!({"skills": skill, "tools": toolset}),
+            "skills[0].type",
+            "anthropic_skills",
+        ),
         (
             "/v1/environments",
             json!({"name": "acct", "scope": "account"}),

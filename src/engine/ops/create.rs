@@ -173,6 +173,10 @@ impl Engine {
                 .check_routable(&snapshot.model.id)
                 .map_err(Invalid::new)?;
         }
+        // `latest` is pinned now, as the agent's own version is.
+        crate::engine::skills::pin(&**store, ws, &mut snapshot.skills)
+            .await
+            .map_err(Invalid::new)?;
         Ok(ResolvedAgent { agent, snapshot })
     }
 

@@ -13,6 +13,7 @@ mod leases;
 mod memory;
 mod rows;
 mod sessions;
+mod skills;
 mod transact;
 mod vaults;
 mod work;
@@ -39,6 +40,7 @@ use crate::store::{FileFilter, FileRecord};
 use crate::store::{
     MemoryStoreFilter, MemoryVersionFilter, MemoryWrite, MemoryWriteOutcome, RedactOutcome,
 };
+use crate::store::{NewSkillVersion, SkillRecord, SkillVersionDelete, SkillVersionRecord};
 use clock::Clock;
 
 /// Migrations embedded in the binary.
@@ -685,6 +687,70 @@ impl Store for PgStore {
     ) -> StoreResult<RedactOutcome> {
         self.redact_memory_version_pg(ws, store_id, id, by, at)
             .await
+    }
+
+    async fn insert_skill(&self, skill: &SkillRecord, first: &NewSkillVersion) -> StoreResult<()> {
+        self.insert_skill_pg(skill, first).await
+    }
+
+    async fn insert_skill_version(
+        &self,
+        ws: &str,
+        new: &NewSkillVersion,
+    ) -> StoreResult<SkillRecord> {
+        self.insert_skill_version_pg(ws, new).await
+    }
+
+    async fn get_skill(&self, ws: &str, id: &str) -> StoreResult<Option<SkillRecord>> {
+        self.get_skill_pg(ws, id).await
+    }
+
+    async fn list_skills(
+        &self,
+        ws: &str,
+        source: Option<&str>,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<SkillRecord>> {
+        self.list_skills_pg(ws, source, scan).await
+    }
+
+    async fn delete_skill(&self, ws: &str, id: &str) -> StoreResult<bool> {
+        self.delete_skill_pg(ws, id).await
+    }
+
+    async fn get_skill_version(
+        &self,
+        ws: &str,
+        skill_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<SkillVersionRecord>> {
+        self.get_skill_version_pg(ws, skill_id, id).await
+    }
+
+    async fn list_skill_versions(
+        &self,
+        ws: &str,
+        skill_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<SkillVersionRecord>> {
+        self.list_skill_versions_pg(ws, skill_id, scan).await
+    }
+
+    async fn delete_skill_version(
+        &self,
+        ws: &str,
+        skill_id: &str,
+        id: &str,
+        at: Micros,
+    ) -> StoreResult<SkillVersionDelete> {
+        self.delete_skill_version_pg(ws, skill_id, id, at).await
+    }
+
+    async fn skill_files(
+        &self,
+        version_id: &str,
+    ) -> StoreResult<Vec<crate::domain::skill_bundle::BundleFile>> {
+        self.skill_files_pg(version_id).await
     }
 
     async fn api_key_id_for_hash(&self, key_hash: &str) -> StoreResult<Option<String>> {

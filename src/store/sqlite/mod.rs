@@ -11,6 +11,7 @@ mod memory;
 mod migrate;
 mod rows;
 mod sessions;
+mod skills;
 mod vaults;
 mod work;
 
@@ -36,6 +37,7 @@ use crate::store::{
     FileFilter, FileRecord, MemoryStoreFilter, MemoryVersionFilter, MemoryWrite,
     MemoryWriteOutcome, RedactOutcome,
 };
+use crate::store::{NewSkillVersion, SkillRecord, SkillVersionDelete, SkillVersionRecord};
 
 /// Reader threads (and connections); WAL lets them read while the writer writes.
 const READERS: usize = 4;
@@ -936,6 +938,89 @@ impl Store for SqliteStore {
         self.db
             .write(move |c| memory::redact_version(c, &ws, &st, &id, by.as_ref(), at))
             .await
+    }
+
+    async fn insert_skill(&self, skill: &SkillRecord, first: &NewSkillVersion) -> StoreResult<()> {
+        let (s, f) = (skill.clone(), first.clone());
+        self.db.write(move |c| skills::insert(c, &s, &f)).await
+    }
+
+    async fn insert_skill_version(
+        &self,
+        ws: &str,
+        new: &NewSkillVersion,
+    ) -> StoreResult<SkillRecord> {
+        let (ws, n) = (ws.to_string(), new.clone());
+        self.db
+            .write(move |c| skills::insert_version_of(c, &ws, &n))
+            .await
+    }
+
+    async fn get_skill(&self, ws: &str, id: &str) -> StoreResult<Option<SkillRecord>> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.read(move |c| skills::get(c, &ws, &id)).await
+    }
+
+    async fn list_skills(
+        &self,
+        ws: &str,
+        source: Option<&str>,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<SkillRecord>> {
+        let (ws, src, scan) = (ws.to_string(), source.map(str::to_string), scan.clone());
+        self.db
+            .read(move |c| skills::list(c, &ws, src.as_deref(), &scan))
+            .await
+    }
+
+    async fn delete_skill(&self, ws: &str, id: &str) -> StoreResult<bool> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.write(move |c| skills::delete(c, &ws, &id)).await
+    }
+
+    async fn get_skill_version(
+        &self,
+        ws: &str,
+        skill_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<SkillVersionRecord>> {
+        let (ws, sid, id) = (ws.to_string(), skill_id.to_string(), id.to_string());
+        self.db
+            .read(move |c| skills::get_version(c, &ws, &sid, &id))
+            .await
+    }
+
+    async fn list_skill_versions(
+        &self,
+        ws: &str,
+        skill_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<SkillVersionRecord>> {
+        let (ws, sid, scan) = (ws.to_string(), skill_id.to_string(), scan.clone());
+        self.db
+            .read(move |c| skills::list_versions(c, &ws, &sid, &scan))
+            .await
+    }
+
+    async fn delete_skill_version(
+        &self,
+        ws: &str,
+        skill_id: &str,
+        id: &str,
+        at: Micros,
+    ) -> StoreResult<SkillVersionDelete> {
+        let (ws, sid, id) = (ws.to_string(), skill_id.to_string(), id.to_string());
+        self.db
+            .write(move |c| skills::delete_version(c, &ws, &sid, &id, at))
+            .await
+    }
+
+    async fn skill_files(
+        &self,
+        version_id: &str,
+    ) -> StoreResult<Vec<crate::domain::skill_bundle::BundleFile>> {
+        let id = version_id.to_string();
+        self.db.read(move |c| skills::files(c, &id)).await
     }
 
     async fn api_key_id_for_hash(&self, key_hash: &str) -> StoreResult<Option<String>> {

@@ -25,6 +25,7 @@ mod leases;
 mod memory;
 mod ops;
 mod sessions;
+mod skills;
 mod threads;
 mod transact;
 mod vaults;

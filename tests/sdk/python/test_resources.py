@@ -51,10 +51,11 @@ def test_validation_errors(client):
     # What Mast does not do yet is refused with a stable code, never stored and ignored.
     with pytest.raises(anthropic.BadRequestError) as e:
         client.beta.agents.create(
-            name="m", model="mast-scripted", skills=[{"type": "anthropic", "skill_id": "xlsx"}]
+            name="m", model="mast-scripted", tools=[{"type": "agent_toolset_20260401"}],
+            skills=[{"type": "anthropic", "skill_id": "xlsx"}]
         )
     assert e.value.error_code == "unsupported_feature"
-    assert e.value.body["error"]["details"]["field"] == "skills"
+    assert e.value.body["error"]["details"]["field"] == "skills[0].type"
     # An MCP server needs a toolset that exposes it.
     with pytest.raises(anthropic.BadRequestError) as e:
         client.beta.agents.create(
