@@ -146,7 +146,8 @@ pub struct EventPage {
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
         EnvironmentKeyPage, ThreadPage, VaultPage, CredentialPage, super::files::FilePage,
         super::files::FileUpload, super::files::FileBytes, MemoryStorePage, MemoryVersionPage,
-        super::resources::ResourcePage, super::resources::ResourceAdd, super::resources::ResourceUpdate)),
+        super::resources::ResourcePage, super::resources::ResourceAdd, super::resources::ResourceUpdate,
+        super::resources::SessionResource)),
     modifiers(&Security, &ErrorResponses, &ParameterDocs),
     security(("api_key" = []), ("bearer" = [])),
 )]

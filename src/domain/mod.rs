@@ -15,6 +15,7 @@ pub mod metadata;
 pub mod model_config;
 pub mod multiagent;
 pub mod patch;
+pub mod repository;
 pub mod resource;
 pub mod session;
 pub mod tag;

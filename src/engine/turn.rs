@@ -118,6 +118,8 @@ pub(super) struct Loop<'a> {
     pub self_hosted: bool,
     /// The session's built-in tools, set up when a call first runs.
     pub tools: Option<Arc<SessionTools>>,
+    /// `session.error` bodies of repositories that could not be cloned, not reported yet.
+    pub repo_errors: Vec<serde_json::Value>,
     /// The MCP tools offered in this thread's last model request.
     pub mcp_offer: super::mcp::Offer,
 }
@@ -174,6 +176,7 @@ impl<'a> Loop<'a> {
             usage_at_start: None,
             released: false,
             tools: None,
+            repo_errors: vec![],
             mcp_offer: Default::default(),
         })
     }
