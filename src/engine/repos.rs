@@ -57,6 +57,8 @@ pub(super) async fn prepare(
                     tracing::warn!(session = sid, resource = %repo.id, error = %e, "the clone marker could not be written");
                 }
             }
+            // Another thread of the session finished the same clone first.
+            Err(_) if marker.exists() => {}
             Err(f) => {
                 tracing::info!(session = sid, resource = %repo.id, kind = f.kind.error_type(), "a repository could not be cloned");
                 errors.push(json!({"error": {
