@@ -318,7 +318,8 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         engine_config,
     )
     .with_credentials(Arc::new(engine::vaults::VaultBearers(vaults.clone())))
-    .with_files(files.clone());
+    .with_files(files.clone())
+    .with_secrets(vaults.secret_cipher());
     let state = AppState(Arc::new(Shared {
         store: store.clone(),
         // Replicas on Postgres hear every key change (the store announces it), so they may

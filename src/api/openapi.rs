@@ -151,7 +151,8 @@ pub struct EventPage {
         super::files::FileUpload, super::files::FileBytes, MemoryStorePage, MemoryVersionPage,
         super::resources::ResourcePage, super::resources::ResourceAdd, super::resources::ResourceUpdate,
         super::skills::SkillPage, super::skills::SkillVersionPage, super::skills::SkillUpload,
-        super::skills::SkillArchive)),
+        super::skills::SkillArchive,
+        super::resources::SessionResource)),
     modifiers(&Security, &ErrorResponses, &ParameterDocs),
     security(("api_key" = []), ("bearer" = [])),
 )]

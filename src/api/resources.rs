@@ -1,5 +1,5 @@
 //! `/v1/sessions/{session_id}/resources` (API.md §2.6): add, list, retrieve, update and
-//! delete the files a session mounts.
+//! delete the files a session mounts and the repositories it clones.
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -13,6 +13,7 @@ use super::auth::Workspace;
 use super::error::ApiResult;
 use super::extract::{Json, QueryParams};
 use super::pagination::{Page, PageRequest};
+use crate::domain::repository::{Checkout, RepositoryResource};
 use crate::domain::resource::{DeletedResource, FileResource, ResourceDeletedTag};
 use crate::store::Direction;
 
@@ -20,13 +21,29 @@ use crate::store::Direction;
 #[derive(Debug, ToSchema)]
 #[allow(dead_code)]
 pub struct ResourceAdd {
-    /// `file`.
+    /// `file` or `github_repository`.
     #[schema(rename = "type")]
     kind: String,
-    /// An uploaded file's id.
-    file_id: String,
-    /// Where the file appears; default `/mnt/session/uploads/<file_id>`.
+    /// `file`: an uploaded file's id.
+    file_id: Option<String>,
+    /// `github_repository`: the clone URL (`https://…`, any git host).
+    url: Option<String>,
+    /// `github_repository`: the token the clone authenticates with; never shown back.
+    authorization_token: Option<String>,
+    /// `github_repository`: what to check out; default the remote's default branch.
+    checkout: Option<Checkout>,
+    /// Where it appears: a file's default is `/mnt/session/uploads/<file_id>`, a
+    /// repository's `/workspace/<repo-name>` (repositories stay below `/workspace/`).
     mount_path: Option<String>,
+}
+
+/// A session resource: a mounted file or a cloned repository.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum SessionResource {
+    File(FileResource),
+    GitHubRepository(RepositoryResource),
 }
 
 /// Body of `POST /v1/sessions/{id}/resources/{resource_id}` (token rotation).
@@ -40,7 +57,7 @@ pub struct ResourceUpdate {
 /// A page of a session's resources.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ResourcePage {
-    #[schema(value_type = Vec<FileResource>)]
+    #[schema(value_type = Vec<SessionResource>)]
     pub data: Vec<Value>,
     pub next_page: Option<String>,
 }
@@ -57,17 +74,17 @@ pub fn router() -> Router<AppState> {
 
 /// Add a resource to a session.
 ///
-/// Mounts an uploaded file (read-only) in an idle session's sandbox, at `mount_path` (default `/mnt/session/uploads/<file_id>`), from the session's next tool call on. Only `file` resources are supported, in `cloud` environments.
+/// Mounts an uploaded file (read-only) in an idle session's sandbox, at `mount_path` (default `/mnt/session/uploads/<file_id>`), or clones a git repository into its workspace (default `/workspace/<repo-name>`), from the session's next tool call on. `file` and `github_repository` resources are supported, in `cloud` environments.
 #[utoipa::path(post, path = "/v1/sessions/{session_id}/resources", tag = "sessions", operation_id = "sessions_resources_add",
     params(("session_id" = String, Path)), request_body = ResourceAdd,
-    responses((status = 200, body = FileResource), (status = 400, body = super::openapi::ErrorBody),
+    responses((status = 200, body = SessionResource), (status = 400, body = super::openapi::ErrorBody),
         (status = 404, body = super::openapi::ErrorBody), (status = 409, body = super::openapi::ErrorBody)))]
 async fn add(
     State(app): State<AppState>,
     Workspace(ws): Workspace,
     Path(sid): Path<String>,
     Json(body): Json<Value>,
-) -> ApiResult<axum::Json<FileResource>> {
+) -> ApiResult<axum::Json<Value>> {
     Ok(axum::Json(app.engine.add_resource(&ws, &sid, &body).await?))
 }
 
@@ -105,7 +122,7 @@ async fn list(
 /// Returns one of the session's resources.
 #[utoipa::path(get, path = "/v1/sessions/{session_id}/resources/{resource_id}", tag = "sessions", operation_id = "sessions_resources_retrieve",
     params(("session_id" = String, Path), ("resource_id" = String, Path)),
-    responses((status = 200, body = FileResource), (status = 404, body = super::openapi::ErrorBody)))]
+    responses((status = 200, body = SessionResource), (status = 404, body = super::openapi::ErrorBody)))]
 async fn retrieve(
     State(app): State<AppState>,
     Workspace(ws): Workspace,
@@ -116,10 +133,10 @@ async fn retrieve(
 
 /// Update a session resource.
 ///
-/// Rotates a repository resource's `authorization_token`. File resources take no update (400).
+/// Rotates a repository resource's `authorization_token` (any status but archived): the next clone or clone retry uses it. File resources take no update (400).
 #[utoipa::path(post, path = "/v1/sessions/{session_id}/resources/{resource_id}", tag = "sessions", operation_id = "sessions_resources_update",
     params(("session_id" = String, Path), ("resource_id" = String, Path)), request_body = ResourceUpdate,
-    responses((status = 200, body = FileResource), (status = 400, body = super::openapi::ErrorBody),
+    responses((status = 200, body = SessionResource), (status = 400, body = super::openapi::ErrorBody),
         (status = 404, body = super::openapi::ErrorBody)))]
 async fn update(
     State(app): State<AppState>,
@@ -134,7 +151,7 @@ async fn update(
 
 /// Delete a session resource.
 ///
-/// Removes a resource from an idle session: it is no longer mounted from the next tool call on. The uploaded file itself stays.
+/// Removes a resource from an idle session: it is no longer mounted from the next tool call on. The uploaded file itself stays; a repository's working copy is taken out of the workspace.
 #[utoipa::path(delete, path = "/v1/sessions/{session_id}/resources/{resource_id}", tag = "sessions", operation_id = "sessions_resources_delete",
     params(("session_id" = String, Path), ("resource_id" = String, Path)),
     responses((status = 200, body = DeletedResource), (status = 404, body = super::openapi::ErrorBody),

@@ -17,6 +17,7 @@ pub mod model_config;
 pub mod multiagent;
 pub mod patch;
 pub mod prices;
+pub mod repository;
 pub mod resource;
 pub mod session;
 pub mod skill;

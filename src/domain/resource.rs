@@ -1,7 +1,7 @@
 //! Session resources (API.md §2.6): what a session mounts, as given at `sessions.create` or
 //! added later with `sessions.resources.add`, and the wire objects the resources endpoints
-//! return. Only `file` resources are served so far; `github_repository` and `memory_store`
-//! are refused with `unsupported_feature` rather than stored and ignored.
+//! return. `file` and `github_repository` (domain/repository.rs) resources are served;
+//! `memory_store` is refused with `unsupported_feature` rather than stored and ignored.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 
 use super::fields::{Obj, must_be, tag};
 use super::invalid::{Invalid, Valid, check_len};
+use super::repository::{self, RepositoryParams};
 use crate::type_tag;
 
 type_tag!(
@@ -57,17 +58,30 @@ pub struct FileResourceParams {
     pub mount_path: String,
 }
 
+/// A resource a request asks for, of any served kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceParams {
+    File(FileResourceParams),
+    Repository(RepositoryParams),
+}
+
+impl ResourceParams {
+    /// Where it appears in the sandbox.
+    pub fn mount_path(&self) -> &str {
+        match self {
+            ResourceParams::File(f) => &f.mount_path,
+            ResourceParams::Repository(r) => &r.mount_path,
+        }
+    }
+}
+
 /// Reads one resource of `resources[i]` (at `at`) or of a `resources.add` body.
-pub fn parse_resource(at: &str, v: &Value) -> Valid<FileResourceParams> {
+pub fn parse_resource(at: &str, v: &Value) -> Valid<ResourceParams> {
     if !v.is_object() {
         return Err(must_be(at, "a resource object", v));
     }
     match tag(at, v, &["github_repository", "file", "memory_store"])? {
-        "github_repository" => Err(Invalid::unsupported(
-            at,
-            "github_repository",
-            "repositories are not cloned into sessions yet; remove it",
-        )),
+        "github_repository" => Ok(ResourceParams::Repository(repository::parse(at, v)?)),
         "memory_store" => Err(Invalid::unsupported(
             at,
             "memory_store",
@@ -81,16 +95,16 @@ pub fn parse_resource(at: &str, v: &Value) -> Valid<FileResourceParams> {
                 None => format!("{UPLOADS_DIR}/{file_id}"),
                 Some(p) => check_mount_path(&o.path("mount_path"), p)?,
             };
-            Ok(FileResourceParams {
+            Ok(ResourceParams::File(FileResourceParams {
                 file_id,
                 mount_path,
-            })
+            }))
         }
     }
 }
 
 /// Reads the `resources` of a create body (absent or `null`: none).
-pub fn parse_resources(v: Option<&Value>) -> Valid<Vec<FileResourceParams>> {
+pub fn parse_resources(v: Option<&Value>) -> Valid<Vec<ResourceParams>> {
     let list = match v {
         None | Some(Value::Null) => return Ok(vec![]),
         Some(Value::Array(a)) => a,
@@ -101,15 +115,11 @@ pub fn parse_resources(v: Option<&Value>) -> Valid<Vec<FileResourceParams>> {
             "`resources` has more than {MAX_FILE_RESOURCES} file resources"
         )));
     }
-    let mut out: Vec<FileResourceParams> = Vec::with_capacity(list.len());
+    let mut out: Vec<ResourceParams> = Vec::with_capacity(list.len());
     for (i, item) in list.iter().enumerate() {
         let at = format!("resources[{i}]");
         let r = parse_resource(&at, item)?;
-        check_free(
-            &at,
-            out.iter().map(|o| o.mount_path.as_str()),
-            &r.mount_path,
-        )?;
+        check_free(&at, out.iter().map(|o| o.mount_path()), r.mount_path())?;
         out.push(r);
     }
     Ok(out)
@@ -177,9 +187,9 @@ fn check_mount_path(at: &str, p: &str) -> Valid<String> {
 
 /// Reads a `resources.update` body: `{"authorization_token": …}`, which only repositories
 /// take (token rotation).
-pub fn parse_update(v: &Value) -> Valid<String> {
+pub fn parse_update(v: &Value) -> Valid<repository::Token> {
     let o = Obj::new("", v, "a resource update", &["authorization_token"])?;
-    Ok(o.req_str("authorization_token")?.to_string())
+    repository::parse_token("authorization_token", o.req_str("authorization_token")?)
 }
 
 #[cfg(test)]
@@ -190,13 +200,13 @@ mod tests {
     #[test]
     fn file_resources_get_the_default_mount_path() {
         let r = parse_resource("r", &json!({"type": "file", "file_id": "file_1"})).unwrap();
-        assert_eq!(r.mount_path, "/mnt/session/uploads/file_1");
+        assert_eq!(r.mount_path(), "/mnt/session/uploads/file_1");
         let r = parse_resource(
             "r",
             &json!({"type": "file", "file_id": "file_1", "mount_path": "/mnt/data/x.csv/"}),
         )
         .unwrap();
-        assert_eq!(r.mount_path, "/mnt/data/x.csv");
+        assert_eq!(r.mount_path(), "/mnt/data/x.csv");
     }
 
     #[test]
@@ -224,10 +234,6 @@ mod tests {
                 None,
             ),
             (
-                json!({"type": "github_repository", "url": "https://x/y"}),
-                Some("unsupported_feature"),
-            ),
-            (
                 json!({"type": "memory_store", "memory_store_id": "m"}),
                 Some("unsupported_feature"),
             ),
@@ -248,5 +254,10 @@ mod tests {
         assert!(parse_resources(Some(&list)).is_err());
         let list = json!([{"type": "file", "file_id": "a"}, {"type": "file", "file_id": "b"}]);
         assert_eq!(parse_resources(Some(&list)).unwrap().len(), 2);
+        let list = json!([
+            {"type": "github_repository", "url": "https://h/a/r"},
+            {"type": "github_repository", "url": "https://h/b/r.git"},
+        ]);
+        assert!(parse_resources(Some(&list)).is_err());
     }
 }

@@ -328,7 +328,8 @@ pub struct SessionCreate {
     pub title: Option<String>,
     #[serde(default)]
     pub metadata: Option<Metadata>,
-    /// Resources mounted in the session (`file` only, so far).
+    /// Resources of the session: `file` (mounted read-only) and `github_repository` (cloned
+    /// into the workspace).
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     pub resources: Option<Value>,
@@ -457,4 +458,8 @@ pub struct SessionBody {
     pub deployment_id: Option<String>,
     pub environment: super::environment::EnvironmentConfig,
     pub primary_thread_id: String,
+    /// Each repository resource's token, sealed with the server's secret key (base64), by
+    /// resource id. Never part of a wire object.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub repository_tokens: std::collections::BTreeMap<String, String>,
 }

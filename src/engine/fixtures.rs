@@ -53,6 +53,7 @@ pub fn session(status: SessionStatus, st: &EngineState, self_hosted: bool) -> Se
             EnvironmentConfig::default_cloud()
         },
         primary_thread_id: PRIMARY.into(),
+        repository_tokens: Default::default(),
     };
     let active = status.is_active();
     SessionRecord {

@@ -22,6 +22,7 @@ mod mounts;
 pub mod ops;
 pub mod permissions;
 pub mod skills;
+mod repos;
 pub mod state;
 mod supervisor;
 mod tool_step;
@@ -170,6 +171,8 @@ pub(crate) struct Inner {
     pub credentials: Arc<dyn credentials::BearerSource>,
     /// The Files API's storage, for mounting file resources (absent in engines without it).
     pub files: Option<Arc<crate::files::Files>>,
+    /// Seals repository tokens; why there is no key when there is none.
+    pub secrets: Result<crate::secrets::Cipher, String>,
     pub config: EngineConfig,
     /// This process's lease owner id.
     pub owner: String,
@@ -208,6 +211,7 @@ impl Engine {
                 toolbox,
                 credentials: Arc::new(credentials::NoCredentials),
                 files: None,
+                secrets: Err("no secret key was given to the engine".into()),
                 config,
                 owner: new_id("runner"),
                 runners: Mutex::new(HashMap::new()),
@@ -233,6 +237,15 @@ impl Engine {
         Arc::get_mut(&mut self.inner)
             .expect("with_files is called before the engine is shared")
             .files = Some(files);
+        self
+    }
+
+    /// Gives the engine the server's secret key (repository tokens are sealed with it), or
+    /// why there is none; call before the engine is cloned or started.
+    pub fn with_secrets(mut self, cipher: Result<crate::secrets::Cipher, String>) -> Self {
+        Arc::get_mut(&mut self.inner)
+            .expect("with_secrets is called before the engine is shared")
+            .secrets = cipher;
         self
     }
 

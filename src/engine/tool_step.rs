@@ -165,6 +165,7 @@ impl Loop<'_> {
             .toolbox
             .for_session(&self.sid, &self.body.environment, &self.agent.tools, mounts)
             .map_err(|e| format!("the session's workspace could not be prepared: {e}"))?;
+        self.repo_errors = super::repos::prepare(self.inner, &self.sid, &self.body, &t).await;
         let t = Arc::new(t);
         self.tools = Some(t.clone());
         Ok(t)
@@ -211,6 +212,7 @@ impl Loop<'_> {
             }
             Err(e) => crate::tools::ToolOutput::error(e),
         };
+        let repo_errors = std::mem::take(&mut self.repo_errors);
         let primary = self.thread.clone();
         self.commit(
             move |rec, st| {
@@ -233,6 +235,14 @@ impl Loop<'_> {
                 );
                 e.answers = Some((call.id, Answer::Result.as_str()));
                 let mut out = vec![e];
+                for body in repo_errors {
+                    out.push(server_event(
+                        kind::SESSION_ERROR,
+                        body,
+                        &primary,
+                        time::now(),
+                    ));
+                }
                 if let Some(why) = package_failure {
                     out.push(server_event(
                         kind::SESSION_ERROR,

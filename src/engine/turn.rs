@@ -138,6 +138,8 @@ pub(super) struct Loop<'a> {
     pub self_hosted: bool,
     /// The session's built-in tools, set up when a call first runs.
     pub tools: Option<Arc<SessionTools>>,
+    /// `session.error` bodies of repositories that could not be cloned, not reported yet.
+    pub repo_errors: Vec<serde_json::Value>,
     /// The MCP tools offered in this thread's last model request.
     pub mcp_offer: super::mcp::Offer,
 }
@@ -196,6 +198,7 @@ impl<'a> Loop<'a> {
             carried: None,
             waits: AtomicU64::new(0),
             tools: None,
+            repo_errors: vec![],
             mcp_offer: Default::default(),
         })
     }

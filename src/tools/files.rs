@@ -94,6 +94,14 @@ pub(crate) struct Located {
     pub(crate) rel: PathBuf,
 }
 
+impl Located {
+    /// The directory holding the entry and the entry's name in it (`None`: the path names
+    /// that directory itself), for callers that act on the entry through the handle.
+    pub(crate) fn parent(&self) -> (BorrowedFd<'_>, Option<&OsStr>) {
+        (self.dir.as_fd(), self.name.as_deref())
+    }
+}
+
 /// One step of a walk: into a named entry, or up to the parent.
 enum Step {
     Name(OsString),

@@ -6,6 +6,7 @@ pub mod bash;
 pub mod cgroup;
 pub mod egress;
 pub mod files;
+pub mod git;
 pub mod identity;
 pub mod mounts;
 pub mod netguard;
@@ -268,7 +269,8 @@ impl Toolbox {
         &self.isolation
     }
 
-    fn workspace_dir(&self, session_id: &str) -> PathBuf {
+    /// Where a session's workspace (`/workspace` in its sandbox) is on the host.
+    pub fn workspace_dir(&self, session_id: &str) -> PathBuf {
         self.data_dir.join("workspaces").join(session_id)
     }
 

@@ -655,15 +655,6 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
             "/v1/sessions",
             with(
                 &sess,
-                json!({"resources": [{"type": "github_repository", "url": "https://github.com/o/r"}]}),
-            ),
-            "resources[0]",
-            "github_repository",
-        ),
-        (
-            "/v1/sessions",
-            with(
-                &sess,
                 json!({"resources": [{"type": "memory_store", "memory_store_id": "memstore_x"}]}),
             ),
             "resources[0]",

@@ -17,7 +17,7 @@ use crate::domain::ids::new_id;
 use crate::domain::invalid::Invalid;
 use crate::domain::metadata::{self, Metadata};
 use crate::domain::multiagent;
-use crate::domain::resource::{self, FileResourceParams};
+use crate::domain::resource::{self, ResourceParams};
 use crate::domain::session::{
     AgentSelection, Session, SessionBody, SessionCreate, SessionStatus, SessionUsage, check_title,
     parse_agent_selection, parse_vault_ids,
@@ -42,8 +42,8 @@ struct Checked {
     vault_ids: Vec<String>,
     /// `user.message` events that start the first turn.
     initial: Vec<ClientEvent>,
-    /// Files to mount, in the order given.
-    resources: Vec<FileResourceParams>,
+    /// Files to mount and repositories to clone, in the order given.
+    resources: Vec<ResourceParams>,
     /// The budget's cap in cents.
     budget_cents: Option<i64>,
 }
@@ -229,21 +229,27 @@ impl Engine {
         let id = new_id("sesn");
         let thread_id = new_id("sthr");
         let ResolvedAgent { agent, snapshot } = resolved;
+        let mut resources = Vec::with_capacity(checked.resources.len());
+        let mut repository_tokens = std::collections::BTreeMap::new();
+        for r in &checked.resources {
+            let (v, sealed) = super::resources::new_resource(self, r, now)?;
+            if let (Some(id), Some(sealed)) = (v.get("id").and_then(|i| i.as_str()), sealed) {
+                repository_tokens.insert(id.to_string(), sealed);
+            }
+            resources.push(v);
+        }
         let body = SessionBody {
             title: checked.title,
             metadata: checked.metadata,
             agent: snapshot.clone(),
-            resources: checked
-                .resources
-                .iter()
-                .map(|r| super::resources::file_resource(r, now))
-                .collect(),
+            resources,
             vault_ids: checked.vault_ids,
             budget: checked.budget_cents.map(crate::domain::budget::to_json),
             outcome_evaluations: vec![],
             deployment_id: None,
             environment: env.config.clone(),
             primary_thread_id: thread_id.clone(),
+            repository_tokens,
         };
         let mut session = SessionRecord {
             id: id.clone(),

@@ -1,4 +1,5 @@
-//! Session resources (API.md §2.6): the files a session mounts. They live in the session's
+//! Session resources (API.md §2.6): the files a session mounts and the repositories it
+//! clones. They live in the session's
 //! body, so every change is decided under the session's row lock together with the status
 //! it depends on (resources change only while the session is idle), and the session object
 //! shows the same list the resources endpoints do.
@@ -10,8 +11,11 @@ use super::txn::decide;
 use crate::domain::environment::{Environment, EnvironmentConfig};
 use crate::domain::ids::new_id;
 use crate::domain::invalid::{Invalid, Valid};
+use crate::domain::repository::{
+    RepositoryParams, RepositoryResource, RepositoryResourceTag, Token,
+};
 use crate::domain::resource::{
-    self, FileResource, FileResourceParams, FileResourceTag, MAX_FILE_RESOURCES,
+    self, FileResource, FileResourceParams, FileResourceTag, MAX_FILE_RESOURCES, ResourceParams,
 };
 use crate::domain::session::SessionBody;
 use crate::domain::time::{self, Micros};
@@ -34,21 +38,65 @@ pub(super) fn file_resource(p: &FileResourceParams, now: Micros) -> Value {
     .unwrap_or(Value::Null)
 }
 
+/// The stored (and wire) form of a new repository resource; its token is kept apart.
+fn repository_resource(p: &RepositoryParams, now: Micros) -> Value {
+    let at = time::format(now);
+    serde_json::to_value(RepositoryResource {
+        tag: RepositoryResourceTag::Tag,
+        id: new_id("sesrsc"),
+        url: p.url.clone(),
+        mount_path: p.mount_path.clone(),
+        checkout: p.checkout.clone(),
+        created_at: at.clone(),
+        updated_at: at,
+    })
+    .unwrap_or(Value::Null)
+}
+
+/// The stored form of a new resource, with its sealed token (repositories that have one)
+/// for [`SessionBody::repository_tokens`].
+pub(super) fn new_resource(
+    engine: &Engine,
+    p: &ResourceParams,
+    now: Micros,
+) -> Result<(Value, Option<String>), OpError> {
+    match p {
+        ResourceParams::File(f) => Ok((file_resource(f, now), None)),
+        ResourceParams::Repository(r) => {
+            let v = repository_resource(r, now);
+            let sealed = match &r.token {
+                Some(t) => Some(engine.seal_token(t, id_of(&v).unwrap_or_default())?),
+                None => None,
+            };
+            Ok((v, sealed))
+        }
+    }
+}
+
 /// The id of a stored resource.
 fn id_of(v: &Value) -> Option<&str> {
     v.get("id").and_then(Value::as_str)
 }
 
-/// Files are mounted by the server's sandbox; a self-hosted worker runs its own tools.
-fn refuse_self_hosted(config: &EnvironmentConfig, at: &str) -> Valid<()> {
-    match config {
-        EnvironmentConfig::SelfHosted => Err(Invalid::unsupported(
+/// Files are mounted and repositories cloned by the server's sandbox; a self-hosted worker
+/// runs its own tools (and the SDK's worker clones nothing).
+fn refuse_self_hosted(config: &EnvironmentConfig, at: &str, r: &ResourceParams) -> Valid<()> {
+    match (config, r) {
+        (EnvironmentConfig::SelfHosted, ResourceParams::File(_)) => Err(Invalid::unsupported(
             at,
             "file_resources_self_hosted",
             "file resources are mounted only in `cloud` environments; a self-hosted worker runs its own tools \
              (download the file with `files.download` there instead)",
         )),
-        EnvironmentConfig::Cloud { .. } => Ok(()),
+        (EnvironmentConfig::SelfHosted, ResourceParams::Repository(_)) => {
+            Err(Invalid::unsupported(
+                at,
+                "repository_resources_self_hosted",
+                "repositories are cloned only in `cloud` environments; a self-hosted worker runs its own tools \
+                 and clones what it needs itself",
+            ))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -59,16 +107,30 @@ impl Engine {
         &self,
         ws: &str,
         env: &Environment,
-        list: &[FileResourceParams],
+        list: &[ResourceParams],
     ) -> Result<(), OpError> {
-        if list.is_empty() {
-            return Ok(());
-        }
-        refuse_self_hosted(&env.config, "resources")?;
-        for r in list {
-            self.check_file(ws, &r.file_id).await?;
+        for (i, r) in list.iter().enumerate() {
+            refuse_self_hosted(&env.config, &format!("resources[{i}]"), r)?;
+            if let ResourceParams::File(f) = r {
+                self.check_file(ws, &f.file_id).await?;
+            }
         }
         Ok(())
+    }
+
+    /// Seals a repository token for resource `rid` (base64, for the session body).
+    pub(super) fn seal_token(&self, t: &Token, rid: &str) -> Result<String, OpError> {
+        use base64::Engine as _;
+        let cipher = self.inner.secrets.as_ref().map_err(|why| {
+            Invalid::with_code(
+                "secret_key_unavailable",
+                format!(
+                    "this server has no key to encrypt repository tokens with ({why}); \
+                     its operator sets MAST_SECRET_KEY or MAST_SECRET_KEY_FILE"
+                ),
+            )
+        })?;
+        Ok(base64::engine::general_purpose::STANDARD.encode(cipher.seal(t.0.as_bytes(), rid)))
     }
 
     async fn check_file(&self, ws: &str, id: &str) -> Result<(), OpError> {
@@ -99,19 +161,18 @@ impl Engine {
             .ok_or_else(|| OpError::ResourceNotFound(rid.to_string()))
     }
 
-    /// Adds a file to an idle session; it is mounted from the session's next tool call on.
-    pub async fn add_resource(
-        &self,
-        ws: &str,
-        sid: &str,
-        body: &Value,
-    ) -> Result<FileResource, OpError> {
+    /// Adds a file or a repository to an idle session; it is mounted (cloned) from the
+    /// session's next tool call on.
+    pub async fn add_resource(&self, ws: &str, sid: &str, body: &Value) -> Result<Value, OpError> {
         let params = resource::parse_resource("", body)?;
-        self.check_file(ws, &params.file_id).await?;
+        if let ResourceParams::File(f) = &params {
+            self.check_file(ws, &f.file_id).await?;
+        }
+        let (added, sealed) = new_resource(self, &params, time::now())?;
         let committed = decide(&self.inner, ws, sid, move |rec| {
             let mut sb: SessionBody = serde_json::from_str(&rec.body)?;
             check_changeable(rec, "cannot take new resources")?;
-            refuse_self_hosted(&sb.environment, "type")?;
+            refuse_self_hosted(&sb.environment, "type", &params)?;
             if sb.resources.len() >= MAX_FILE_RESOURCES {
                 return Err(Invalid::new(format!(
                     "a session holds at most {MAX_FILE_RESOURCES} file resources"
@@ -123,17 +184,19 @@ impl Engine {
                 sb.resources
                     .iter()
                     .filter_map(|r| r.get("mount_path").and_then(Value::as_str)),
-                &params.mount_path,
+                params.mount_path(),
             )?;
             let now = time::now();
-            let added = file_resource(&params, now);
+            if let (Some(id), Some(sealed)) = (id_of(&added), &sealed) {
+                sb.repository_tokens.insert(id.to_string(), sealed.clone());
+            }
             sb.resources.push(added.clone());
             rec.body = serde_json::to_string(&sb)?;
             rec.updated_at = now;
             Ok((TxnOutput::default(), added))
         })
         .await?;
-        Ok(serde_json::from_value(committed.value).map_err(StoreError::from)?)
+        Ok(committed.value)
     }
 
     /// `resources.update`: token rotation, which only repositories take.
@@ -144,13 +207,39 @@ impl Engine {
         rid: &str,
         body: &Value,
     ) -> Result<Value, OpError> {
-        resource::parse_update(body)?;
+        let token = resource::parse_update(body)?;
         let found = self.resource(ws, sid, rid).await?;
         let kind = found.get("type").and_then(Value::as_str).unwrap_or("file");
-        Err(Invalid::new(format!(
-            "resource `{rid}` is a `{kind}` resource; only `github_repository` resources take a new `authorization_token`"
-        ))
-        .into())
+        if kind != "github_repository" {
+            return Err(Invalid::new(format!(
+                "resource `{rid}` is a `{kind}` resource; only `github_repository` resources take a new `authorization_token`"
+            ))
+            .into());
+        }
+        let sealed = self.seal_token(&token, rid)?;
+        let wanted = rid.to_string();
+        // Allowed while a turn runs: the token is read when a clone starts, so a rotation
+        // reaches the next clone or retry.
+        let committed = decide(&self.inner, ws, sid, move |rec| {
+            let mut sb: SessionBody = serde_json::from_str(&rec.body)?;
+            if rec.archived_at.is_some() {
+                return Err(intake::archived(&rec.id, "its resources cannot change").into());
+            }
+            let Some(r) = sb.resources.iter_mut().find(|r| id_of(r) == Some(&wanted)) else {
+                return Ok((TxnOutput::default(), None));
+            };
+            let now = time::now();
+            r["updated_at"] = Value::String(time::format(now));
+            let shown = r.clone();
+            sb.repository_tokens.insert(wanted.clone(), sealed.clone());
+            rec.body = serde_json::to_string(&sb)?;
+            rec.updated_at = now;
+            Ok((TxnOutput::default(), Some(shown)))
+        })
+        .await?;
+        committed
+            .value
+            .ok_or_else(|| OpError::ResourceNotFound(rid.to_string()))
     }
 
     /// Removes a resource from an idle session: it is not mounted from the next tool call on.
@@ -159,18 +248,22 @@ impl Engine {
         let committed = decide(&self.inner, ws, sid, move |rec| {
             let mut sb: SessionBody = serde_json::from_str(&rec.body)?;
             let Some(at) = sb.resources.iter().position(|r| id_of(r) == Some(&wanted)) else {
-                return Ok((TxnOutput::default(), false));
+                return Ok((TxnOutput::default(), None));
             };
             check_changeable(rec, "its resources cannot change")?;
-            sb.resources.remove(at);
+            let gone = sb.resources.remove(at);
+            sb.repository_tokens.remove(&wanted);
             let now = time::now();
             rec.body = serde_json::to_string(&sb)?;
             rec.updated_at = now;
-            Ok((TxnOutput::default(), true))
+            Ok((TxnOutput::default(), Some(gone)))
         })
         .await?;
-        if !committed.value {
+        let Some(gone) = committed.value else {
             return Err(OpError::ResourceNotFound(rid.to_string()));
+        };
+        if gone.get("type").and_then(Value::as_str) == Some("github_repository") {
+            crate::engine::repos::remove(&self.inner, sid, &gone).await;
         }
         Ok(())
     }

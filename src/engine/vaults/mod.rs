@@ -60,6 +60,12 @@ impl Vaults {
         }
     }
 
+    /// The server's secret key, for other secrets the engine keeps (repository tokens), or
+    /// why there is none.
+    pub fn secret_cipher(&self) -> Result<Cipher, String> {
+        self.cipher.clone()
+    }
+
     fn cipher(&self) -> Result<&Cipher, OpError> {
         self.cipher.as_ref().map_err(|why| {
             crate::domain::invalid::Invalid::with_code(
