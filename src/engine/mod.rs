@@ -19,6 +19,7 @@ pub mod memory;
 mod model_step;
 mod mounts;
 pub mod ops;
+mod outputs;
 pub mod permissions;
 pub mod state;
 mod supervisor;
