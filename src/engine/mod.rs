@@ -10,6 +10,7 @@ mod cluster;
 pub mod context;
 pub mod credentials;
 pub mod delegation;
+mod file_sources;
 #[cfg(test)]
 mod fixtures;
 pub mod history;
