@@ -122,7 +122,8 @@ impl Engine {
             .resolve_environment(ws, &checked.environment_id)
             .await?;
         self.check_vaults(ws, &checked.vault_ids).await?;
-        self.check_resource_files(ws, &env, &checked.resources)
+        self.check_resource_files(ws, &checked.resources).await?;
+        self.check_file_sources(ws, "initial_events", &checked.initial)
             .await?;
         let now = time::now();
         let draft = self.draft(ws, checked, agent, &env, now)?;

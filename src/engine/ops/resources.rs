@@ -7,9 +7,8 @@ use serde_json::Value;
 
 use super::OpError;
 use super::txn::decide;
-use crate::domain::environment::{Environment, EnvironmentConfig};
 use crate::domain::ids::new_id;
-use crate::domain::invalid::{Invalid, Valid};
+use crate::domain::invalid::Invalid;
 use crate::domain::resource::{
     self, FileResource, FileResourceParams, FileResourceTag, MAX_FILE_RESOURCES,
 };
@@ -39,32 +38,14 @@ fn id_of(v: &Value) -> Option<&str> {
     v.get("id").and_then(Value::as_str)
 }
 
-/// Files are mounted by the server's sandbox; a self-hosted worker runs its own tools.
-fn refuse_self_hosted(config: &EnvironmentConfig, at: &str) -> Valid<()> {
-    match config {
-        EnvironmentConfig::SelfHosted => Err(Invalid::unsupported(
-            at,
-            "file_resources_self_hosted",
-            "file resources are mounted only in `cloud` environments; a self-hosted worker runs its own tools \
-             (download the file with `files.download` there instead)",
-        )),
-        EnvironmentConfig::Cloud { .. } => Ok(()),
-    }
-}
-
 impl Engine {
-    /// Every file a creation mounts exists in the workspace and has not expired, and the
-    /// environment is one whose sandbox this server runs.
+    /// Every file a creation mounts exists in the workspace and has not expired. A cloud
+    /// session's sandbox mounts them; a self-hosted worker fetches them with its work token.
     pub(super) async fn check_resource_files(
         &self,
         ws: &str,
-        env: &Environment,
         list: &[FileResourceParams],
     ) -> Result<(), OpError> {
-        if list.is_empty() {
-            return Ok(());
-        }
-        refuse_self_hosted(&env.config, "resources")?;
         for r in list {
             self.check_file(ws, &r.file_id).await?;
         }
@@ -111,7 +92,6 @@ impl Engine {
         let committed = decide(&self.inner, ws, sid, move |rec| {
             let mut sb: SessionBody = serde_json::from_str(&rec.body)?;
             check_changeable(rec, "cannot take new resources")?;
-            refuse_self_hosted(&sb.environment, "type")?;
             if sb.resources.len() >= MAX_FILE_RESOURCES {
                 return Err(Invalid::new(format!(
                     "a session holds at most {MAX_FILE_RESOURCES} file resources"
