@@ -12,6 +12,7 @@ import anthropic
 import pytest
 
 from conftest import WEATHER_TOOL, MessagesHandler
+from test_files import mast_factory  # noqa: F401
 
 OUT = "/mnt/session/outputs"
 # The smallest valid PNG (1x1, transparent).
@@ -182,3 +183,51 @@ def test_file_sources_are_checked_when_sent(client, environment):
     assert "initial_events[0].content[0].source.file_id" in e.value.message
     # Nothing refused was kept.
     assert [e for e in client.beta.sessions.events.list(sess.id) if e.type == "user.message"] == []
+
+
+def test_a_large_output_is_streamed_not_held_in_memory(mast_factory):  # noqa: F811
+    from test_files import rss_kib
+    import threading
+    import time
+    import hashlib
+
+    size = 120_000_000
+    m = mast_factory("sqlite", extra_env={})
+    c = m.client
+    env = c.beta.environments.create(name="big-" + uuid.uuid4().hex[:8],
+                                     config={"type": "cloud", "networking": {"type": "unrestricted"}})
+    agent = c.beta.agents.create(name="big", model="mast-scripted", tools=[{"type": "agent_toolset_20260401"}])
+    sess = c.beta.sessions.create(agent=agent.id, environment_id=env.id)
+    # Warm the sandbox up first, so the measurement covers the output's registration.
+    run(c, sess.id, ["call bash " + json.dumps({"command": "true"}), "say ok"])
+    base_rss = rss_kib(m.pid)
+    peak = [base_rss]
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_kib(m.pid))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        seen = run(c, sess.id, ["call bash " + json.dumps({"command":
+            f"head -c {size} /dev/urandom > {OUT}/big.bin && sha256sum {OUT}/big.bin"}), "say done"])
+        (bash,) = results(seen)
+        assert not bash.is_error, text_of(bash)
+        want = text_of(bash).split()[0]
+        (f,) = list(c.beta.files.list(scope_id=sess.id))
+        assert f.filename == "big.bin" and f.size_bytes == size
+        got = hashlib.sha256()
+        with c.beta.files.with_streaming_response.download(f.id) as r:
+            for chunk in r.iter_bytes(1024 * 1024):
+                got.update(chunk)
+        assert got.hexdigest() == want
+    finally:
+        done.set()
+        watcher.join()
+    grown_mib = (peak[0] - base_rss) / 1024
+    print(f"server RSS grew by {grown_mib:.1f} MiB for a {size}-byte output")
+    # Held whole, the output alone would add 114 MiB; streamed, a few buffers.
+    assert grown_mib < 32, f"server RSS grew by {grown_mib:.1f} MiB for a {size}-byte output (from {base_rss} KiB)"
