@@ -231,3 +231,22 @@ def test_a_large_output_is_streamed_not_held_in_memory(mast_factory):  # noqa: F
     print(f"server RSS grew by {grown_mib:.1f} MiB for a {size}-byte output")
     # Held whole, the output alone would add 114 MiB; streamed, a few buffers.
     assert grown_mib < 32, f"server RSS grew by {grown_mib:.1f} MiB for a {size}-byte output (from {base_rss} KiB)"
+
+
+def test_an_output_over_the_size_limit_is_reported_to_the_model(mast_factory):  # noqa: F811
+    m = mast_factory("sqlite", extra_env={"MAST_FILES_MAX_BYTES": "4096"})
+    c = m.client
+    env = c.beta.environments.create(name="lim-" + uuid.uuid4().hex[:8],
+                                     config={"type": "cloud", "networking": {"type": "unrestricted"}})
+    agent = c.beta.agents.create(name="lim", model="mast-scripted", tools=[{"type": "agent_toolset_20260401"}])
+    sess = c.beta.sessions.create(agent=agent.id, environment_id=env.id)
+    seen = run(c, sess.id, ["call bash " + json.dumps({"command":
+        f"head -c 10000 /dev/zero > {OUT}/big.bin; echo small > {OUT}/small.txt"}), "say done"])
+    (bash,) = results(seen)
+    said = text_of(bash)
+    assert f"{OUT}/big.bin was not saved as an output file" in said and "4096 bytes" in said
+    assert [f.filename for f in c.beta.files.list(scope_id=sess.id)] == ["small.txt"]
+    assert c.beta.files.list().data == c.beta.files.list(scope_id=sess.id).data, "nothing half-stored was listed"
+    seen = run(c, sess.id, ["call bash " + json.dumps({"command": "echo again"}), "say done"])
+    (again,) = results(seen)
+    assert "not saved" not in text_of(again), "an unchanged file is reported once, not after every call"
