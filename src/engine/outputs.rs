@@ -55,9 +55,6 @@ struct Registered {
     paths: BTreeMap<String, (Stamp, String)>,
     /// Files registered so far, every version counted.
     count: usize,
-    /// Per path: the stamp that could not be kept, reported once rather than after every call.
-    #[serde(default)]
-    failed: BTreeMap<String, Stamp>,
 }
 
 /// One lock per session: threads of a session share its sandbox and may end calls together.
@@ -107,7 +104,6 @@ async fn register_locked(
     let changed: Vec<Found> = found
         .into_iter()
         .filter(|f| state.paths.get(&f.rel).map(|(s, _)| *s) != Some(f.stamp))
-        .filter(|f| state.failed.get(&f.rel) != Some(&f.stamp))
         .collect();
     if changed.is_empty() {
         return vec![];
@@ -120,21 +116,18 @@ async fn register_locked(
     let mut notes = Vec::new();
     for f in changed {
         let shown = format!("{OUTPUTS}/{}", f.rel);
-        let saved = if state.count >= MAX_OUTPUTS {
-            Err(format!("the session already has {MAX_OUTPUTS}"))
-        } else {
-            save(files, &ws, sid, dir, &f.rel).await
-        };
-        match saved {
+        if state.count >= MAX_OUTPUTS {
+            notes.push(format!(
+                "{shown} was not saved as an output file: the session already has {MAX_OUTPUTS}"
+            ));
+            continue;
+        }
+        match save(files, &ws, sid, dir, &f.rel).await {
             Ok(id) => {
-                state.failed.remove(&f.rel);
                 state.paths.insert(f.rel, (f.stamp, id));
                 state.count += 1;
             }
-            Err(e) => {
-                notes.push(format!("{shown} was not saved as an output file: {e}"));
-                state.failed.insert(f.rel, f.stamp);
-            }
+            Err(e) => notes.push(format!("{shown} was not saved as an output file: {e}")),
         }
     }
     if let Err(e) = store(&state_path, &state).await {
