@@ -244,9 +244,9 @@ fn walk(dir: &OwnedFd, prefix: &str, depth: usize, out: &mut Vec<Found>) -> std:
                 rel,
                 stamp: Stamp {
                     size: st.st_size as u64,
-                    mtime_s: st.st_mtime as i64,
+                    mtime_s: st.st_mtime,
                     mtime_ns: st.st_mtime_nsec as i64,
-                    ino: st.st_ino as u64,
+                    ino: st.st_ino,
                 },
             }),
             _ => {}
