@@ -2,7 +2,9 @@
 
 It polls the environment's work queue, and for each session it claims, runs the agent's
 sandbox tools (bash, read, write, edit, glob, grep) in --workdir on this machine, heartbeating
-the item's lease while it serves the session.
+the item's lease while it serves the session. The session's `file` resources are downloaded
+with the item's token to their `mount_path` (read-only) before its first tool runs: the SDK's
+worker fetches skills and memory stores itself, but not files.
 
     pip install 'anthropic==2.10.0'
     MAST_URL=http://127.0.0.1:8080 \\
@@ -16,6 +18,45 @@ import asyncio
 import logging
 import os
 import sys
+from pathlib import Path
+
+
+async def mount_files(ctx) -> None:
+    """Puts each `file` resource of the session at its mount path, read-only, and lets the
+    file tools read there (they are confined to the workdir and `allowed_roots`)."""
+    for r in ctx.session.resources:
+        if r.type != "file":
+            continue
+        target = Path(r.mount_path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(f".{target.name}.part")
+        # The work token may read exactly the files its session mounts.
+        async with ctx.client.beta.files.with_streaming_response.download(r.file_id) as resp:
+            with open(part, "wb") as out:
+                async for chunk in resp.iter_bytes(1 << 20):
+                    out.write(chunk)
+        os.chmod(part, 0o444)
+        os.replace(part, target)
+        root = target.parent.resolve()
+        ctx.allowed_roots.append(root)
+        ctx.read_only_roots.append(root)
+
+
+def toolset_with_files(ctx):
+    """The SDK's built-in tools, each first waiting for the session's files to be in place.
+    The download runs on the worker's event loop, next to the lease heartbeat."""
+    from anthropic.lib.tools.agent_toolset import beta_agent_toolset_20260401
+
+    tools = beta_agent_toolset_20260401(ctx)
+    if not any(r.type == "file" for r in ctx.session.resources):
+        return tools
+    ready = asyncio.get_running_loop().create_task(mount_files(ctx))
+    for tool in tools:
+        async def call(input, _run=tool.call):
+            await ready
+            return await _run(input)
+        tool.call = call
+    return tools
 
 
 def main() -> None:
@@ -48,6 +89,7 @@ def main() -> None:
         environment_id=os.environ["MAST_ENVIRONMENT_ID"],
         environment_key=os.environ["MAST_ENVIRONMENT_KEY"],
         workdir=args.workdir,
+        tools=toolset_with_files,
         max_idle=args.max_idle,
         worker_id=args.worker_id,
         # Mast has no memory stores yet.

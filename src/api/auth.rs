@@ -87,11 +87,19 @@ impl<S: Send + Sync> FromRequestParts<S> for Workspace {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        match Principal::from_request_parts(parts, state).await? {
-            Principal::ApiKey { workspace } => Ok(Workspace(workspace)),
+        Workspace::of(&Principal::from_request_parts(parts, state).await?)
+    }
+}
+
+impl Workspace {
+    /// The workspace of an API key; worker credentials are refused.
+    pub fn of(principal: &Principal) -> Result<Self, ApiError> {
+        match principal {
+            Principal::ApiKey { workspace } => Ok(Workspace(workspace.clone())),
             _ => Err(ApiError::forbidden(
-                "worker credentials (environment keys and work tokens) are accepted only on the work queue \
-                 and on their sessions' retrieve and events endpoints; use an API key",
+                "worker credentials (environment keys and work tokens) are accepted only on the work queue, \
+                 on their sessions' retrieve and events endpoints, and (work tokens) on the files their session mounts; \
+                 use an API key",
             )),
         }
     }

@@ -13,7 +13,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::auth::Workspace;
+use super::auth::{Principal, Workspace, session_workspace};
 use super::error::{ApiError, ApiResult};
 use super::extract::QueryParams;
 use super::pagination::{Page, PageRequest};
@@ -299,16 +299,42 @@ async fn list(
 
 /// Retrieve a file's metadata.
 ///
-/// Returns one file's metadata; 404 with `error_code` `file_expired` once its `expires_at` has passed.
+/// Returns one file's metadata; 404 with `error_code` `file_expired` once its `expires_at` has passed. A self-hosted work item's token may read the files its session mounts as resources.
 #[utoipa::path(get, path = "/v1/files/{file_id}", tag = "files", operation_id = "files_retrieve_metadata", params(("file_id" = String, Path)),
     responses((status = 200, body = FileMetadata), (status = 404, body = super::openapi::ErrorBody)))]
 async fn retrieve(
     State(app): State<AppState>,
-    Workspace(ws): Workspace,
+    principal: Principal,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<FileMetadata>> {
+    let ws = readable_workspace(&app, &principal, &id).await?;
     let file = app.files.get(&ws, &id).await.map_err(file_error)?;
     Ok(axum::Json(metadata(&file)))
+}
+
+/// The workspace in which `principal` may read file `id`: any file for an API key; for a
+/// held work item's token, the files its session mounts as `file` resources, which a
+/// self-hosted worker fetches to put at their mount paths (README, "Self-hosted sessions").
+async fn readable_workspace(app: &AppState, principal: &Principal, id: &str) -> ApiResult<String> {
+    let Principal::WorkToken { session_id, .. } = principal else {
+        return Workspace::of(principal).map(|w| w.0);
+    };
+    let ws = session_workspace(app.store.as_ref(), principal, session_id).await?;
+    let mounted = app
+        .engine
+        .resources(&ws, session_id)
+        .await?
+        .iter()
+        .any(|r| {
+            r.get("type").and_then(serde_json::Value::as_str) == Some("file")
+                && r.get("file_id").and_then(serde_json::Value::as_str) == Some(id)
+        });
+    if !mounted {
+        return Err(ApiError::forbidden(format!(
+            "a work token reads only the files its session mounts; file `{id}` is not one of them"
+        )));
+    }
+    Ok(ws)
 }
 
 /// `attachment; filename="…"` with an ASCII stand-in, plus the exact name (RFC 6266).
@@ -341,15 +367,16 @@ fn content_disposition(filename: &str) -> HeaderValue {
 
 /// Download a file.
 ///
-/// Streams a file's bytes with its media type as `Content-Type`, its size as `Content-Length` and its name in `Content-Disposition`.
+/// Streams a file's bytes with its media type as `Content-Type`, its size as `Content-Length` and its name in `Content-Disposition`. A self-hosted work item's token may download the files its session mounts as resources.
 #[utoipa::path(get, path = "/v1/files/{file_id}/content", tag = "files", operation_id = "files_download", params(("file_id" = String, Path)),
     responses((status = 200, description = "the file's bytes, with its own media type as `Content-Type`", content_type = "*/*", body = FileBytes),
         (status = 404, body = super::openapi::ErrorBody)))]
 async fn download(
     State(app): State<AppState>,
-    Workspace(ws): Workspace,
+    principal: Principal,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
+    let ws = readable_workspace(&app, &principal, &id).await?;
     let (file, bytes) = app.files.open_content(&ws, &id).await.map_err(file_error)?;
     let mime = HeaderValue::from_str(&file.mime_type)
         .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream"));

@@ -18,7 +18,8 @@ pub enum Place {
     System,
 }
 
-const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+/// Media types an image block may carry.
+pub const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 /// Upper bound on one text block, so a single event cannot balloon the log.
 pub const MAX_TEXT_CHARS: usize = 1_000_000;
 
@@ -114,12 +115,14 @@ fn source(at: &str, v: Option<&Value>, document: bool) -> Valid<Value> {
             Ok(json!({"type": "url", "url": url}))
         }
         _ => {
-            Obj::new(at, v, "a file source", &["type", "file_id"])?;
-            Err(Invalid::unsupported(
-                at,
-                "file_source",
-                "this server has no Files API; send the content as `base64` or a `url` source",
-            ))
+            // Whether the file exists, and fits the block, is the engine's check (it needs
+            // the store); see `engine::file_sources`.
+            let o = Obj::new(at, v, "a file source", &["type", "file_id"])?;
+            let id = required(&o, "file_id")?;
+            if id.is_empty() {
+                return Err(Invalid::new(format!("`{at}.file_id` must not be empty")));
+            }
+            Ok(json!({"type": "file", "file_id": id}))
         }
     }
 }
@@ -269,7 +272,9 @@ mod tests {
         let e = validate("c", Some(&extra), Place::UserMessage, 1, 100).unwrap_err();
         assert_eq!(e.details["field"], "c[0].cache_control");
         let file = json!([{"type":"image","source":{"type":"file","file_id":"file_x"}}]);
-        let e = validate("c", Some(&file), Place::UserMessage, 1, 100).unwrap_err();
-        assert_eq!(e.code, Some("unsupported_feature"));
+        let v = validate("c", Some(&file), Place::UserMessage, 1, 100).unwrap();
+        assert_eq!(v[0]["source"], json!({"type":"file","file_id":"file_x"}));
+        let no_id = json!([{"type":"document","source":{"type":"file"}}]);
+        assert!(validate("c", Some(&no_id), Place::ToolResult, 1, 100).is_err());
     }
 }

@@ -11,6 +11,7 @@ mod cluster;
 pub mod context;
 pub mod credentials;
 pub mod delegation;
+mod file_sources;
 #[cfg(test)]
 mod fixtures;
 pub mod history;
@@ -20,6 +21,7 @@ pub mod memory;
 mod model_step;
 mod mounts;
 pub mod ops;
+mod outputs;
 pub mod permissions;
 pub mod skills;
 mod repos;

@@ -157,6 +157,8 @@ impl Loop<'_> {
             self.consume(consumed).await?;
             return ready.map(|_| ());
         }
+        let mut messages = messages;
+        super::file_sources::inline(self.inner, &self.sid, &mut messages).await;
         let mut request = self.request(messages);
         request.system = self.with_skills_note(request.system.take()).await?;
         let done = self.send_request(&mut request, consumed).await;

@@ -190,7 +190,7 @@ impl Loop<'_> {
         // A failed install of the environment's packages is also a `session.error` (once per
         // runner), so clients see why tool calls fail without reading every result.
         let mut package_failure = None;
-        let output = match self.session_tools().await {
+        let mut output = match self.session_tools().await {
             Ok(tools) => {
                 let (name, input) = (call.name.clone(), call.input.clone());
                 let reporter = tools.packages.clone();
@@ -212,6 +212,9 @@ impl Loop<'_> {
             }
             Err(e) => crate::tools::ToolOutput::error(e),
         };
+        if let Some(note) = super::outputs::register(self.inner, &self.sid).await {
+            output.content.push(content::text(note));
+        }
         let repo_errors = std::mem::take(&mut self.repo_errors);
         let primary = self.thread.clone();
         self.commit(

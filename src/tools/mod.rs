@@ -97,6 +97,9 @@ impl Default for ToolsConfig {
     }
 }
 
+/// The sandbox directory whose files become the session's output files (API.md §2.6).
+pub const OUTPUTS: &str = "/mnt/session/outputs";
+
 /// The built-in tools of this server.
 pub struct Toolbox {
     isolation: Isolation,
@@ -289,6 +292,11 @@ impl Toolbox {
         self.data_dir.join("skill-bundles")
     }
 
+    /// Where the files a session's sandbox writes at [`OUTPUTS`] are kept on the host.
+    pub fn outputs_dir(&self, session_id: &str) -> PathBuf {
+        self.data_dir.join("session-outputs").join(session_id)
+    }
+
     /// The tools of one session, creating its workspace on first use.
     pub fn for_session(
         &self,
@@ -299,10 +307,11 @@ impl Toolbox {
     ) -> std::io::Result<SessionTools> {
         let workspace = self.workspace_dir(session_id);
         let state_dir = self.state_dir(session_id);
+        let outputs = self.outputs_dir(session_id);
         let user = self
             .session_users
             .then(|| identity::session_uid(session_id));
-        for dir in [&workspace, &state_dir] {
+        for dir in [&workspace, &state_dir, &outputs] {
             std::fs::create_dir_all(dir)?;
             if let Some(uid) = user {
                 let dir = open_session_dir(dir)?;
@@ -342,7 +351,18 @@ impl Toolbox {
                 }
                 _ => None,
             },
-            mounts,
+            // Writable: what the agent leaves there becomes the session's output files.
+            mounts: mounts::MountTable::new(
+                [
+                    mounts.entries(),
+                    &[mounts::Mount {
+                        sandbox: OUTPUTS.into(),
+                        host: outputs,
+                        read_only: false,
+                    }],
+                ]
+                .concat(),
+            ),
             configs,
             search_url: self.config.web_search_url.clone(),
         })
@@ -356,6 +376,11 @@ impl Toolbox {
         let _ = tokio::fs::remove_dir_all(self.workspace_dir(session_id)).await;
         let _ = tokio::fs::remove_dir_all(self.state_dir(session_id)).await;
         let _ = tokio::fs::remove_dir_all(self.mounts_dir(session_id)).await;
+        let _ = tokio::fs::remove_dir_all(self.outputs_dir(session_id)).await;
+        let registered = self
+            .outputs_dir(session_id)
+            .with_extension("registered.json");
+        let _ = tokio::fs::remove_file(registered).await;
     }
 }
 
@@ -455,6 +480,7 @@ fn prepare_shared_dirs(data_dir: &Path, session_users: bool) -> Result<(), Strin
         data_dir.join("sandbox-state"),
         data_dir.join("sandbox-mounts"),
         data_dir.join("skill-bundles"),
+        data_dir.join("session-outputs"),
     ] {
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -496,7 +522,7 @@ pub fn definitions(tools: &[Tool]) -> Vec<ToolDef> {
     let all = [
         def(
             "bash",
-            "Run a bash command in the session's sandbox. The working directory starts at /workspace; `cd` and exported variables persist between calls (restart: true resets them). Processes do not outlive the call. Output is limited to 30000 bytes per stream.",
+            "Run a bash command in the session's sandbox. The working directory starts at /workspace; `cd` and exported variables persist between calls (restart: true resets them). Processes do not outlive the call. Output is limited to 30000 bytes per stream. Files written under /mnt/session/outputs are saved as the session's output files for the user.",
             json!({"type": "object", "properties": {"command": {"type": "string"}, "restart": {"type": "boolean"}, "timeout_ms": {"type": "integer", "description": "default 120000, at most 600000"}}}),
         ),
         def(

@@ -187,10 +187,15 @@ pub async fn refuse_write(roots: Vec<PathBuf>, limits: &Limits) -> Option<String
         .map(|why| format!("Nothing was written: {why}. {ADVICE}"))
 }
 
-/// The directories a session's quota covers: its workspace and its private state (both are
-/// writable inside the sandbox).
+/// The directories a session's quota covers: its workspace, its private state and its writable
+/// mounts (all writable inside the sandbox).
 pub fn roots(tools: &super::SessionTools) -> Vec<PathBuf> {
-    vec![tools.workspace.clone(), tools.state_dir.clone()]
+    // Writable mounts (the outputs directory) are the session's disk too.
+    let writable = tools.mounts.entries().iter().filter(|m| !m.read_only);
+    [tools.workspace.clone(), tools.state_dir.clone()]
+        .into_iter()
+        .chain(writable.map(|m| m.host.clone()))
+        .collect()
 }
 
 /// The refusal of a `write` or `edit` call while the session's workspace is over quota.

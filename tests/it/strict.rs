@@ -687,12 +687,6 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
             "events[0]",
             "user.define_outcome",
         ),
-        (
-            &events,
-            json!({"events": [{"type": "user.message", "content": [{"type": "image", "source": {"type": "file", "file_id": "file_x"}}]}]}),
-            "events[0].content[0].source",
-            "file_source",
-        ),
     ];
     for (path, body, field, feature) in cases {
         expect_unsupported(c, path, body, field, feature).await;

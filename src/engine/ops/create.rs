@@ -128,6 +128,8 @@ impl Engine {
         self.check_vaults(ws, &checked.vault_ids).await?;
         self.check_resource_files(ws, &env, &checked.resources)
             .await?;
+        self.check_file_sources(ws, "initial_events", &checked.initial)
+            .await?;
         let now = time::now();
         let draft = self.draft(ws, checked, agent, &env, now)?;
         let rec = self.commit_draft(draft).await?;

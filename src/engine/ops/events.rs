@@ -20,6 +20,7 @@ impl Engine {
         id: &str,
         batch: Vec<ClientEvent>,
     ) -> Result<Vec<EventRecord>, OpError> {
+        self.check_file_sources(ws, "events", &batch).await?;
         let n = batch.len();
         let lease = self.lease_grant();
         let decided = {

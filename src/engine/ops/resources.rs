@@ -78,16 +78,10 @@ fn id_of(v: &Value) -> Option<&str> {
     v.get("id").and_then(Value::as_str)
 }
 
-/// Files are mounted and repositories cloned by the server's sandbox; a self-hosted worker
-/// runs its own tools (and the SDK's worker clones nothing).
+/// Repositories are cloned by the server's sandbox; a self-hosted worker runs its own tools
+/// (and the SDK's worker clones nothing). Files reach a worker through its work token.
 fn refuse_self_hosted(config: &EnvironmentConfig, at: &str, r: &ResourceParams) -> Valid<()> {
     match (config, r) {
-        (EnvironmentConfig::SelfHosted, ResourceParams::File(_)) => Err(Invalid::unsupported(
-            at,
-            "file_resources_self_hosted",
-            "file resources are mounted only in `cloud` environments; a self-hosted worker runs its own tools \
-             (download the file with `files.download` there instead)",
-        )),
         (EnvironmentConfig::SelfHosted, ResourceParams::Repository(_)) => {
             Err(Invalid::unsupported(
                 at,
@@ -101,8 +95,8 @@ fn refuse_self_hosted(config: &EnvironmentConfig, at: &str, r: &ResourceParams) 
 }
 
 impl Engine {
-    /// Every file a creation mounts exists in the workspace and has not expired, and the
-    /// environment is one whose sandbox this server runs.
+    /// Every file a creation mounts exists in the workspace and has not expired. A cloud
+    /// session's sandbox mounts them; a self-hosted worker fetches them with its work token.
     pub(super) async fn check_resource_files(
         &self,
         ws: &str,

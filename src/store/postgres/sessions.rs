@@ -179,13 +179,14 @@ impl PgStore {
         workspace_id: &str,
         id: &str,
     ) -> StoreResult<Deleted> {
-        // One statement: the session (unless running) with its threads and events, and
-        // whether it existed at all.
+        // One statement: the session (unless running) with its threads and events, its
+        // outputs' scope (they stay Files), and whether it existed at all.
         let row = sqlx::query(
             "WITH s AS (DELETE FROM sessions WHERE workspace_id = $1 AND id = $2 \
              AND status NOT IN ('running', 'rescheduling') RETURNING id), \
              e AS (DELETE FROM events WHERE session_id IN (SELECT id FROM s)), \
-             t AS (DELETE FROM threads WHERE session_id IN (SELECT id FROM s)) \
+             t AS (DELETE FROM threads WHERE session_id IN (SELECT id FROM s)), \
+             f AS (UPDATE files SET scope_id = NULL WHERE workspace_id = $1 AND scope_id IN (SELECT id FROM s)) \
              SELECT EXISTS (SELECT 1 FROM s), \
              EXISTS (SELECT 1 FROM sessions WHERE workspace_id = $1 AND id = $2)",
         )

@@ -201,6 +201,11 @@ pub(super) fn delete_session(conn: &Connection, ws: &str, id: &str) -> StoreResu
     ] {
         conn.prepare_cached(sql)?.execute([id])?;
     }
+    // Its outputs stay Files, no longer associated with a session that is gone.
+    conn.prepare_cached(
+        "UPDATE files SET scope_id = NULL WHERE workspace_id = ?1 AND scope_id = ?2",
+    )?
+    .execute([ws, id])?;
     Ok(Deleted::Yes)
 }
 

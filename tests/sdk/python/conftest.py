@@ -45,15 +45,15 @@ class MessagesHandler(BaseHTTPRequestHandler):
     """Answers like Claude would in API.md's section 6 flow: a user question gets a
     `get_weather` call; a tool result gets a sentence built from it."""
 
-    # Every request body received, for tests that check what a model was sent.
-    seen: list = []
+    # Every request body received, in order, for tests that check what reached the model.
+    received: list = []
 
     def log_message(self, *args):
         pass
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        MessagesHandler.seen.append(body)
+        MessagesHandler.received.append(body)
         last = body["messages"][-1]["content"]
         results = [b for b in last if b.get("type") == "tool_result"]
         frames = [sse("message_start", {"type": "message_start", "message": {"id": "msg_py", "type": "message", "role": "assistant",

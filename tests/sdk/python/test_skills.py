@@ -168,9 +168,9 @@ def test_an_agents_skill_is_prompted_mounted_and_read(client, environment, tmp_p
     claude = client.beta.agents.create(name="prompted", model="claude-sonnet-4-5", system="Be brief.",
                                        tools=[TOOLSET], skills=ref)
     sess = client.beta.sessions.create(agent=claude.id, environment_id=environment.id)
-    MessagesHandler.seen.clear()
+    MessagesHandler.received.clear()
     run(client, sess.id, ["hello"])
-    systems = [json.dumps(b.get("system")) for b in MessagesHandler.seen]
+    systems = [json.dumps(b.get("system")) for b in MessagesHandler.received]
     mine = [p for p in systems if f"<name>{name}</name>" in p]
     assert mine, systems
     assert "Be brief." in mine[0] and "Later version." in mine[0]
