@@ -7,6 +7,7 @@ pub mod cgroup;
 pub mod egress;
 pub mod files;
 pub mod identity;
+pub mod memory_dir;
 pub mod mounts;
 pub mod netguard;
 pub mod packages;
@@ -280,6 +281,12 @@ impl Toolbox {
     /// by the sandbox; never inside the workspace, which the sandbox can change).
     pub fn mounts_dir(&self, session_id: &str) -> PathBuf {
         self.data_dir.join("sandbox-mounts").join(session_id)
+    }
+
+    /// The host uid a session's sandbox runs as, when sandboxes have users of their own.
+    pub fn session_user(&self, session_id: &str) -> Option<u32> {
+        self.session_users
+            .then(|| identity::session_uid(session_id))
     }
 
     /// The tools of one session, creating its workspace on first use.
