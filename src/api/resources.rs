@@ -40,7 +40,7 @@ pub struct ResourceUpdate {
 /// A page of a session's resources.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ResourcePage {
-    #[schema(value_type = Vec<FileResource>)]
+    #[schema(value_type = Vec<crate::domain::memory_resource::SessionResource>)]
     pub data: Vec<Value>,
     pub next_page: Option<String>,
 }

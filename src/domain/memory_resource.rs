@@ -59,6 +59,15 @@ pub struct MemoryStoreResource {
     pub mount_path: String,
 }
 
+/// A session resource as `resources.list` shows it: a file or an attached memory store
+/// (the OpenAPI schema of a list's items; the list itself holds the stored JSON).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum SessionResource {
+    File(super::resource::FileResource),
+    MemoryStore(MemoryStoreResource),
+}
+
 /// A `memory_store` item of a create request, checked but not yet looked up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryStoreParams {

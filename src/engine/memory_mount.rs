@@ -296,13 +296,13 @@ fn materialise(
         let rel = path.trim_start_matches('/');
         let content = m.content.as_deref().unwrap_or("");
         let on_disk = tree.files.get(rel).map(|b| sha256_hex_bytes(b));
-        if on_disk.as_deref() != Some(m.content_sha256.as_str()) {
-            if let Err(e) = memory_dir::put(dir, rel, content.as_bytes(), owner) {
-                // A path the disk cannot hold (`/a` beside `/a/b`): left out of the mount
-                // and of the baseline, so it is never taken for a deletion.
-                tracing::warn!(path, error = %e, "a memory could not be written to its mount");
-                continue;
-            }
+        if on_disk.as_deref() != Some(m.content_sha256.as_str())
+            && let Err(e) = memory_dir::put(dir, rel, content.as_bytes(), owner)
+        {
+            // A path the disk cannot hold (`/a` beside `/a/b`): left out of the mount and
+            // of the baseline, so it is never taken for a deletion.
+            tracing::warn!(path, error = %e, "a memory could not be written to its mount");
+            continue;
         }
         baseline.insert(
             rel.to_string(),
