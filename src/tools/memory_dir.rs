@@ -88,10 +88,22 @@ pub fn put(root: &Path, rel: &str, content: &[u8], owner: Option<u32>) -> Result
 /// any directories it leaves empty on the way up.
 pub fn remove(root: &Path, rel: &str) -> Result<(), String> {
     let ws = Workspace::open(root).map_err(|e| e.message(rel))?;
-    match ws.locate(rel, Missing::Fail) {
-        Ok(loc) => loc.remove_entry().map_err(|e| format!("`{rel}` {e}"))?,
-        Err(super::files::FileError::Missing) => return Ok(()),
-        Err(e) => return Err(e.message(rel)),
+    let path = Path::new(rel);
+    let (Some(name), parent) = (path.file_name(), path.parent().and_then(Path::to_str)) else {
+        return Err(format!("`{rel}` names no entry"));
+    };
+    // The entry itself is never followed: a link is removed, not what it points at.
+    let dir = match parent.filter(|p| !p.is_empty()) {
+        None => ws.root().try_clone_to_owned().map_err(|e| e.to_string())?,
+        Some(p) => match ws.locate(p, Missing::Fail).and_then(|l| l.open_dir()) {
+            Ok(d) => d,
+            Err(super::files::FileError::Missing) => return Ok(()),
+            Err(e) => return Err(e.message(p)),
+        },
+    };
+    match rustix::fs::unlinkat(&dir, name, rustix::fs::AtFlags::empty()) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+        Err(e) => return Err(format!("`{rel}` could not be removed: {e}")),
     }
     let mut parent = Path::new(rel).parent();
     while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
