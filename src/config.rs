@@ -123,6 +123,10 @@ impl Config {
         if let Some(n) = num("MAST_MAX_RETRIES")? {
             self.engine.max_retries = n;
         }
+        if let Some(n) = num("MAST_MAX_TURNS")? {
+            anyhow::ensure!(n >= 1, "MAST_MAX_TURNS must be at least 1");
+            self.engine.max_requests_per_turn = n;
+        }
         if let Some(n) = num("MAST_MAX_TOKENS")? {
             self.engine.max_tokens = n;
         }
@@ -197,6 +201,36 @@ impl Config {
     }
 }
 
+/// The price table: built-in Claude prices, under the `[prices]` table of the config file,
+/// under `MAST_PRICES` (JSON: model id → `{"input", "output", "cache_write_5m"?,
+/// "cache_write_1h"?, "cache_read"?}` in dollars per million tokens).
+pub fn load_prices(
+    env_json: Option<&str>,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<crate::domain::prices::Prices> {
+    use crate::domain::prices::{PriceConfig, Prices};
+    use std::collections::BTreeMap;
+    #[derive(serde::Deserialize)]
+    struct PricesFile {
+        #[serde(default)]
+        prices: BTreeMap<String, PriceConfig>,
+    }
+    let mut entries = BTreeMap::new();
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let parsed: PricesFile =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        entries.extend(parsed.prices);
+    }
+    if let Some(json) = env_json.filter(|j| !j.trim().is_empty()) {
+        let parsed: BTreeMap<String, PriceConfig> =
+            serde_json::from_str(json).map_err(|e| anyhow::anyhow!("MAST_PRICES: {e}"))?;
+        entries.extend(parsed);
+    }
+    Prices::parse(entries).map_err(|e| anyhow::anyhow!("prices: {e}"))
+}
+
 /// Where the vault key comes from: `MAST_SECRET_KEY` (base64 of 32 bytes) or
 /// `MAST_SECRET_KEY_FILE` (a file holding it), not both; neither means a key generated into
 /// the data directory.
@@ -243,6 +277,22 @@ mod tests {
         }
         let err = parse_flag("MAST_X", Some("maybe")).unwrap_err().to_string();
         assert!(err.contains("MAST_X=\"maybe\" must be"), "{err}");
+    }
+
+    #[test]
+    fn prices_come_from_the_file_then_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mast.toml");
+        std::fs::write(
+            &path,
+            "[[providers]]\nname = \"x\"\nkind = \"openai\"\n\n[prices.\"gpt-4o\"]\ninput = 2.5\noutput = \"10\"\n\n[prices.\"m\"]\ninput = 1\noutput = 1\n",
+        )
+        .unwrap();
+        let p = load_prices(Some(r#"{"m": {"input": 4, "output": 8}}"#), Some(&path)).unwrap();
+        assert_eq!(p.of("gpt-4o").unwrap().input, 2_500);
+        assert_eq!(p.of("m").unwrap().output, 8_000);
+        let e = load_prices(Some(r#"{"m": {"input": 1}}"#), None).unwrap_err();
+        assert!(format!("{e:#}").contains("MAST_PRICES"), "{e:#}");
     }
 
     #[test]

@@ -120,6 +120,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let providers_env = std::env::var("MAST_PROVIDERS").ok();
             config.providers =
                 mast::models::registry::load_providers(providers_env.as_deref(), file.as_deref())?;
+            let prices_env = std::env::var("MAST_PRICES").ok();
+            config.engine.prices =
+                mast::config::load_prices(prices_env.as_deref(), file.as_deref())?;
             let config = config.with_env_tuning()?;
             let listener = tokio::net::TcpListener::bind(config.listen)
                 .await

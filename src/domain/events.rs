@@ -326,6 +326,8 @@ pub enum StopReason {
     RequiresAction(Vec<String>),
     RetriesExhausted,
     Refusal,
+    /// The session's list cost reached its budget (or a model has no price to measure).
+    BudgetReached,
 }
 
 impl StopReason {
@@ -336,6 +338,7 @@ impl StopReason {
             StopReason::RequiresAction(ids) => json!({"type": "requires_action", "event_ids": ids}),
             StopReason::RetriesExhausted => json!({"type": "retries_exhausted"}),
             StopReason::Refusal => json!({"type": "refusal"}),
+            StopReason::BudgetReached => json!({"type": "budget_reached"}),
         }
     }
 }

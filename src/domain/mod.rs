@@ -1,6 +1,7 @@
 //! Wire types and validation: what clients send and receive, independent of HTTP and storage.
 
 pub mod agent;
+pub mod budget;
 pub mod content;
 pub mod credential;
 pub mod credential_validation;
@@ -16,6 +17,7 @@ pub mod metadata;
 pub mod model_config;
 pub mod multiagent;
 pub mod patch;
+pub mod prices;
 pub mod resource;
 pub mod session;
 pub mod tag;

@@ -78,7 +78,8 @@ pub struct SessionUsage {
     pub cache_read_input_tokens: i64,
     pub cache_creation: CacheCreation,
     pub server_tool_use: ServerToolUse,
-    /// Not computed: Mast keeps no price list, so this is always null.
+    /// `{"amount": "<cents>", "currency": "USD"}` at list prices (`domain::prices`); null
+    /// while part of the usage ran on a model with no known price. Filled when shown.
     #[schema(value_type = Option<Object>)]
     pub list_cost: Option<Value>,
     pub active_seconds: f64,
@@ -91,6 +92,10 @@ pub struct ModelUsage {
     pub output_tokens: i64,
     pub cache_creation_input_tokens: i64,
     pub cache_read_input_tokens: i64,
+    /// The part of `cache_creation_input_tokens` written for one hour, as the provider
+    /// reported it (priced apart; not a field of the span's wire usage).
+    #[serde(skip)]
+    pub ephemeral_1h_input_tokens: i64,
 }
 
 impl SessionUsage {
@@ -99,7 +104,11 @@ impl SessionUsage {
         self.input_tokens += u.input_tokens;
         self.output_tokens += u.output_tokens;
         self.cache_read_input_tokens += u.cache_read_input_tokens;
-        self.cache_creation.ephemeral_5m_input_tokens += u.cache_creation_input_tokens;
+        let one_hour = u
+            .ephemeral_1h_input_tokens
+            .clamp(0, u.cache_creation_input_tokens.max(0));
+        self.cache_creation.ephemeral_5m_input_tokens += u.cache_creation_input_tokens - one_hour;
+        self.cache_creation.ephemeral_1h_input_tokens += one_hour;
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod backoff;
 pub mod bodies;
+pub mod budget;
 mod cluster;
 pub mod context;
 pub mod credentials;
@@ -55,8 +56,12 @@ pub struct EngineConfig {
     /// How often a replica re-checks the logs of the sessions streamed from it, in case a
     /// signal from another replica was lost.
     pub resync_interval: Duration,
-    /// Safety bound on model requests in one turn (`tool_use_limit_reached_error`).
+    /// The turn limit (`MAST_MAX_TURNS`): the most model requests a thread makes before it
+    /// must hear from the user again; reaching it ends the turn with
+    /// `tool_use_limit_reached_error`.
     pub max_requests_per_turn: u32,
+    /// List prices, for `usage.list_cost` and budgets.
+    pub prices: crate::domain::prices::Prices,
     /// Retries of transient model errors before giving up on the turn.
     pub max_retries: u32,
     /// First retry delay; doubles per attempt up to `retry_cap`.
@@ -83,6 +88,7 @@ impl Default for EngineConfig {
             reap_interval: Duration::from_secs(5),
             resync_interval: Duration::from_secs(2),
             max_requests_per_turn: 100,
+            prices: Default::default(),
             max_retries: 4,
             retry_base: Duration::from_secs(1),
             retry_cap: Duration::from_secs(30),

@@ -191,20 +191,30 @@ impl Loop<'_> {
                 return self.fail_turn("model_request_failed_error", &msg).await;
             }
         };
+        let priced = self.inner.config.prices.of(&self.agent.model.id).is_some();
         let mut attempt = 0u32;
         loop {
             let start = server_event(kind::SPAN_START, json!({}), &self.thread, time::now());
             let start_id = start.id.clone();
             let consumed = std::mem::take(&mut consumed);
             let n = consumed.len() as u32;
-            self.commit(
-                move |_, st| {
-                    st.queued = st.queued.saturating_sub(n);
-                    Ok(vec![start])
-                },
-                consumed,
-            )
-            .await?;
+            let ender = self.ender();
+            let appended = self
+                .commit(
+                    move |rec, st| {
+                        st.queued = st.queued.saturating_sub(n);
+                        // The budget gate: a request is made only under the cap.
+                        if let Some(stop) = super::budget::gate(&ender, rec, st, priced)? {
+                            return Ok(stop);
+                        }
+                        Ok(vec![start])
+                    },
+                    consumed,
+                )
+                .await?;
+            if !appended.iter().any(|e| e.id == start_id) {
+                return Ok(());
+            }
 
             let message_id = new_id("sevt");
             let thinking_id = new_id("sevt");
@@ -272,6 +282,7 @@ impl Loop<'_> {
         let ender = self.ender();
         let start_id = start_id.to_string();
         let kind_name = err.kind.session_error_type();
+        let terminal = err.kind.is_terminal();
         let message = err.message.clone();
         tracing::warn!(session_id = %self.sid, thread_id = %thread, error = %message, retrying, "model request failed");
         self.commit(
@@ -283,6 +294,10 @@ impl Loop<'_> {
                     &thread,
                     now,
                 )];
+                if !retrying && terminal {
+                    out.extend(ender.terminated(rec, st, kind_name, &message, now));
+                    return Ok(out);
+                }
                 if !retrying {
                     out.extend(ender.exhausted(rec, st, kind_name, &message, now));
                     return Ok(out);
@@ -390,6 +405,7 @@ impl Loop<'_> {
         }
         let (usage, pending, listings, sends) =
             (resp.usage, calls.pending, calls.listings, calls.sends);
+        let cost = self.inner.config.prices.cost(&self.agent.model.id, &usage);
         let roster = self.roster.clone();
         let (sid, primary) = (self.sid.clone(), self.primary.clone());
         self.commit(
@@ -397,8 +413,10 @@ impl Loop<'_> {
                 let mut total: SessionUsage = serde_json::from_str(&rec.usage).unwrap_or_default();
                 total.add(&usage);
                 rec.usage = serde_json::to_string(&total)?;
+                st.spend.add(cost);
                 if let Some(t) = st.threads.get_mut(&thread) {
                     t.usage.add(&usage);
+                    t.spend.add(cost);
                 }
                 st.pending.extend(pending);
                 if let Some(roster) = &roster {

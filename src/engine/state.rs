@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::prices::Spend;
 use crate::domain::session::SessionStatus;
 use crate::domain::time::Micros;
 use crate::store::{
@@ -58,6 +59,19 @@ pub struct EngineState {
     /// Threads a decision created, for their rows; not stored.
     #[serde(skip)]
     pub created_threads: Vec<ThreadRecord>,
+    /// What the session's model requests cost, every thread's included.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub spend: Spend,
+    /// The session's budget cap in cents (the body keeps the wire object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_cents: Option<i64>,
+    /// The primary thread stopped at the budget: raising it resumes the thread.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub budget_paused: bool,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 /// Where a child thread is (the primary thread's status is the session's).
@@ -130,6 +144,12 @@ pub struct ThreadRun {
     /// When a client archived it.
     #[serde(default)]
     pub archived_at: Option<Micros>,
+    /// What this thread's model requests cost.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub spend: Spend,
+    /// Stopped at the session's budget: raising it resumes the thread.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub budget_paused: bool,
 }
 
 impl ThreadRun {
@@ -147,6 +167,8 @@ impl ThreadRun {
             running_since: Some(now),
             started_at: Some(now),
             archived_at: None,
+            spend: Spend::default(),
+            budget_paused: false,
         }
     }
 

@@ -55,7 +55,7 @@ impl Loop<'_> {
                 // A delegation: its thread answers it (blocked delegates wait for the user).
                 if run.status.is_active() {
                     awaiting_delegates = true;
-                } else if st.pending_of(tid).next().is_none() {
+                } else if st.pending_of(tid).next().is_none() && !run.budget_paused {
                     return ToolStep::Orphaned(id.clone());
                 }
                 continue;

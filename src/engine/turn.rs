@@ -6,6 +6,7 @@
 //! runner that replaces a dead one continues exactly where the log says work stopped.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::json;
 use tokio::sync::{Notify, mpsc};
@@ -64,6 +65,19 @@ pub(super) enum Waited<T> {
     Interrupted,
 }
 
+/// A committed row handed to the loop's next iteration (see `Loop::carry`).
+pub(super) struct Carried {
+    rec: SessionRecord,
+    /// This thread's loop events among those the commits wrote, not yet in the transcript.
+    fresh: Vec<EventRecord>,
+    /// The log position they bring the loop to.
+    last_seq: i64,
+    /// The handle's interrupt count for the thread before the commit locked the row.
+    interrupts: u64,
+    /// `Loop::waits` at the commit: a wait since then makes the row stale.
+    waits: u64,
+}
+
 /// Which thread a loop drives.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Role {
@@ -112,6 +126,12 @@ pub(super) struct Loop<'a> {
     pub released: bool,
     /// The handle's interrupt count for this thread before the row was last read.
     pub seen_interrupts: u64,
+    /// The row the last commit returned, when that commit's events were the only ones since
+    /// this loop last read the log: the next iteration starts from it instead of reading the
+    /// row and the log again (see [`Carried`]).
+    pub carried: Option<Carried>,
+    /// Long waits begun so far; a carried row is stale once a wait follows its commit.
+    pub waits: AtomicU64,
     /// The environment's network policy (permission checks, web tools).
     pub egress: EgressPolicy,
     /// Sandbox tools are run by the user's workers, not here (`self_hosted` environments).
@@ -173,6 +193,8 @@ impl<'a> Loop<'a> {
             requests: 0,
             usage_at_start: None,
             released: false,
+            carried: None,
+            waits: AtomicU64::new(0),
             tools: None,
             mcp_offer: Default::default(),
         })
@@ -235,9 +257,22 @@ impl<'a> Loop<'a> {
             if self.released {
                 return Ok(Ended::Released);
             }
-            let rec = match first.take() {
-                Some(rec) => rec,
-                None => {
+            // What the last commit wrote is read whatever happened since; its row is only
+            // current if no wait followed it.
+            let carried = self.carried.take().and_then(|c| {
+                self.last_seq = c.last_seq;
+                self.absorb(c.fresh);
+                (c.waits == self.waits.load(Ordering::Relaxed)).then_some((c.rec, c.interrupts))
+            });
+            let mut caught_up = false;
+            let rec = match (first.take(), carried) {
+                (Some(rec), _) => rec,
+                (None, Some((rec, interrupts))) => {
+                    self.seen_interrupts = interrupts;
+                    caught_up = true;
+                    rec
+                }
+                (None, None) => {
                     self.seen_interrupts = self.handle.interrupt_count(&self.thread);
                     self.hold(self.inner.store.get_session_by_id(&self.sid))
                         .await?
@@ -261,7 +296,9 @@ impl<'a> Loop<'a> {
                     _ => return Ok(Ended::NoWork),
                 },
             };
-            self.refresh().await?;
+            if !caught_up {
+                self.refresh().await?;
+            }
             if st.interrupt_of(&self.thread) {
                 self.interrupt(&st).await?;
                 continue;
@@ -301,6 +338,14 @@ impl<'a> Loop<'a> {
             }
             if !consumed.is_empty() && ctx.tail != Tail::User {
                 self.consume(consumed).await?;
+                continue;
+            }
+            if self.is_primary()
+                && matches!(ctx.tail, Tail::AwaitingTools(_))
+                && super::budget::holds_primary(&st)
+            {
+                // A delegate it waits on stopped at the budget: the session idles there too.
+                self.finish(StopReason::BudgetReached, None).await?;
                 continue;
             }
             match ctx.tail {
@@ -359,6 +404,7 @@ impl<'a> Loop<'a> {
     /// Awaits a long wait (a model request, a retry delay) while renewing the lease; fails
     /// when the lease is lost. The wait holds no database lock.
     pub async fn with_heartbeat<T>(&self, fut: impl Future<Output = T>) -> Result<T, RunError> {
+        self.waits.fetch_add(1, Ordering::Relaxed);
         let ttl = self.inner.config.lease_ttl;
         // The first beat is one period out: an interval's "immediate" first tick still waits
         // for a turn of the timer wheel, which would delay every wait by a millisecond.
@@ -419,11 +465,7 @@ impl<'a> Loop<'a> {
             let n = batch.len();
             for e in batch {
                 self.last_seq = e.seq;
-                let mine = match e.thread_id.as_deref() {
-                    None => self.is_primary(),
-                    Some(t) => t == self.thread,
-                };
-                if mine {
+                if self.is_mine(&e) {
                     fresh.push(e);
                 }
             }
@@ -431,6 +473,20 @@ impl<'a> Loop<'a> {
                 break;
             }
         }
+        self.absorb(fresh);
+        Ok(())
+    }
+
+    /// Whether an event of the log belongs to this thread.
+    fn is_mine(&self, e: &EventRecord) -> bool {
+        match e.thread_id.as_deref() {
+            None => self.is_primary(),
+            Some(t) => t == self.thread,
+        }
+    }
+
+    /// Adds this thread's freshly read events to the transcript.
+    fn absorb(&mut self, mut fresh: Vec<EventRecord>) {
         // Input consumed before these events were read sits after everything logged when it
         // was consumed, all of which has now been read.
         for e in context::in_order(&fresh) {
@@ -438,7 +494,40 @@ impl<'a> Loop<'a> {
             self.known_bytes += super::history::event_size(e);
         }
         self.events.append(&mut fresh);
-        Ok(())
+    }
+
+    /// After a commit: when its events directly follow what this loop has read (nobody else
+    /// wrote in between), they are all that is new, so the returned row and those events are
+    /// the next iteration's whole view, and it needs neither the row nor the log read again.
+    /// The events wait in [`Carried`] until then: the transcript may be lent to a model
+    /// request now. `interrupts` is the handle's count taken before the transaction locked
+    /// the row.
+    fn carry(&mut self, rec: SessionRecord, appended: &[EventRecord], interrupts: u64) {
+        let pending = self.carried.take();
+        let read_to = pending.as_ref().map_or(self.last_seq, |c| c.last_seq);
+        let follows = appended
+            .iter()
+            .zip(read_to + 1..)
+            .all(|(e, seq)| e.seq == seq)
+            && rec.last_seq == read_to + appended.len() as i64;
+        if !follows {
+            // The next iteration reads the log from `last_seq`, pending events included.
+            return;
+        }
+        let mut fresh = pending.map(|c| c.fresh).unwrap_or_default();
+        fresh.extend(
+            appended
+                .iter()
+                .filter(|e| context::LOOP_KINDS.contains(&e.kind.as_str()) && self.is_mine(e))
+                .cloned(),
+        );
+        self.carried = Some(Carried {
+            last_seq: rec.last_seq,
+            rec,
+            fresh,
+            interrupts,
+            waits: self.waits.load(Ordering::Relaxed),
+        });
     }
 
     /// Runs a decision against the locked row, appends its events, publishes them.
@@ -477,6 +566,7 @@ impl<'a> Loop<'a> {
             }
             Ok(out)
         });
+        let interrupts = self.handle.interrupt_count(&self.thread);
         let (rec, appended) = self
             .hold(self.inner.store.transact(&self.sid, &self.writer, txn))
             .await?
@@ -488,6 +578,7 @@ impl<'a> Loop<'a> {
         {
             self.inner.hub.work_queued(&rec.environment_id);
         }
+        self.carry(rec, &appended, interrupts);
         Ok(appended)
     }
 

@@ -41,6 +41,7 @@ impl Ender {
             return Ok(vec![]);
         }
         let now = time::now();
+        let budget = reason == StopReason::BudgetReached;
         if self.child.is_some() {
             let reason = match reason {
                 StopReason::RequiresAction(_) => {
@@ -52,6 +53,9 @@ impl Ender {
                 }
                 r => r,
             };
+            if budget {
+                super::budget::mark_paused(st, &self.thread);
+            }
             return Ok(self.end(rec, st, reason, details, now));
         }
         if st.children_active() {
@@ -60,20 +64,21 @@ impl Ender {
         let reason = match reason {
             StopReason::RequiresAction(_) if st.pending.is_empty() => return Ok(vec![]),
             StopReason::RequiresAction(_) => StopReason::RequiresAction(st.pending_ids()),
-            _ if st.queued > 0 => return Ok(vec![]),
+            // Input queued behind a budget stop waits for the raise like the rest of the turn.
+            _ if st.queued > 0 && !budget => return Ok(vec![]),
             r => r,
         };
         let mut out = Vec::new();
-        if self.usage_at_start.as_deref() != Some(rec.usage.as_str()) {
-            let mut usage: Value = serde_json::from_str(&rec.usage)?;
-            let active = rec.active_micros + rec.running_since.map_or(0, |s| (now - s).max(0));
-            usage["active_seconds"] = json!(active as f64 / 1_000_000.0);
+        if budget || self.usage_at_start.as_deref() != Some(rec.usage.as_str()) {
             out.push(server_event(
                 kind::SESSION_USAGE,
-                json!({ "usage": usage }),
+                super::budget::usage_event(rec, st, now)?,
                 &self.primary,
                 now,
             ));
+        }
+        if budget {
+            super::budget::mark_paused(st, &self.thread);
         }
         out.extend(self.end(rec, st, reason, details, now));
         Ok(out)
@@ -91,7 +96,11 @@ impl Ender {
         match &self.child {
             None => end_session_turn(rec, st, &self.primary, reason, details, now),
             Some(name) => {
-                let blocked = matches!(reason, StopReason::RequiresAction(_));
+                // A delegate stopped by the budget answers its parent once it is raised.
+                let blocked = matches!(
+                    reason,
+                    StopReason::RequiresAction(_) | StopReason::BudgetReached
+                );
                 let refused = reason == StopReason::Refusal;
                 let mut out = vec![self.status_event(
                     kind::THREAD_STATUS_IDLE,
@@ -195,6 +204,57 @@ impl Ender {
         out
     }
 
+    /// A `session.error` that no retry or new input can fix (`retry_status: terminal`): the
+    /// session ends for good with `session.status_terminated`, its delegates terminated
+    /// and queued input discarded. A delegate's failure only ends that thread (as
+    /// [`Ender::exhausted`]).
+    pub fn terminated(
+        &self,
+        rec: &mut SessionRecord,
+        st: &mut EngineState,
+        error_type: &str,
+        message: &str,
+        now: Micros,
+    ) -> Vec<NewEvent> {
+        if self.child.is_some() {
+            return self.exhausted(rec, st, error_type, message, now);
+        }
+        let mut out = vec![server_event(
+            kind::SESSION_ERROR,
+            events::session_error(error_type, message, "terminal"),
+            &self.primary,
+            now,
+        )];
+        for (id, run) in st.threads.iter_mut() {
+            if run.status == ThreadStatus::Terminated {
+                continue;
+            }
+            run.set_status(ThreadStatus::Terminated, now);
+            run.budget_paused = false;
+            out.push(server_event(
+                kind::THREAD_STATUS_TERMINATED,
+                events::thread_status(id, &run.agent_name, None),
+                id,
+                now,
+            ));
+        }
+        st.pending.clear();
+        st.queued = 0;
+        st.discard_queued = true;
+        st.running_tool = None;
+        st.budget_paused = false;
+        set_status(rec, SessionStatus::Terminated, now);
+        rec.lease_owner = None;
+        rec.lease_expires_at = None;
+        out.push(server_event(
+            kind::STATUS_TERMINATED,
+            json!({}),
+            &self.primary,
+            now,
+        ));
+        out
+    }
+
     /// Ends a delegate thread for good.
     fn terminate(&self, st: &mut EngineState, name: &str, now: Micros) -> Vec<NewEvent> {
         if let Some(run) = st.threads.get_mut(&self.thread) {
@@ -269,7 +329,10 @@ pub(super) fn end_session_turn(
     details: Option<Value>,
     now: Micros,
 ) -> Vec<NewEvent> {
-    if !matches!(reason, StopReason::RequiresAction(_)) {
+    if !matches!(
+        reason,
+        StopReason::RequiresAction(_) | StopReason::BudgetReached
+    ) {
         st.pending.clear();
     }
     set_status(rec, SessionStatus::Idle, now);
@@ -370,6 +433,8 @@ pub(super) fn stop_delegate(
     if let Some(run) = st.threads.get_mut(thread) {
         run.interrupt = false;
         run.running_tool = None;
+        // Stopped for the user: a later budget raise does not restart it.
+        run.budget_paused = false;
         run.set_status(ThreadStatus::Idle, now);
     }
     out.extend(reply(st, thread, primary, &name, why, true, now));

@@ -150,6 +150,13 @@ impl Accumulator {
         if let Some(v) = get("cache_read_input_tokens") {
             self.usage.cache_read_input_tokens = v;
         }
+        // The split by cache lifetime, priced apart (5-minute writes are the rest).
+        if let Some(v) = u
+            .pointer("/cache_creation/ephemeral_1h_input_tokens")
+            .and_then(Value::as_i64)
+        {
+            self.usage.ephemeral_1h_input_tokens = v;
+        }
     }
 
     fn on_event(

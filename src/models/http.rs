@@ -71,15 +71,23 @@ pub fn parse_data(data: &str) -> Result<Value, ModelError> {
 /// Maps a provider's HTTP error to a model error: 429, 529, 408 and 5xx are transient;
 /// authentication, billing and bad requests are not.
 pub fn classify_status(status: u16, body: &str, retry_after: Option<Duration>) -> ModelError {
-    let message = serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| {
-            v.pointer("/error/message")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
+    let parsed = serde_json::from_str::<Value>(body).ok();
+    let field = |p: &str| {
+        parsed
+            .as_ref()
+            .and_then(|v| v.pointer(p))
+            .and_then(Value::as_str)
+    };
+    // Anthropic says `not_found_error` for an unknown model; OpenAI-compatible servers say
+    // `model_not_found`. Any other 404 (a wrong base path) is the operator's to fix.
+    let unknown_model = status == 404
+        && (field("/error/type") == Some("not_found_error")
+            || field("/error/code") == Some("model_not_found"));
+    let message = field("/error/message")
+        .map(str::to_string)
         .unwrap_or_else(|| format!("model provider answered HTTP {status}"));
     let mut e = match status {
+        _ if unknown_model => ModelError::fatal(ErrorKind::ModelNotFound, message),
         429 => ModelError::transient(ErrorKind::RateLimited, message),
         529 => ModelError::transient(ErrorKind::Overloaded, message),
         408 | 500..=599 => ModelError::transient(ErrorKind::RequestFailed, message),
@@ -132,6 +140,15 @@ mod tests {
         assert!(classify_status(529, "", None).retryable);
         assert_eq!(classify_status(429, "", None).kind, ErrorKind::RateLimited);
         assert!(!classify_status(401, "", None).retryable);
+        let gone =
+            r#"{"type":"error","error":{"type":"not_found_error","message":"model: claude-gone"}}"#;
+        assert_eq!(
+            classify_status(404, gone, None).kind,
+            ErrorKind::ModelNotFound
+        );
+        let oa = r#"{"error":{"code":"model_not_found","message":"no such model"}}"#;
+        assert!(classify_status(404, oa, None).kind.is_terminal());
+        assert!(!classify_status(404, "not here", None).kind.is_terminal());
         let e = classify_status(
             400,
             r#"{"error":{"type":"invalid_request_error","message":"prompt is too long: 300000 tokens"}}"#,

@@ -171,6 +171,9 @@ pub enum ErrorKind {
     Authentication,
     ContextWindow,
     RequestFailed,
+    /// The provider does not know the requested model. A session's model is fixed, so no
+    /// retry or new input can help: the session terminates.
+    ModelNotFound,
 }
 
 impl ErrorKind {
@@ -180,10 +183,16 @@ impl ErrorKind {
             ErrorKind::Overloaded => "model_overloaded_error",
             ErrorKind::RateLimited => "model_rate_limited_error",
             ErrorKind::Billing => "billing_error",
-            ErrorKind::Authentication | ErrorKind::ContextWindow | ErrorKind::RequestFailed => {
-                "model_request_failed_error"
-            }
+            ErrorKind::Authentication
+            | ErrorKind::ContextWindow
+            | ErrorKind::RequestFailed
+            | ErrorKind::ModelNotFound => "model_request_failed_error",
         }
+    }
+
+    /// Whether this failure ends the session for good (`retry_status: terminal`).
+    pub fn is_terminal(self) -> bool {
+        self == ErrorKind::ModelNotFound
     }
 }
 

@@ -47,6 +47,8 @@ struct Checked {
     resources: Vec<FileResourceParams>,
     /// Memory stores to attach, in the order given.
     memory: Vec<MemoryStoreParams>,
+    /// The budget's cap in cents.
+    budget_cents: Option<i64>,
 }
 
 impl Checked {
@@ -56,12 +58,10 @@ impl Checked {
         check_title(&req.title)?;
         let metadata = req.metadata.unwrap_or_default();
         metadata::validate(&metadata)?;
-        if req.budget.as_ref().is_some_and(|b| !b.is_null()) {
-            return Err(Invalid::with_code(
-                "model_not_budgetable",
-                "budgets are not supported: this server keeps no model price list",
-            ));
-        }
+        let budget_cents = match req.budget.as_ref().filter(|b| !b.is_null()) {
+            Some(b) => Some(crate::domain::budget::parse("budget", b)?),
+            None => None,
+        };
         let vault_ids = parse_vault_ids(req.vault_ids.as_ref())?.unwrap_or_default();
         let resources = resource::parse_resources(req.resources.as_ref())?;
         let memory = memory_resource::parse_list(req.resources.as_ref())?;
@@ -74,6 +74,7 @@ impl Checked {
             initial: initial_events(req.initial_events.as_deref())?,
             resources,
             memory,
+            budget_cents,
         })
     }
 }
@@ -123,6 +124,9 @@ impl Engine {
     pub async fn create_session(&self, ws: &str, req: SessionCreate) -> Result<Session, OpError> {
         let checked = Checked::of(req)?;
         let agent = self.resolve_agent(ws, &checked.agent).await?;
+        if checked.budget_cents.is_some() {
+            crate::engine::budget::check_budgetable(&agent.snapshot, &self.inner.config.prices)?;
+        }
         let env = self
             .resolve_environment(ws, &checked.environment_id)
             .await?;
@@ -240,7 +244,7 @@ impl Engine {
                 .map(|r| super::resources::file_resource(r, now))
                 .collect(),
             vault_ids: checked.vault_ids,
-            budget: None,
+            budget: checked.budget_cents.map(crate::domain::budget::to_json),
             outcome_evaluations: vec![],
             deployment_id: None,
             environment: env.config.clone(),
@@ -258,7 +262,16 @@ impl Engine {
             active_micros: 0,
             running_since: None,
             last_seq: 0,
-            engine: serde_json::to_string(&EngineState::default()).map_err(internal)?,
+            engine: serde_json::to_string(&EngineState {
+                budget_cents: checked.budget_cents,
+                // A session of a model with no price has no list cost to show (null), not $0.
+                spend: crate::domain::prices::Spend {
+                    tokens: 0,
+                    unpriced: self.inner.config.prices.of(&snapshot.model.id).is_none(),
+                },
+                ..Default::default()
+            })
+            .map_err(internal)?,
             created_at: now,
             updated_at: now,
             archived_at: None,

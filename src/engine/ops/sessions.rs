@@ -15,8 +15,9 @@ use crate::domain::session::{
 };
 use crate::domain::time;
 use crate::engine::Engine;
+use crate::engine::budget;
 use crate::engine::intake::{self, server_event};
-use crate::engine::state::{EngineState, status_of};
+use crate::engine::state::{self, EngineState, status_of};
 use crate::store::{Deleted, Scan, SessionFilter, SessionRecord, StoreError, TxnOutput};
 
 impl Engine {
@@ -80,14 +81,12 @@ impl Engine {
         update: SessionUpdate,
     ) -> Result<Session, OpError> {
         let vault_ids = parse_vault_ids(update.vault_ids.as_ref())?;
-        // Sessions here never have a budget, so removing one (`null`) changes nothing.
-        if update.budget.value().is_some_and(|b| !b.is_null()) {
-            return Err(Invalid::with_code(
-                "budget_create_only",
-                "budgets can only be set at creation, and this server does not support them",
-            )
-            .into());
-        }
+        let budget_patch = match &update.budget {
+            Patch::Absent => Patch::Absent,
+            Patch::Null => Patch::Null,
+            Patch::Value(v) => Patch::Value(crate::domain::budget::parse("budget", v)?),
+        };
+        let (prices, lease) = (self.inner.config.prices.clone(), self.lease_grant());
         let agent_update = parse_agent_update(update.agent.as_ref())?;
         if let Patch::Value(t) = &update.title {
             check_title(&Some(t.clone()))?;
@@ -141,22 +140,40 @@ impl Engine {
                     changed["agent"] = serde_json::to_value(&sb.agent)?;
                 }
             }
-            if changed.as_object().is_none_or(|o| o.is_empty()) {
-                return Ok((TxnOutput::default(), ()));
-            }
             let now = time::now();
+            let before = EngineState::of(rec)?;
+            let mut st = before.clone();
+            let b = budget::update(
+                rec,
+                &mut sb,
+                &mut st,
+                budget_patch,
+                &prices,
+                lease.as_ref(),
+                now,
+            )?;
+            if let Some(v) = b.changed {
+                changed["budget"] = v;
+            }
+            if changed.as_object().is_none_or(|o| o.is_empty()) {
+                return Ok((TxnOutput::default(), false));
+            }
             rec.body = serde_json::to_string(&sb)?;
             rec.updated_at = now;
-            let updated = server_event(kind::SESSION_UPDATED, changed, &sb.primary_thread_id, now);
-            Ok((
-                TxnOutput {
-                    events: vec![updated],
-                    ..Default::default()
-                },
-                (),
-            ))
+            let mut events = vec![server_event(
+                kind::SESSION_UPDATED,
+                changed,
+                &sb.primary_thread_id,
+                now,
+            )];
+            let wake = !b.resumed.is_empty();
+            events.extend(b.resumed);
+            Ok((state::output(rec, &before, st, events, vec![])?, wake))
         })
         .await?;
+        if committed.value {
+            self.wake(id);
+        }
         Ok(views::session(&committed.rec, time::now())?)
     }
 

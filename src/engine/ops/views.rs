@@ -32,6 +32,7 @@ pub fn session(rec: &SessionRecord, now: Micros) -> Result<Session, StoreError> 
     let active = active_micros(rec, now);
     let mut usage: SessionUsage = serde_json::from_str(&rec.usage)?;
     usage.active_seconds = rounded_seconds(active);
+    usage.list_cost = crate::engine::budget::list_cost(rec, &EngineState::of(rec)?, now);
     Ok(Session {
         tag: SessionTag::Tag,
         id: rec.id.clone(),
@@ -90,6 +91,11 @@ pub fn thread(
             .then(|| {
                 let mut u = serde_json::to_value(&run.usage).unwrap_or(Value::Null);
                 u["active_seconds"] = json!(run.active_seconds(now));
+                let active = (run.active_seconds(now) * 1_000_000.0).round() as i64;
+                u["list_cost"] = run
+                    .spend
+                    .list_cost(&run.usage, active)
+                    .map_or(Value::Null, crate::domain::prices::amount);
                 u
             });
             let stats = run.started_at.map(|_| ThreadStats {
@@ -103,6 +109,8 @@ pub fn thread(
             let active = active_micros(rec, now);
             let mut usage: Value = serde_json::from_str(&rec.usage)?;
             usage["active_seconds"] = json!(seconds(active));
+            usage["list_cost"] =
+                crate::engine::budget::list_cost(rec, st, now).unwrap_or(Value::Null);
             (
                 status_of(rec).as_str().to_string(),
                 Some(ThreadStats {

@@ -99,6 +99,8 @@ def server(request, tmp_path_factory, messages_api):
                # Package installs reach these registries, which may resolve to reserved
                # addresses on test machines: let exactly them through.
                MAST_ALLOW_PRIVATE_HOSTS="pypi.org,files.pythonhosted.org,registry.npmjs.org,deb.debian.org")
+    # A test module may set more of the server's environment (prices, limits).
+    env.update(getattr(request.module, "SERVER_ENV", {}))
     env.pop("DATABASE_URL", None)
     if request.param == "postgres":
         env["DATABASE_URL"] = fresh_postgres()

@@ -25,8 +25,8 @@ from anthropic.types.beta import (
 from anthropic.types.beta.sessions import event_send_params
 
 HEADER_PARAMS = {"betas", "workspace_id"}
-# Codes that refuse a whole feature before its object is read: budgets keep their upstream codes
-# (Mast has no model price list).
+# Codes that refuse a whole feature once its object is read: budgets keep their upstream codes
+# (the suite's scripted model has no list price; a session created without a budget gets none).
 REFUSED = {"unsupported_feature", "model_not_budgetable", "budget_create_only"}
 # Objects the SDK types allow but the API refuses from clients whatever they hold (upstream too).
 CLIENT_REFUSED = {"BetaManagedAgentsRedactedBlockParam"}
