@@ -64,6 +64,9 @@ def main() -> None:
     parser.add_argument("--workdir", default=os.getcwd(), help="where the session's tools run (default: cwd)")
     parser.add_argument("--max-idle", type=float, default=60.0,
                         help="seconds to keep serving a session after its turn ends (default: 60)")
+    parser.add_argument("--memory-sync-interval", type=float, default=15.0,
+                        help="seconds between syncs of the session's memory stores while it runs, at least 5; "
+                             "0 turns memory stores off (default: 15)")
     parser.add_argument("--worker-id", default=None, help="sent as Anthropic-Worker-ID (default: host + random)")
     args = parser.parse_args()
     missing = [v for v in ("MAST_URL", "MAST_ENVIRONMENT_ID", "MAST_ENVIRONMENT_KEY") if not os.environ.get(v)]
@@ -92,8 +95,9 @@ def main() -> None:
         tools=toolset_with_files,
         max_idle=args.max_idle,
         worker_id=args.worker_id,
-        # Mast has no memory stores yet.
-        memory_sync_interval=None,
+        # Attached memory stores are downloaded to their mount paths (/mnt/memory/<slug>, which
+        # this user must be able to create) and synced back with the item's sessions token.
+        memory_sync_interval=args.memory_sync_interval or None,
     )
     asyncio.run(worker.run())
 

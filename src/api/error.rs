@@ -224,6 +224,7 @@ impl From<OpError> for ApiError {
             | OpError::VaultNotFound(_)
             | OpError::CredentialNotFound(_)
             | OpError::FileNotFound(_)
+            | OpError::MemoryStoreNotFound(_)
             | OpError::ResourceNotFound(_) => ApiError::not_found(e.to_string()),
             OpError::Invalid(i) => i.into(),
             OpError::Conflict(m) => ApiError::conflict(m),

@@ -11,7 +11,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::auth::{Workspace, hash_key, presented_key};
+use super::auth::{Principal, WORK_TOKEN_PREFIX, hash_key, presented_key};
 use super::error::{ApiError, ApiResult};
 use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
@@ -44,10 +44,13 @@ pub struct MemoryStoreDeleted {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryWorkspace(pub String);
 
-impl<S: Send + Sync> FromRequestParts<S> for MemoryWorkspace {
+impl FromRequestParts<AppState> for MemoryWorkspace {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         let has_beta = parts
             .headers
             .get_all("anthropic-beta")
@@ -61,8 +64,12 @@ impl<S: Send + Sync> FromRequestParts<S> for MemoryWorkspace {
                 MEMORY_BETAS[0]
             )));
         }
-        let Workspace(ws) = Workspace::from_request_parts(parts, state).await?;
-        Ok(MemoryWorkspace(ws))
+        match Principal::from_request_parts(parts, state).await? {
+            Principal::ApiKey { workspace } => Ok(MemoryWorkspace(workspace)),
+            worker => Ok(MemoryWorkspace(
+                super::memory_access::worker_workspace(state, parts, &worker).await?,
+            )),
+        }
     }
 }
 
@@ -72,6 +79,16 @@ pub async fn caller(app: &AppState, headers: &HeaderMap) -> ApiResult<Option<Act
     let Some(key) = presented_key(headers) else {
         return Ok(None);
     };
+    if key.starts_with(WORK_TOKEN_PREFIX) {
+        // A self-hosted worker syncing its session's stores writes as that session.
+        return Ok(app
+            .store
+            .work_for_token(&hash_key(&key))
+            .await?
+            .map(|w| Actor::SessionActor {
+                session_id: w.session_id,
+            }));
+    }
     Ok(app
         .store
         .api_key_id_for_hash(&hash_key(&key))

@@ -14,6 +14,7 @@ pub mod events;
 pub mod extract;
 pub mod files;
 pub mod memories;
+pub mod memory_access;
 pub mod memory_stores;
 pub mod models;
 pub mod openapi;

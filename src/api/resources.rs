@@ -44,6 +44,7 @@ pub struct ResourceAdd {
 pub enum SessionResource {
     File(FileResource),
     GitHubRepository(RepositoryResource),
+    MemoryStore(crate::domain::memory_resource::MemoryStoreResource),
 }
 
 /// Body of `POST /v1/sessions/{id}/resources/{resource_id}` (token rotation).

@@ -117,9 +117,9 @@ async fn list(
             "`agent_version` can only be used together with `agent_id`",
         ));
     }
-    if let Some(store_id) = q.get("memory_store_id") {
-        // No session can attach a memory store yet, so an existing store has none; an id
-        // that is not a store's is refused as upstream does.
+    let memory_store_id = q.get("memory_store_id").map(str::to_string);
+    if let Some(store_id) = &memory_store_id {
+        // An id that is not a store's is refused as upstream does.
         if !crate::domain::ids::has_prefix(store_id, "memstore") {
             return Err(ApiError::invalid(format!(
                 "`memory_store_id` must be a memory store id (`memstore_...`), got `{store_id}`"
@@ -130,11 +130,6 @@ async fn list(
                 "memory store `{store_id}` not found"
             )));
         }
-        return Ok(axum::Json(BiPage {
-            data: vec![],
-            next_page: None,
-            prev_page: None,
-        }));
     }
     if q.get("deployment_id").is_some() {
         // Nothing here belongs to a deployment.
@@ -153,6 +148,7 @@ async fn list(
         created_gte: q.time("created_at[gte]")?,
         created_lt: q.time("created_at[lt]")?,
         created_lte: q.time("created_at[lte]")?,
+        memory_store_id,
     };
     let rows = app.engine.list_sessions(&ws, &filter, &page.scan()).await?;
     Ok(axum::Json(

@@ -12,6 +12,7 @@ pub mod file;
 pub mod ids;
 pub mod invalid;
 pub mod memory;
+pub mod memory_resource;
 pub mod metadata;
 pub mod model_config;
 pub mod multiagent;

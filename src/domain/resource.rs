@@ -1,7 +1,7 @@
 //! Session resources (API.md §2.6): what a session mounts, as given at `sessions.create` or
 //! added later with `sessions.resources.add`, and the wire objects the resources endpoints
-//! return. `file` and `github_repository` (domain/repository.rs) resources are served;
-//! `memory_store` is refused with `unsupported_feature` rather than stored and ignored.
+//! return. `file` and `github_repository` (domain/repository.rs) resources are served here and
+//! `memory_store` ones in [`super::memory_resource`].
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -82,11 +82,11 @@ pub fn parse_resource(at: &str, v: &Value) -> Valid<ResourceParams> {
     }
     match tag(at, v, &["github_repository", "file", "memory_store"])? {
         "github_repository" => Ok(ResourceParams::Repository(repository::parse(at, v)?)),
-        "memory_store" => Err(Invalid::unsupported(
-            at,
-            "memory_store",
-            "memory stores are not mounted into sessions yet; remove it",
-        )),
+        // Stores attach only at creation (API.md §2.4); `parse_resources` leaves them to
+        // `memory_resource::parse_list`, so reaching here means `resources.add`.
+        "memory_store" => Err(Invalid::new(format!(
+            "`{at}`: memory stores attach only when the session is created (`resources` of `sessions.create`)"
+        ))),
         _ => {
             let o = Obj::new(at, v, "a file resource", &["type", "file_id", "mount_path"])?;
             let file_id = o.req_str("file_id")?.to_string();
@@ -117,6 +117,9 @@ pub fn parse_resources(v: Option<&Value>) -> Valid<Vec<ResourceParams>> {
     }
     let mut out: Vec<ResourceParams> = Vec::with_capacity(list.len());
     for (i, item) in list.iter().enumerate() {
+        if super::memory_resource::is_memory_store(item) {
+            continue;
+        }
         let at = format!("resources[{i}]");
         let r = parse_resource(&at, item)?;
         check_free(&at, out.iter().map(|o| o.mount_path()), r.mount_path())?;
@@ -235,7 +238,7 @@ mod tests {
             ),
             (
                 json!({"type": "memory_store", "memory_store_id": "m"}),
-                Some("unsupported_feature"),
+                None,
             ),
         ] {
             let e = parse_resource("r", &v).unwrap_err();

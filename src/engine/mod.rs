@@ -18,6 +18,7 @@ pub mod history;
 pub mod intake;
 pub mod mcp;
 pub mod memory;
+mod memory_mount;
 mod model_step;
 mod mounts;
 pub mod ops;

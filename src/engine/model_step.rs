@@ -129,7 +129,10 @@ impl Loop<'_> {
         let model = &self.agent.model;
         ModelRequest {
             model: model.id.clone(),
-            system: self.agent.system.clone(),
+            system: super::memory_mount::system_prompt(
+                self.agent.system.as_deref(),
+                &self.body.resources,
+            ),
             messages,
             tools: self.offered_tools(),
             max_tokens: self.inner.config.max_tokens,

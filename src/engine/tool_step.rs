@@ -160,6 +160,9 @@ impl Loop<'_> {
         }
         let mounts =
             super::mounts::prepare(self.inner, &self.sid, &self.body, &self.agent.skills).await?;
+        let owner = self.inner.toolbox.session_user(&self.sid);
+        let mounts =
+            super::memory_mount::with_mounts(self.inner, &self.sid, &self.body, mounts, owner)?;
         let t = self
             .inner
             .toolbox
@@ -195,8 +198,12 @@ impl Loop<'_> {
                 let (name, input) = (call.name.clone(), call.input.clone());
                 let reporter = tools.packages.clone();
                 let started = std::time::Instant::now();
+                let (inner, sid, body) = (self.inner, self.sid.clone(), self.body.clone());
                 match self
-                    .interruptible(async move { tools.run(&name, &input).await })
+                    .interruptible(async move {
+                        super::memory_mount::run_synced(inner, &sid, &body, &tools, &name, &input)
+                            .await
+                    })
                     .await?
                 {
                     Waited::Done(out) => {

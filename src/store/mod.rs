@@ -126,6 +126,8 @@ pub struct SessionFilter {
     pub created_gte: Option<Micros>,
     pub created_lt: Option<Micros>,
     pub created_lte: Option<Micros>,
+    /// Only sessions that attached this memory store.
+    pub memory_store_id: Option<String>,
 }
 
 /// Filters of `GET /v1/sessions/{id}/events` (times compare against `processed_at`).

@@ -413,6 +413,44 @@ impl Located {
         open_regular_at(self.dir.as_fd(), name, access)
     }
 
+    /// Creates the regular file this path names (it must not exist yet), given to `owner`.
+    pub(crate) fn create_regular(&self, owner: Option<u32>) -> Result<File, FileError> {
+        let file = self.create_file()?;
+        if let Some(uid) = owner {
+            adopt(&file, uid, &self.rel);
+        }
+        Ok(file)
+    }
+
+    /// Unlinks the non-directory entry this path names (a link itself, never its target).
+    pub(crate) fn remove_entry(&self) -> std::io::Result<()> {
+        let Some(name) = &self.name else {
+            return Err(std::io::Error::other("is a directory"));
+        };
+        Ok(rustix::fs::unlinkat(
+            self.dir.as_fd(),
+            name,
+            AtFlags::empty(),
+        )?)
+    }
+
+    /// Whether this path names a directory with nothing in it.
+    pub(crate) fn is_empty_dir(&self) -> bool {
+        self.open_dir().is_ok_and(|d| entries(d.as_fd()).is_empty())
+    }
+
+    /// Removes the (empty) directory this path names.
+    pub(crate) fn remove_dir(&self) -> std::io::Result<()> {
+        let Some(name) = &self.name else {
+            return Err(std::io::Error::other("is the root"));
+        };
+        Ok(rustix::fs::unlinkat(
+            self.dir.as_fd(),
+            name,
+            AtFlags::REMOVEDIR,
+        )?)
+    }
+
     /// Creates the file this path names; it must not exist yet.
     fn create_file(&self) -> Result<File, FileError> {
         let Some(name) = &self.name else {
@@ -520,10 +558,12 @@ pub async fn read(workspace: &Path, mounts: &MountTable, input: &Value) -> ToolO
     };
     if let Some(on) = mounts.locate(&input.file_path) {
         if !on.mount.read_only {
-            return ToolOutput::error(format!(
-                "`{}` is on a writable mount that file tools do not reach yet; use bash (cat, sed -n) to read it.",
-                input.file_path
-            ));
+            let (root, shown_as, mut input) =
+                (on.mount.host.clone(), input.file_path.clone(), input);
+            input.file_path = on_writable(&on, &shown_as);
+            let rel = input.file_path.clone();
+            let out = blocking("read", move || read_file(&root, &input)).await;
+            return renamed(out, &rel, &shown_as);
         }
         let host = on.host;
         return blocking("read", move || read_mounted(&host, &input)).await;
@@ -688,11 +728,18 @@ pub async fn write(
         Ok(i) => i,
         Err(e) => return e,
     };
-    if let Some(refused) = refuse_on_mount(mounts, &input.file_path) {
-        return refused;
+    let mut input = input;
+    let (host, shown_as) = match mount_target(mounts, &mut input.file_path) {
+        Err(refused) => return refused,
+        Ok(None) => (workspace.to_path_buf(), None),
+        Ok(Some(t)) => (t.0, Some(t.1)),
+    };
+    let rel = input.file_path.clone();
+    let out = blocking("write", move || write_file(&host, &input, owner)).await;
+    match shown_as {
+        Some(s) => renamed(out, &rel, &s),
+        None => out,
     }
-    let host = workspace.to_path_buf();
-    blocking("write", move || write_file(&host, &input, owner)).await
 }
 
 fn write_file(host: &Path, input: &WriteInput, owner: Option<u32>) -> ToolOutput {
@@ -749,24 +796,63 @@ pub async fn edit(workspace: &Path, mounts: &MountTable, input: &Value) -> ToolO
     if input.old_string == input.new_string {
         return ToolOutput::error("`old_string` and `new_string` are the same; nothing to change.");
     }
-    if let Some(refused) = refuse_on_mount(mounts, &input.file_path) {
-        return refused;
+    let mut input = input;
+    let (host, shown_as) = match mount_target(mounts, &mut input.file_path) {
+        Err(refused) => return refused,
+        Ok(None) => (workspace.to_path_buf(), None),
+        Ok(Some(t)) => (t.0, Some(t.1)),
+    };
+    let rel = input.file_path.clone();
+    let out = blocking("edit", move || edit_file(&host, &input)).await;
+    match shown_as {
+        Some(s) => renamed(out, &rel, &s),
+        None => out,
     }
-    let host = workspace.to_path_buf();
-    blocking("edit", move || edit_file(&host, &input)).await
 }
 
-/// Writes to a read-only mount are refused; writable mounts are not reached by the file
-/// tools yet (bash writes there).
-fn refuse_on_mount(mounts: &MountTable, file_path: &str) -> Option<ToolOutput> {
-    let on = mounts.locate(file_path)?;
-    Some(ToolOutput::error(if on.mount.read_only {
-        super::mounts::read_only_message(file_path)
-    } else {
-        format!(
-            "`{file_path}` is on a writable mount that file tools do not reach yet; use bash to write it."
-        )
-    }))
+/// Where a write to `file_path` goes when it is on a mount: refused on a read-only one; on a
+/// writable one (a memory store) the mount's host directory becomes the root the path is
+/// walked from, so links there are held to the mount as they are to the workspace.
+/// `file_path` is rewritten relative to that root; the original is returned for messages.
+fn mount_target(
+    mounts: &MountTable,
+    file_path: &mut String,
+) -> Result<Option<(std::path::PathBuf, String)>, ToolOutput> {
+    let Some(on) = mounts.locate(file_path) else {
+        return Ok(None);
+    };
+    if on.mount.read_only {
+        return Err(ToolOutput::error(super::mounts::read_only_message(
+            file_path,
+        )));
+    }
+    let original = file_path.clone();
+    let root = on.mount.host.clone();
+    *file_path = on_writable(&on, &original);
+    Ok(Some((root, original)))
+}
+
+/// The path of `file_path` relative to the writable mount it is on.
+fn on_writable(on: &super::mounts::OnMount<'_>, file_path: &str) -> String {
+    file_path
+        .trim_end_matches('/')
+        .strip_prefix(&on.mount.sandbox)
+        .unwrap_or("")
+        .trim_start_matches('/')
+        .to_string()
+}
+
+/// A result about `rel` (walked from a mount's root) worded with the path the model used.
+fn renamed(mut out: ToolOutput, rel: &str, shown_as: &str) -> ToolOutput {
+    let workspace_form = shown(Path::new(rel));
+    for block in &mut out.content {
+        if let Some(Value::String(t)) = block.get_mut("text") {
+            *t = t
+                .replace(&workspace_form, shown_as)
+                .replace(&format!("`{rel}`"), &format!("`{shown_as}`"));
+        }
+    }
+    out
 }
 
 fn edit_file(host: &Path, input: &EditInput) -> ToolOutput {

@@ -8,6 +8,7 @@ pub mod egress;
 pub mod files;
 pub mod git;
 pub mod identity;
+pub mod memory_dir;
 pub mod mounts;
 pub mod netguard;
 pub mod packages;
@@ -295,6 +296,12 @@ impl Toolbox {
     /// Where the files a session's sandbox writes at [`OUTPUTS`] are kept on the host.
     pub fn outputs_dir(&self, session_id: &str) -> PathBuf {
         self.data_dir.join("session-outputs").join(session_id)
+    }
+
+    /// The host uid a session's sandbox runs as, when sandboxes have users of their own.
+    pub fn session_user(&self, session_id: &str) -> Option<u32> {
+        self.session_users
+            .then(|| identity::session_uid(session_id))
     }
 
     /// The tools of one session, creating its workspace on first use.

@@ -15,6 +15,7 @@ use crate::domain::environment::{Environment, EnvironmentConfig};
 use crate::domain::events::{ClientEvent, kind};
 use crate::domain::ids::new_id;
 use crate::domain::invalid::Invalid;
+use crate::domain::memory_resource::{self, MemoryStoreParams};
 use crate::domain::metadata::{self, Metadata};
 use crate::domain::multiagent;
 use crate::domain::resource::{self, ResourceParams};
@@ -44,6 +45,8 @@ struct Checked {
     initial: Vec<ClientEvent>,
     /// Files to mount and repositories to clone, in the order given.
     resources: Vec<ResourceParams>,
+    /// Memory stores to attach, in the order given.
+    memory: Vec<MemoryStoreParams>,
     /// The budget's cap in cents.
     budget_cents: Option<i64>,
 }
@@ -61,6 +64,7 @@ impl Checked {
         };
         let vault_ids = parse_vault_ids(req.vault_ids.as_ref())?.unwrap_or_default();
         let resources = resource::parse_resources(req.resources.as_ref())?;
+        let memory = memory_resource::parse_list(req.resources.as_ref())?;
         Ok(Checked {
             agent,
             environment_id: req.environment_id,
@@ -69,6 +73,7 @@ impl Checked {
             vault_ids,
             initial: initial_events(req.initial_events.as_deref())?,
             resources,
+            memory,
             budget_cents,
         })
     }
@@ -130,8 +135,12 @@ impl Engine {
             .await?;
         self.check_file_sources(ws, "initial_events", &checked.initial)
             .await?;
+        let memory = self
+            .resolve_memory_stores(ws, &checked.memory, &checked.resources)
+            .await?;
         let now = time::now();
-        let draft = self.draft(ws, checked, agent, &env, now)?;
+        let mut draft = self.draft(ws, checked, agent, &env, now)?;
+        super::memory_attach::add_to_body(&mut draft.session, memory).map_err(internal)?;
         let rec = self.commit_draft(draft).await?;
         Ok(views::session(&rec, now)?)
     }

