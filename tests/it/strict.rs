@@ -653,15 +653,6 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
         ),
         (
             "/v1/sessions",
-            with(
-                &sess,
-                json!({"resources": [{"type": "memory_store", "memory_store_id": "memstore_x"}]}),
-            ),
-            "resources[0]",
-            "memory_store",
-        ),
-        (
-            "/v1/sessions",
             overrides(json!({"skills": skill})),
             "agent.skills",
             "skills",
