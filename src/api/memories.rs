@@ -116,6 +116,14 @@ fn refused(o: MemoryWriteOutcome, store_id: &str, memory_id: &str) -> ApiError {
             ),
             json!({"error_code": "memory_precondition_failed", "current_content_sha256": current_sha256}),
         ),
+        MemoryWriteOutcome::StoreFull => ApiError::invalid_code(
+            "memory_store_full",
+            format!(
+                "memory store `{store_id}` already holds {} memories, the most a store may hold; \
+                 delete some before creating more",
+                crate::store::memory::MAX_MEMORIES_PER_STORE
+            ),
+        ),
         MemoryWriteOutcome::Written { .. } | MemoryWriteOutcome::Unchanged(_) => {
             ApiError::internal("a written memory reported as refused")
         }

@@ -19,7 +19,8 @@ type_tag!(
 pub const MEMORY_MOUNT_ROOT: &str = "/mnt/memory";
 /// Most memory stores one session may attach.
 pub const MAX_MEMORY_STORES: usize = 8;
-/// Most memories a mounted store may hold (the SDK worker's documented per-store cap).
+/// Most memories a store may hold (the SDK worker's documented per-store cap), whether they
+/// are created through the API or by a session's mount.
 pub const MAX_MEMORIES_PER_STORE: usize = 2000;
 /// Longest `instructions`, in characters (SDK docstring).
 const MAX_INSTRUCTIONS: usize = 4096;

@@ -548,6 +548,11 @@ impl StoreSync<'_> {
                  (`{memory_id}`) after your copy was made, and it was kept; your file was not \
                  saved and will show theirs from your next tool call on"
             )),
+            MemoryWriteOutcome::StoreFull => Err(format!(
+                "memory store `{}` holds {MAX_MEMORIES_PER_STORE} memories, the most it may; \
+                 this file was not saved",
+                self.place.res.memory_store_id
+            )),
             MemoryWriteOutcome::StoreArchived => Err(format!(
                 "memory store `{}` was archived; it takes no more changes",
                 self.place.res.memory_store_id

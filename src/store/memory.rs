@@ -100,7 +100,11 @@ pub enum MemoryWriteOutcome {
     PreconditionFailed {
         current_sha256: String,
     },
+    /// A create in a store that already holds [`MAX_MEMORIES_PER_STORE`] memories.
+    StoreFull,
 }
+
+pub use crate::domain::memory_resource::MAX_MEMORIES_PER_STORE;
 
 /// What a backend must write for a [`MemoryWrite`].
 #[derive(Debug, Clone, PartialEq)]
@@ -151,12 +155,14 @@ fn version(
 }
 
 /// Decides a write from the rows it read: the store's state, the memory it addresses
-/// (updates and deletes), and the id of the memory holding the target path, if any.
+/// (updates and deletes), the id of the memory holding the target path, if any, and how
+/// many memories the store holds (read for creates only; 0 otherwise).
 pub fn decide(
     w: &MemoryWrite,
     store: StoreState,
     current: Option<&Memory>,
     path_holder: Option<&str>,
+    held: usize,
 ) -> Decision {
     use MemoryWriteOutcome as O;
     let deleting = matches!(w.change, MemoryChange::Delete { .. });
@@ -170,6 +176,9 @@ pub fn decide(
             return Decision::Answer(O::PathTaken {
                 memory_id: holder.to_string(),
             });
+        }
+        if held >= MAX_MEMORIES_PER_STORE {
+            return Decision::Answer(O::StoreFull);
         }
         let v = version(w, id, Operation::Created, Some((path, content)));
         let m = Memory {

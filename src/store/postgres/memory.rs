@@ -280,7 +280,17 @@ impl PgStore {
                 .transpose()?,
             None => None,
         };
-        let outcome = match decide(w, state, current.as_ref(), holder.as_deref()) {
+        // The store's row is locked above, so no concurrent create can slip past the count.
+        let held: i64 = match &w.change {
+            MemoryChange::Create { .. } => {
+                sqlx::query_scalar("SELECT count(*) FROM memories WHERE store_id = $1")
+                    .bind(&w.store_id)
+                    .fetch_one(&mut *tx)
+                    .await?
+            }
+            _ => 0,
+        };
+        let outcome = match decide(w, state, current.as_ref(), holder.as_deref(), held as usize) {
             Decision::Answer(o) => {
                 tx.rollback().await?;
                 return Ok(o);

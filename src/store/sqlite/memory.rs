@@ -245,7 +245,13 @@ pub(super) fn write_memory(
         (crate::store::memory::MemoryChange::Create { .. }, _) => None,
         (_, c) => c,
     };
-    match decide(w, state, current.as_ref(), holder.as_deref()) {
+    let held: i64 = match &w.change {
+        crate::store::memory::MemoryChange::Create { .. } => conn
+            .prepare_cached("SELECT count(*) FROM memories WHERE store_id = ?1")?
+            .query_row(params![w.store_id], |r| r.get(0))?,
+        _ => 0,
+    };
+    match decide(w, state, current.as_ref(), holder.as_deref(), held as usize) {
         Decision::Answer(o) => Ok(o),
         Decision::Insert(m, v) => {
             conn.prepare_cached(&format!(

@@ -20,6 +20,7 @@ backend_tests!(
     memories_list_by_whole_prefix_in_path_order,
     versions_filter_and_redact,
     deleting_a_store_takes_its_memories_and_versions,
+    a_full_store_refuses_creates_but_not_changes,
 );
 
 fn mstore(id: &str, at: i64) -> MemoryStore {
@@ -537,4 +538,56 @@ async fn deleting_a_store_takes_its_memories_and_versions(b: Backend) {
             .len(),
         1
     );
+}
+
+async fn a_full_store_refuses_creates_but_not_changes(b: Backend) {
+    use mast::store::memory::MAX_MEMORIES_PER_STORE;
+    let (store, _dir) = open(b).await;
+    store
+        .insert_memory_store(WS, &mstore("memstore_1", 1), 1)
+        .await
+        .unwrap();
+    for i in 0..MAX_MEMORIES_PER_STORE {
+        let w = write(
+            "memstore_1",
+            create(&format!("mem_{i}"), &format!("/m/{i}.md"), "x"),
+            None,
+        );
+        let out = store.write_memory(WS, &w).await.unwrap();
+        assert!(
+            matches!(out, MemoryWriteOutcome::Written { .. }),
+            "{i}: {out:?}"
+        );
+    }
+    let over = write("memstore_1", create("mem_over", "/m/over.md", "x"), None);
+    assert_eq!(
+        store.write_memory(WS, &over).await.unwrap(),
+        MemoryWriteOutcome::StoreFull
+    );
+    assert_eq!(
+        store
+            .get_memory(WS, "memstore_1", "mem_over")
+            .await
+            .unwrap(),
+        None
+    );
+    // What the store holds can still change, and a delete makes room again.
+    let change = MemoryChange::Update {
+        id: "mem_0".into(),
+        path: None,
+        content: Some("y".into()),
+    };
+    let out = store
+        .write_memory(WS, &write("memstore_1", change, None))
+        .await
+        .unwrap();
+    assert!(matches!(out, MemoryWriteOutcome::Written { .. }), "{out:?}");
+    let delete = MemoryChange::Delete { id: "mem_1".into() };
+    store
+        .write_memory(WS, &write("memstore_1", delete, None))
+        .await
+        .unwrap();
+    let again = write("memstore_1", create("mem_over", "/m/over.md", "x"), None);
+    let out = store.write_memory(WS, &again).await.unwrap();
+    assert!(matches!(out, MemoryWriteOutcome::Written { .. }), "{out:?}");
 }
