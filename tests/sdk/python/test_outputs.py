@@ -99,6 +99,25 @@ def test_outputs_become_session_files(client, environment):
     assert download(client, newer.id) == b"v2\n"
 
 
+def test_the_file_tools_write_outputs_too(client, environment):
+    agent = client.beta.agents.create(name="writer", model="mast-scripted",
+                                      tools=[{"type": "agent_toolset_20260401"}])
+    sess = client.beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    seen = run(client, sess.id, [
+        "call write " + json.dumps({"file_path": f"{OUT}/summary.md", "content": "# Summary\nall good\n"}),
+        "call edit " + json.dumps({"file_path": f"{OUT}/summary.md", "old_string": "all good", "new_string": "all fine"}),
+        "say done",
+    ])
+    write, edit = results(seen)
+    assert not write.is_error, text_of(write)
+    assert not edit.is_error, text_of(edit)
+    # Each call that changed the file registered it: the newest is the edited text.
+    files = list(client.beta.files.list(scope_id=sess.id))
+    assert [f.filename for f in files] == ["summary.md", "summary.md"]
+    assert download(client, files[0].id) == b"# Summary\nall fine\n"
+    assert download(client, files[1].id) == b"# Summary\nall good\n"
+
+
 def requests_with(needle: str) -> list:
     return [r for r in MessagesHandler.received if needle in json.dumps(r)]
 
