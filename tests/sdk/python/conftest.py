@@ -147,3 +147,29 @@ WEATHER_TOOL = {"type": "custom", "name": "get_weather", "description": "Current
 @pytest.fixture
 def environment(client):
     return client.beta.environments.create(name="env-" + uuid.uuid4().hex[:8], config={"type": "cloud", "networking": {"type": "unrestricted"}})
+
+
+def run(client, sid: str, script: list[str], check=None) -> list:
+    """Sends the scripted model's steps as one user message and returns the session's events
+    up to its next idle; `check(event)` sees each event as it arrives."""
+    seen = []
+    with client.beta.sessions.events.stream(sid) as st:
+        client.beta.sessions.events.send(sid, events=[
+            {"type": "user.message", "content": [{"type": "text", "text": "\n---\n".join(script)}]}])
+        for ev in st:
+            seen.append(ev)
+            if check is not None:
+                check(ev)
+            if ev.type == "session.status_idle":
+                break
+    return seen
+
+
+def results(seen) -> list:
+    """The tool results among a turn's events."""
+    return [e for e in seen if e.type == "agent.tool_result"]
+
+
+def text_of(result) -> str:
+    """The text of a tool result."""
+    return "".join(c.text for c in result.content if c.type == "text")

@@ -12,27 +12,11 @@ import uuid
 import anthropic
 import pytest
 
+from conftest import results, run, text_of
 from test_worker import as_worker, coder, eventually, run_turn, self_hosted, token_of, workers  # noqa: F401 (fixture)
 
 
-def run(client, sid: str, steps: list[str]) -> list:
-    seen = []
-    with client.beta.sessions.events.stream(sid) as st:
-        client.beta.sessions.events.send(sid, events=[
-            {"type": "user.message", "content": [{"type": "text", "text": "\n---\n".join(steps)}]}])
-        for ev in st:
-            seen.append(ev)
-            if ev.type == "session.status_idle":
-                break
-    return seen
 
-
-def results(seen) -> list:
-    return [e for e in seen if e.type == "agent.tool_result"]
-
-
-def text_of(result) -> str:
-    return "".join(c.text for c in result.content if c.type == "text")
 
 
 def call(tool: str, **args) -> str:

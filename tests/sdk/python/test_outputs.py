@@ -11,7 +11,7 @@ import uuid
 import anthropic
 import pytest
 
-from conftest import WEATHER_TOOL, MessagesHandler
+from conftest import WEATHER_TOOL, MessagesHandler, results, run, text_of
 from test_files import mast_factory  # noqa: F401
 
 OUT = "/mnt/session/outputs"
@@ -19,24 +19,7 @@ OUT = "/mnt/session/outputs"
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=")
 
 
-def run(client, sid: str, script: list[str]) -> list:
-    seen = []
-    with client.beta.sessions.events.stream(sid) as st:
-        client.beta.sessions.events.send(sid, events=[
-            {"type": "user.message", "content": [{"type": "text", "text": "\n---\n".join(script)}]}])
-        for ev in st:
-            seen.append(ev)
-            if ev.type == "session.status_idle":
-                break
-    return seen
 
-
-def results(seen) -> list:
-    return [e for e in seen if e.type == "agent.tool_result"]
-
-
-def text_of(result) -> str:
-    return "".join(c.text for c in result.content if c.type == "text")
 
 
 def download(client, file_id: str) -> bytes:

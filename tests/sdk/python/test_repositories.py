@@ -17,7 +17,8 @@ import uuid
 import anthropic
 import pytest
 
-from conftest import BACKENDS, MAST_BIN, free_port, fresh_postgres
+from conftest import BACKENDS, MAST_BIN, free_port, fresh_postgres, results, text_of
+from conftest import run as run_script
 from git_server import GitServer
 
 TOKEN = "ghp_" + uuid.uuid4().hex + "E2E"
@@ -110,29 +111,15 @@ def agent(client):
 
 
 def run(client, sid: str, script: list[str]) -> list:
-    seen = []
-    with client.beta.sessions.events.stream(sid) as st:
-        client.beta.sessions.events.send(sid, events=[
-            {"type": "user.message", "content": [{"type": "text", "text": "\n---\n".join(script)}]}])
-        for ev in st:
-            seen.append(ev)
-            for s in SECRETS:
-                assert s not in ev.to_json()
-            if ev.type == "session.status_idle":
-                break
-    return seen
-
-
-def results(seen) -> list:
-    return [e for e in seen if e.type == "agent.tool_result"]
+    def no_secret(ev):
+        for s in SECRETS:
+            assert s not in ev.to_json()
+    return run_script(client, sid, script, check=no_secret)
 
 
 def errors(seen) -> list:
     return [e.error for e in seen if e.type == "session.error"]
 
-
-def text_of(result) -> str:
-    return "".join(c.text for c in result.content if c.type == "text")
 
 
 def bash(command: str) -> str:

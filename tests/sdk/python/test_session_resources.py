@@ -7,26 +7,10 @@ import json
 
 import anthropic
 import pytest
+from conftest import results, run, text_of
 
 
-def run(client, sid: str, script: list[str]) -> list:
-    seen = []
-    with client.beta.sessions.events.stream(sid) as st:
-        client.beta.sessions.events.send(sid, events=[
-            {"type": "user.message", "content": [{"type": "text", "text": "\n---\n".join(script)}]}])
-        for ev in st:
-            seen.append(ev)
-            if ev.type == "session.status_idle":
-                break
-    return seen
 
-
-def results(seen) -> list:
-    return [e for e in seen if e.type == "agent.tool_result"]
-
-
-def text_of(result) -> str:
-    return "".join(c.text for c in result.content if c.type == "text")
 
 
 def test_file_resources_mount_read_only_and_their_crud(client, environment):

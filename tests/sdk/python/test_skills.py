@@ -13,7 +13,7 @@ import anthropic
 import pytest
 from anthropic.lib import files_from_dir
 
-from conftest import MessagesHandler
+from conftest import MessagesHandler, run, text_of
 from test_worker import run_turn, self_hosted, workers  # noqa: F401 (fixture)
 
 TOOLSET = {"type": "agent_toolset_20260401"}
@@ -32,20 +32,6 @@ def skill_name():
     return "greeter-" + uuid.uuid4().hex[:6]
 
 
-def run(client, sid, script):
-    seen = []
-    with client.beta.sessions.events.stream(sid) as st:
-        client.beta.sessions.events.send(sid, events=[
-            {"type": "user.message", "content": [{"type": "text", "text": "\n---\n".join(script)}]}])
-        for ev in st:
-            seen.append(ev)
-            if ev.type == "session.status_idle":
-                break
-    return seen
-
-
-def text_of(result):
-    return "".join(c.text for c in result.content if c.type == "text")
 
 
 def test_skills_their_versions_and_download(client, tmp_path):
