@@ -14,6 +14,7 @@ pub mod files;
 pub mod hub;
 pub mod models;
 pub mod secrets;
+pub mod standard_webhooks;
 pub mod store;
 pub mod telemetry;
 pub mod tools;
