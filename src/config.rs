@@ -117,6 +117,10 @@ impl Config {
         if let Some(d) = ms("MAST_MCP_CALL_TIMEOUT_MS")? {
             self.engine.mcp_call_timeout = d;
         }
+        if let Some(d) = ms("MAST_USAGE_INTERVAL_MS")? {
+            anyhow::ensure!(!d.is_zero(), "MAST_USAGE_INTERVAL_MS must be at least 1");
+            self.engine.usage_interval = d;
+        }
         if let Some(d) = ms("MAST_RETRY_BASE_MS")? {
             self.engine.retry_base = d;
         }

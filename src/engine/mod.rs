@@ -32,6 +32,7 @@ mod tool_step;
 mod turn;
 mod turn_end;
 mod turn_stop;
+mod usage_report;
 pub mod vaults;
 pub mod work;
 
@@ -64,6 +65,9 @@ pub struct EngineConfig {
     /// must hear from the user again; reaching it ends the turn with
     /// `tool_use_limit_reached_error`.
     pub max_requests_per_turn: u32,
+    /// How often a running session reports its usage (`MAST_USAGE_INTERVAL_MS`) besides at
+    /// the end of each turn.
+    pub usage_interval: Duration,
     /// List prices, for `usage.list_cost` and budgets.
     pub prices: crate::domain::prices::Prices,
     /// Retries of transient model errors before giving up on the turn.
@@ -92,6 +96,7 @@ impl Default for EngineConfig {
             reap_interval: Duration::from_secs(5),
             resync_interval: Duration::from_secs(2),
             max_requests_per_turn: 100,
+            usage_interval: Duration::from_secs(60),
             prices: Default::default(),
             max_retries: 4,
             retry_base: Duration::from_secs(1),

@@ -411,6 +411,7 @@ impl Loop<'_> {
         let cost = self.inner.config.prices.cost(&self.agent.model.id, &usage);
         let roster = self.roster.clone();
         let (sid, primary) = (self.sid.clone(), self.primary.clone());
+        let usage_interval = self.inner.config.usage_interval;
         self.commit(
             move |rec, st| {
                 let mut total: SessionUsage = serde_json::from_str(&rec.usage).unwrap_or_default();
@@ -420,6 +421,15 @@ impl Loop<'_> {
                 if let Some(t) = st.threads.get_mut(&thread) {
                     t.usage.add(&usage);
                     t.spend.add(cost);
+                }
+                if ends_turn.is_none() {
+                    out.extend(super::usage_report::periodic(
+                        rec,
+                        st,
+                        &primary,
+                        usage_interval,
+                        time::now(),
+                    )?);
                 }
                 st.pending.extend(pending);
                 if let Some(roster) = &roster {

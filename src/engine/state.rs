@@ -68,6 +68,9 @@ pub struct EngineState {
     /// The primary thread stopped at the budget: raising it resumes the thread.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub budget_paused: bool,
+    /// When the last `session.usage` was emitted (see `usage_report`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_reported_at: Option<Micros>,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

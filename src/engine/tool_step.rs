@@ -223,24 +223,31 @@ impl Loop<'_> {
             output.content.push(content::text(note));
         }
         let repo_errors = std::mem::take(&mut self.repo_errors);
-        let primary = self.thread.clone();
+        let thread = self.thread.clone();
         self.commit(
             move |rec, st| {
-                st.set_running_tool(&primary, None);
+                st.set_running_tool(&thread, None);
                 if matches!(call.name.as_str(), "web_search" | "web_fetch") {
+                    let count = |usage: &mut SessionUsage| {
+                        if call.name == "web_search" {
+                            usage.server_tool_use.web_search_requests += 1;
+                        } else {
+                            usage.server_tool_use.web_fetch_requests += 1;
+                        }
+                    };
                     let mut usage: SessionUsage =
                         serde_json::from_str(&rec.usage).unwrap_or_default();
-                    if call.name == "web_search" {
-                        usage.server_tool_use.web_search_requests += 1;
-                    } else {
-                        usage.server_tool_use.web_fetch_requests += 1;
-                    }
+                    count(&mut usage);
                     rec.usage = serde_json::to_string(&usage)?;
+                    // A delegate's own usage (and so its list cost) counts its searches too.
+                    if let Some(t) = st.threads.get_mut(&thread) {
+                        count(&mut t.usage);
+                    }
                 }
                 let mut e = server_event(
                     kind::AGENT_TOOL_RESULT,
                     events::tool_result(&call.id, output.content, output.is_error),
-                    &primary,
+                    &thread,
                     time::now(),
                 );
                 e.answers = Some((call.id, Answer::Result.as_str()));
@@ -249,7 +256,7 @@ impl Loop<'_> {
                     out.push(server_event(
                         kind::SESSION_ERROR,
                         body,
-                        &primary,
+                        &thread,
                         time::now(),
                     ));
                 }
@@ -257,7 +264,7 @@ impl Loop<'_> {
                     out.push(server_event(
                         kind::SESSION_ERROR,
                         events::session_error("unknown_error", &why, "retrying"),
-                        &primary,
+                        &thread,
                         time::now(),
                     ));
                 }

@@ -70,6 +70,7 @@ impl Ender {
         };
         let mut out = Vec::new();
         if budget || self.usage_at_start.as_deref() != Some(rec.usage.as_str()) {
+            st.usage_reported_at = Some(now);
             out.push(server_event(
                 kind::SESSION_USAGE,
                 super::budget::usage_event(rec, st, now)?,

@@ -34,6 +34,7 @@ mod store;
 mod stream;
 mod strict;
 mod toolset;
+mod usage;
 mod vaults;
 mod vaults_api;
 mod work;

@@ -16,6 +16,7 @@ backend_tests!(
     a_failing_delegate_does_not_fail_the_coordinator,
     limits_on_threads_and_depth,
     archive_events_stream_and_transcript,
+    a_delegates_web_searches_count_in_its_own_usage,
 );
 
 /// Creates an agent; returns its id.
@@ -551,5 +552,60 @@ async fn archive_events_stream_and_transcript(b: Backend) {
         lines
             .iter()
             .any(|l| l["thread_id"] == primary.as_str() && l["parent_thread_id"].is_null())
+    );
+}
+
+async fn a_delegates_web_searches_count_in_its_own_usage(b: Backend) {
+    let app = axum::Router::new().route(
+        "/search",
+        axum::routing::get(|| async {
+            axum::Json(json!({"results": [
+                {"url": "https://docs.rs/tokio", "title": "tokio docs", "content": "An async runtime"}]}))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    let s = TestServer::start_with(
+        b,
+        Options {
+            web_search_url: Some(format!("{base}/search")),
+            ..Default::default()
+        },
+    )
+    .await;
+    let tools = json!([{"type": "agent_toolset_20260401",
+        "default_config": {"permission_policy": {"type": "always_allow"}}}]);
+    let searcher = agent(&s, "searcher", json!({"tools": tools})).await;
+    let (sid, mut st) = coordinated(&s, &[&searcher], json!({})).await;
+    let task = "call web_search {\"query\": \"tokio\"}\n---\ncall web_search {\"query\": \"axum\"}\n---\nsay searched";
+    s.client
+        .say(
+            &sid,
+            &format!("{}\n---\nsay {{{{result}}}}", send("searcher", task)),
+        )
+        .await;
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    let threads = s
+        .client
+        .get(&format!("/v1/sessions/{sid}/threads"))
+        .await
+        .ok();
+    let delegate = threads["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["parent_thread_id"].is_string())
+        .expect("the delegate's thread")
+        .clone();
+    assert_eq!(
+        delegate["usage"]["server_tool_use"]["web_search_requests"], 2,
+        "{delegate:#}"
+    );
+    let session = s.client.get(&format!("/v1/sessions/{sid}")).await.ok();
+    assert_eq!(
+        session["usage"]["server_tool_use"]["web_search_requests"], 2,
+        "the session (and so the primary thread, which shows it) counts every thread's searches"
     );
 }

@@ -182,6 +182,8 @@ pub struct Options {
     pub allow_private_hosts: Vec<String>,
     /// How long a model stream may stay silent.
     pub model_read_timeout: Duration,
+    /// How often a running session reports its usage (`MAST_USAGE_INTERVAL_MS`).
+    pub usage_interval: Duration,
 }
 
 impl Default for Options {
@@ -198,6 +200,7 @@ impl Default for Options {
             allow_private_network: true,
             allow_private_hosts: Vec::new(),
             model_read_timeout: Duration::from_secs(30),
+            usage_interval: Duration::from_secs(60),
         }
     }
 }
@@ -214,6 +217,7 @@ pub fn test_config(data_dir: PathBuf, database_url: Option<String>, opts: &Optio
     c.engine.retry_cap = Duration::from_millis(100);
     c.engine.max_retries = opts.max_retries;
     c.engine.max_requests_per_turn = opts.max_requests_per_turn;
+    c.engine.usage_interval = opts.usage_interval;
     // A silent MCP server costs a test this long.
     c.engine.mcp_connect_timeout = Duration::from_secs(2);
     c.bootstrap_api_key = opts.api_key.clone();
