@@ -13,6 +13,7 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import urllib.error
 import urllib.request
 
 import anthropic
@@ -35,6 +36,33 @@ def fresh_postgres() -> str:
     name = "mast_py_" + uuid.uuid4().hex[:12]
     subprocess.run(["psql", PG_ADMIN, "-q", "-c", f"CREATE DATABASE {name}"], check=True)
     return PG_ADMIN.rsplit("/", 1)[0] + "/" + name
+
+
+def wait_http(url: str, proc: subprocess.Popen, what: str):
+    """Waits until `url` answers (any HTTP status); fails if `proc` exits or 30 s pass."""
+    deadline = time.time() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except urllib.error.HTTPError:
+            return  # it answers
+        except OSError:
+            pass
+        if time.time() > deadline or proc.poll() is not None:
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.05)
+
+
+def start_mast(data_dir: str, env: dict, port: int | None = None, **popen) -> tuple[subprocess.Popen, str]:
+    """Starts `mast serve` on a loopback port with `env` and waits for /healthz; returns the
+    process and its base URL. `popen` passes on (stdout/stderr for a log file)."""
+    port = port or free_port()
+    proc = subprocess.Popen([MAST_BIN, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data_dir)],
+                            env=env, **popen)
+    base = f"http://127.0.0.1:{port}"
+    wait_http(base + "/healthz", proc, "mast")
+    return proc, base
 
 
 def sse(name: str, data: dict) -> bytes:
@@ -111,19 +139,7 @@ def server(request, tmp_path_factory, messages_api):
     # Not under pytest's own temp root (mode 0700): sandbox users must be able to pass
     # through the data directory's parents to reach their workspaces.
     data_dir = tempfile.mkdtemp(prefix="mast-py-")
-    proc = subprocess.Popen([MAST_BIN, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(data_dir)], env=env)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.time() > deadline or proc.poll() is not None:
-            raise RuntimeError("mast did not start")
-        time.sleep(0.05)
+    proc, base = start_mast(data_dir, env, port)
     yield base
     proc.terminate()
     proc.wait(timeout=15)

@@ -11,27 +11,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 import anthropic
 import pytest
 
-from conftest import BACKENDS, MAST_BIN, free_port, fresh_postgres
-
-
-def wait_http(url: str, proc: subprocess.Popen, what: str):
-    deadline = time.time() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except urllib.error.HTTPError:
-            return  # it answers
-        except OSError:
-            pass
-        if time.time() > deadline or proc.poll() is not None:
-            raise RuntimeError(f"{what} did not start")
-        time.sleep(0.05)
+from conftest import BACKENDS, free_port, fresh_postgres, start_mast, wait_http
 
 
 class Mast:
@@ -45,9 +29,7 @@ class Mast:
         if self.database_url:
             env["DATABASE_URL"] = self.database_url
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="mast-py-files-")
-        self.proc = subprocess.Popen([MAST_BIN, "serve", "--listen", f"127.0.0.1:{self.port}", "--data-dir", self.data_dir], env=env)
-        self.base = f"http://127.0.0.1:{self.port}"
-        wait_http(self.base + "/healthz", self.proc, "mast")
+        self.proc, self.base = start_mast(self.data_dir, env, self.port)
         self.client = anthropic.Anthropic(base_url=self.base, api_key="sdk-test", _strict_response_validation=True, max_retries=0)
 
     @property

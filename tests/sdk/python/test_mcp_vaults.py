@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import time
 import urllib.parse
 import urllib.request
 import uuid
@@ -24,7 +23,7 @@ import anthropic
 import httpx2 as httpx  # the HTTP client anthropic 2.10 is built on
 import pytest
 
-from conftest import BACKENDS, MAST_BIN, free_port, fresh_postgres
+from conftest import BACKENDS, free_port, fresh_postgres, start_mast
 from test_mcp import MODEL, McpProcess, Recorder, of, toolset, turn
 
 CLIENT_ID = "client-e2e"
@@ -121,20 +120,7 @@ def server(request, model_api):
     data_dir = tempfile.mkdtemp(prefix="mast-py-mcpv-")
     log_path = os.path.join(data_dir, "server.log")
     log = open(log_path, "wb")
-    proc = subprocess.Popen([MAST_BIN, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir",
-                             os.path.join(data_dir, "data")], env=env, stderr=log, stdout=log)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.time() > deadline or proc.poll() is not None:
-            raise RuntimeError("mast did not start")
-        time.sleep(0.05)
+    proc, base = start_mast(os.path.join(data_dir, "data"), env, port, stderr=log, stdout=log)
     yield {"base": base, "log": log_path, "bodies": [], "sessions": []}
     proc.terminate()
     proc.wait(timeout=15)

@@ -10,15 +10,13 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
-import urllib.request
 import uuid
 
 import anthropic
 import httpx2 as httpx  # the HTTP client anthropic 2.10 is built on
 import pytest
 
-from conftest import BACKENDS, MAST_BIN, free_port, fresh_postgres
+from conftest import BACKENDS, MAST_BIN, free_port, fresh_postgres, start_mast
 
 BETA = "agent-memory-2026-07-22"
 
@@ -40,19 +38,7 @@ def keyed_server(request):
                           capture_output=True, text=True, check=True)
     key = made.stdout.strip()
     key_id = re.search(r"(apikey_\w+)", made.stderr).group(1)
-    proc = subprocess.Popen([MAST_BIN, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", data_dir], env=env)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.time() > deadline or proc.poll() is not None:
-            raise RuntimeError("mast did not start")
-        time.sleep(0.05)
+    proc, base = start_mast(data_dir, env, port)
     yield base, key, key_id
     proc.terminate()
     proc.wait(timeout=15)

@@ -8,16 +8,13 @@ ever shows up in a response, an event, the server's log, the store or the workin
 import json
 import os
 import shutil
-import subprocess
 import tempfile
-import time
-import urllib.request
 import uuid
 
 import anthropic
 import pytest
 
-from conftest import BACKENDS, MAST_BIN, free_port, fresh_postgres, results, text_of
+from conftest import BACKENDS, free_port, fresh_postgres, results, text_of, start_mast
 from conftest import run as run_script
 from git_server import GitServer
 
@@ -51,20 +48,7 @@ def server(request):
     data_dir = os.path.join(root, "data")
     log_path = os.path.join(root, "server.log")
     log = open(log_path, "wb")
-    proc = subprocess.Popen([MAST_BIN, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", data_dir],
-                            env=env, stdout=log, stderr=log)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.time() > deadline or proc.poll() is not None:
-            raise RuntimeError("mast did not start")
-        time.sleep(0.05)
+    proc, base = start_mast(data_dir, env, port, stdout=log, stderr=log)
     info = {"base": base, "data_dir": data_dir, "log": log_path, "bodies": []}
     yield info
     proc.terminate()

@@ -2,7 +2,6 @@
 `mcp_oauth_validate` against a real token endpoint and a stand-in MCP server, `vault_ids` on
 sessions, and no secret in any response body or in the server's debug-level logs."""
 
-import base64
 import json
 import os
 import shutil
@@ -19,7 +18,7 @@ import anthropic
 import httpx2 as httpx  # the HTTP client anthropic 2.10 is built on
 import pytest
 
-from conftest import BACKENDS, MAST_BIN, free_port, fresh_postgres
+from conftest import BACKENDS, free_port, fresh_postgres, start_mast
 
 SECRETS = ["static-S3CRET", "wrong-S3CRET", "at-0-S3CRET", "rt-0-S3CRET", "cs-S3CRET", "new-S3CRET"]
 
@@ -90,20 +89,7 @@ def vault_server(request):
     data_dir = tempfile.mkdtemp(prefix="mast-py-vaults-")
     log_path = os.path.join(data_dir, "server.log")
     log = open(log_path, "wb")
-    proc = subprocess.Popen([MAST_BIN, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir",
-                             os.path.join(data_dir, "data")], env=env, stderr=log, stdout=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.time() > deadline or proc.poll() is not None:
-            raise RuntimeError("mast did not start")
-        time.sleep(0.05)
+    proc, base = start_mast(os.path.join(data_dir, "data"), env, port, stderr=log, stdout=subprocess.DEVNULL)
     bodies = []
     yield base, log_path, bodies
     proc.terminate()
