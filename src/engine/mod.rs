@@ -12,11 +12,12 @@ pub mod context;
 pub mod credentials;
 pub mod delegation;
 mod file_sources;
-// Hooks (issue 20).
 #[cfg(test)]
 mod fixtures;
 pub mod history;
+/// `pre_tool_use` hooks in the loop (issue 20).
 mod hook_step;
+/// The hooks service (issue 20).
 pub mod hooks;
 pub mod intake;
 pub mod mcp;
