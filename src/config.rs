@@ -39,6 +39,9 @@ pub struct Config {
     pub secret_key: crate::secrets::KeySource,
     /// Files API storage and limits (`MAST_FILES_*`).
     pub files: crate::files::FilesConfig,
+    /// Hooks from the config file's `[[hooks]]` tables (issue 20): the operator's, asked in
+    /// every workspace before the workspaces' own.
+    pub hooks: Vec<ConfiguredHook>,
 }
 
 /// A boolean setting: `1`, `true`, `yes` or `on` turn it on; `0`, `false`, `no`, `off` or an
@@ -78,6 +81,7 @@ impl Config {
             work_leases: crate::engine::work::LeaseTerms::default(),
             secret_key: crate::secrets::KeySource::default(),
             files: crate::files::FilesConfig::default(),
+            hooks: Vec::new(),
         }
     }
 
@@ -233,6 +237,50 @@ pub fn load_prices(
         entries.extend(parsed);
     }
     Prices::parse(entries).map_err(|e| anyhow::anyhow!("prices: {e}"))
+}
+
+/// A hook of the config file (issue 20): a `[[hooks]]` table with the fields of
+/// `POST /v1/mast/hooks` plus the `signing_secret` (`whsec_…`) its endpoint verifies.
+#[derive(Debug, Clone)]
+pub struct ConfiguredHook {
+    /// The hook, with id `hook_config_<n>` (its place in the file, from 1).
+    pub hook: crate::domain::hook::Hook,
+    pub secret: crate::standard_webhooks::SigningSecret,
+}
+
+/// Reads the `[[hooks]]` tables of the config file; each is validated like an API request,
+/// so a bad one stops the start with a message naming it.
+pub fn load_hooks(file: Option<&std::path::Path>) -> anyhow::Result<Vec<ConfiguredHook>> {
+    #[derive(serde::Deserialize)]
+    struct HooksFile {
+        #[serde(default)]
+        hooks: Vec<toml::Table>,
+    }
+    let Some(path) = file else {
+        return Ok(Vec::new());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let parsed: HooksFile =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, mut table) in parsed.hooks.into_iter().enumerate() {
+        let n = i + 1;
+        let fail = |why: String| anyhow::anyhow!("{}: [[hooks]] #{n}: {why}", path.display());
+        let secret = match table.remove("signing_secret") {
+            Some(toml::Value::String(s)) => {
+                crate::standard_webhooks::SigningSecret::parse(&s).map_err(fail)?
+            }
+            _ => return Err(fail("`signing_secret` (`whsec_…`) is required".into())),
+        };
+        let create: crate::domain::hook::HookCreate = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e| fail(e.to_string()))?;
+        let mut hook = create.validate().map_err(|e| fail(e.message))?;
+        hook.id = format!("hook_config_{n}");
+        out.push(ConfiguredHook { hook, secret });
+    }
+    Ok(out)
 }
 
 /// Where the vault key comes from: `MAST_SECRET_KEY` (base64 of 32 bytes) or

@@ -321,6 +321,12 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     .with_credentials(Arc::new(engine::vaults::VaultBearers(vaults.clone())))
     .with_files(files.clone())
     .with_secrets(vaults.secret_cipher());
+    // Hooks (issue 20): their signing secrets are sealed with the vaults' key.
+    let hooks = Arc::new(
+        engine::hooks::Hooks::new(store.clone(), vaults.secret_cipher(), toolbox.netguard())
+            .with_configured(config.hooks.clone()),
+    );
+    let engine = engine.with_hooks(hooks.clone());
     let state = AppState(Arc::new(Shared {
         store: store.clone(),
         // Replicas on Postgres hear every key change (the store announces it), so they may
@@ -337,6 +343,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         work_leases: config.work_leases,
         vaults,
         shutdown: shutdown.clone(),
+        hooks,
     }));
     if let Some(url) = &config.database_url {
         engine.join_replicas(url);

@@ -4,7 +4,8 @@ use clap::Parser;
 use std::process::ExitCode;
 
 use mast::cli::{
-    AgentsCommand, Cli, Command, EnvironmentsCommand, KeysCommand, SessionsCommand, SkillsCommand,
+    AgentsCommand, Cli, Command, EnvironmentsCommand, HooksCommand, KeysCommand, SessionsCommand,
+    SkillsCommand,
 };
 use tracing_subscriber::EnvFilter;
 
@@ -125,6 +126,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let prices_env = std::env::var("MAST_PRICES").ok();
             config.engine.prices =
                 mast::config::load_prices(prices_env.as_deref(), file.as_deref())?;
+            // Hooks (issue 20).
+            config.hooks = mast::config::load_hooks(file.as_deref())?;
             let config = config.with_env_tuning()?;
             let listener = tokio::net::TcpListener::bind(config.listen)
                 .await
@@ -199,6 +202,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let setup = mast::cli::doctor::Setup::new(listen, store, config);
             return Ok(mast::cli::doctor::doctor(&setup).await);
         }
+        Command::Hooks { command } => match command {
+            HooksCommand::Create { args, server } => {
+                mast::cli::hooks::create(&server, &args).await?
+            }
+            HooksCommand::List { server } => mast::cli::hooks::list(&server).await?,
+            HooksCommand::Delete { id, server } => mast::cli::hooks::delete(&server, &id).await?,
+        },
         Command::Completions { shell } => mast::cli::completions(shell, &mut std::io::stdout()),
         Command::Openapi => {
             use std::io::Write as _;

@@ -95,7 +95,8 @@ pub fn signature_header(
 pub struct Answer {
     /// The HTTP status code.
     pub status: u16,
-    /// The start of the response body (at most 1 KiB, lossy UTF-8).
+    /// The start of the response body (at most 1 KiB unless the caller asked for more, lossy
+    /// UTF-8).
     pub body: String,
     /// From sending the request to the end of the (quoted part of the) body.
     pub latency: Duration,
@@ -161,6 +162,21 @@ impl SignedPoster {
         secrets: &[SigningSecret],
         timeout: Duration,
     ) -> Result<Answer, Unanswered> {
+        self.post_reading(url, msg_id, body, secrets, timeout, BODY_QUOTE)
+            .await
+    }
+
+    /// [`SignedPoster::post`], keeping up to `limit` bytes of the answer's body (a hook's
+    /// answer is read, not only quoted).
+    pub async fn post_reading(
+        &self,
+        url: &str,
+        msg_id: &str,
+        body: &[u8],
+        secrets: &[SigningSecret],
+        timeout: Duration,
+        limit: usize,
+    ) -> Result<Answer, Unanswered> {
         let started = Instant::now();
         let fail = |message: String| Unanswered {
             message,
@@ -185,14 +201,14 @@ impl SignedPoster {
             let status = response.status().as_u16();
             let mut quoted = Vec::new();
             let mut response = response;
-            while quoted.len() < BODY_QUOTE {
+            while quoted.len() < limit {
                 match response.chunk().await {
                     Ok(Some(chunk)) => quoted.extend_from_slice(&chunk),
                     Ok(None) => break,
                     Err(e) => return Err(describe(&e)),
                 }
             }
-            quoted.truncate(BODY_QUOTE);
+            quoted.truncate(limit);
             Ok((status, String::from_utf8_lossy(&quoted).into_owned()))
         };
         match tokio::time::timeout(timeout, call).await {

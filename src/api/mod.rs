@@ -27,6 +27,8 @@ pub mod skills;
 pub mod stream;
 pub mod threads;
 pub mod vaults;
+// Hooks (Mast's own addition, issue 20).
+pub mod hooks;
 pub mod work;
 
 use std::ops::Deref;
@@ -64,6 +66,8 @@ pub struct Shared {
     pub vaults: Arc<crate::engine::vaults::Vaults>,
     /// Cancelled on graceful shutdown; ends open streams.
     pub shutdown: CancellationToken,
+    /// Hooks (issue 20): creation seals their signing secrets.
+    pub hooks: Arc<crate::engine::hooks::Hooks>,
 }
 
 /// Cheap-to-clone handle to [`Shared`], the router's state.
@@ -122,6 +126,8 @@ pub fn router(state: AppState) -> Router {
         .merge(memory_stores::router())
         .merge(memories::router())
         .merge(skills::router())
+        // Hooks (issue 20).
+        .merge(hooks::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::middleware,

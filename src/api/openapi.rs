@@ -145,6 +145,8 @@ pub struct EventPage {
         super::skills::create, super::skills::list, super::skills::retrieve, super::skills::delete,
         super::skills::create_version, super::skills::list_versions, super::skills::retrieve_version,
         super::skills::delete_version, super::skills::download,
+        // Hooks (issue 20).
+        super::hooks::create, super::hooks::list, super::hooks::retrieve, super::hooks::delete,
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
         EnvironmentKeyPage, ThreadPage, VaultPage, CredentialPage, super::files::FilePage,
@@ -152,7 +154,9 @@ pub struct EventPage {
         super::resources::ResourcePage, super::resources::ResourceAdd, super::resources::ResourceUpdate,
         super::skills::SkillPage, super::skills::SkillVersionPage, super::skills::SkillUpload,
         super::skills::SkillArchive,
-        super::resources::SessionResource)),
+        super::resources::SessionResource,
+        // Hooks (issue 20).
+        super::hooks::HookPage, super::hooks::HookDeleted)),
     modifiers(&Security, &ErrorResponses, &ParameterDocs),
     security(("api_key" = []), ("bearer" = [])),
 )]
@@ -296,6 +300,7 @@ const PARAMETERS: &[(&str, &str)] = &[
         "Only versions written by this service account (this server has none).",
     ),
     ("file_id", "The file's id (`file_...`)."),
+    ("hook_id", "The hook's id (`hook_...`)."),
     (
         "scope_id",
         "Only files of this scope: the id of the session that produced them.",

@@ -136,6 +136,11 @@ impl Api {
             .await
     }
 
+    /// `DELETE path` → its JSON.
+    pub async fn delete(&self, path: &str) -> Result<Value, CallError> {
+        self.json(self.request(reqwest::Method::DELETE, path)).await
+    }
+
     /// Every item of a paginated list at `path` (which has no query yet), following pages of
     /// `limit` items (each list has its own maximum).
     pub async fn list_all(&self, path: &str, limit: u32) -> Result<Vec<Value>, CallError> {

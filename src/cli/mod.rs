@@ -14,6 +14,8 @@ pub mod agents;
 pub mod client;
 pub mod doctor;
 pub mod environments;
+// Hooks (issue 20).
+pub mod hooks;
 pub mod keys;
 pub mod sessions;
 pub mod skills;
@@ -126,6 +128,11 @@ pub enum Command {
         #[arg(long, env = "MAST_CONFIG")]
         config: Option<std::path::PathBuf>,
     },
+    /// Hooks on a running server (Mast's own addition): endpoints asked before tool calls run.
+    Hooks {
+        #[command(subcommand)]
+        command: HooksCommand,
+    },
     /// Print a shell completion script (`mast completions bash > /etc/bash_completion.d/mast`).
     Completions {
         /// The shell.
@@ -140,6 +147,30 @@ pub enum Command {
         port: u16,
         #[arg(long)]
         socket: std::path::PathBuf,
+    },
+}
+
+/// `mast hooks ...`.
+#[derive(Debug, Subcommand)]
+pub enum HooksCommand {
+    /// Create a hook; prints it with its signing secret (shown only this once).
+    Create {
+        #[command(flatten)]
+        args: hooks::CreateArgs,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// List the workspace's hooks.
+    List {
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Delete a hook.
+    Delete {
+        /// The hook's id.
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
     },
 }
 

@@ -9,6 +9,8 @@ pub mod environment;
 pub mod events;
 pub mod fields;
 pub mod file;
+// Hooks (Mast's own addition, issue 20).
+pub mod hook;
 pub mod ids;
 pub mod invalid;
 pub mod memory;

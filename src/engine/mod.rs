@@ -15,6 +15,10 @@ mod file_sources;
 #[cfg(test)]
 mod fixtures;
 pub mod history;
+/// `pre_tool_use` hooks in the loop (issue 20).
+mod hook_step;
+/// The hooks service (issue 20).
+pub mod hooks;
 pub mod intake;
 pub mod mcp;
 pub mod memory;
@@ -191,6 +195,8 @@ pub(crate) struct Inner {
     pub bodies: bodies::Bodies,
     pub shutdown: CancellationToken,
     tasks: TaskTracker,
+    /// Hooks asked about tool calls (issue 20); None in engines built without them.
+    pub hooks: Option<Arc<hooks::Hooks>>,
 }
 
 /// Handle to the engine; cheap to clone.
@@ -227,6 +233,7 @@ impl Engine {
                 bodies: bodies::Bodies::new(bodies::DEFAULT_BUDGET),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
+                hooks: None,
             }),
         }
     }
@@ -254,6 +261,15 @@ impl Engine {
         Arc::get_mut(&mut self.inner)
             .expect("with_secrets is called before the engine is shared")
             .secrets = cipher;
+        self
+    }
+
+    /// Gives the engine the hooks service (issue 20): tool calls are put to the workspace's
+    /// hooks before they run; call before the engine is cloned or started.
+    pub fn with_hooks(mut self, hooks: Arc<hooks::Hooks>) -> Self {
+        Arc::get_mut(&mut self.inner)
+            .expect("with_hooks is called before the engine is shared")
+            .hooks = Some(hooks);
         self
     }
 

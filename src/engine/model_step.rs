@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::{Value, json};
 
 use super::delegation::{self, LIST_AGENTS, SEND_TO_AGENT};
+use super::hook_step::{self, Hooked, PreHooks};
+use super::hooks::PreOutcome;
 use super::intake::server_event;
 use super::mcp::connect::Reach;
 use super::permissions;
@@ -356,7 +358,9 @@ impl Loop<'_> {
         let thread = self.thread.clone();
         let stop = resp.stop();
         let (mut out, said) = said_events(&resp.content, &thread, message_id, thinking_id, now);
-        let calls = self.sort_calls(resp.content, stop == ModelStop::MaxTokens, now);
+        let cut_short = stop == ModelStop::MaxTokens;
+        let pre = self.ask_pre_hooks(&resp.content, cut_short).await?;
+        let calls = self.sort_calls(resp.content, cut_short, pre, now);
         out.extend(calls.events);
         let mut end = server_event(
             kind::SPAN_END,
@@ -460,7 +464,13 @@ impl Loop<'_> {
     /// Gives every `tool_use` block of a response its event id and decides, in code, what
     /// becomes of the call. A response cut by `max_tokens` runs no calls: their input may be
     /// incomplete, and the continuation calls them again.
-    fn sort_calls(&self, blocks: Vec<Value>, cut_short: bool, now: time::Micros) -> Calls {
+    fn sort_calls(
+        &self,
+        blocks: Vec<Value>,
+        cut_short: bool,
+        mut pre: PreHooks,
+        now: time::Micros,
+    ) -> Calls {
         let mut calls = Calls {
             content: Vec::with_capacity(blocks.len()),
             ..Default::default()
@@ -475,11 +485,12 @@ impl Loop<'_> {
             }
             let name = name.to_string();
             let input = input.cloned().unwrap_or_else(|| json!({}));
-            let id = new_id("sevt");
+            let id = pre.ids.pop_front().unwrap_or_else(|| new_id("sevt"));
             let mut b = block.clone();
             b["id"] = json!(id);
             calls.content.push(b);
-            self.sort_call(&mut calls, id, name, input, now);
+            let hooked = pre.outcomes.remove(&id);
+            self.sort_call(&mut calls, id, name, input, hooked, now);
         }
         calls
     }
@@ -493,6 +504,7 @@ impl Loop<'_> {
         id: String,
         name: String,
         input: Value,
+        hooked: Option<PreOutcome>,
         now: time::Micros,
     ) {
         let thread = &self.thread;
@@ -530,7 +542,13 @@ impl Loop<'_> {
             }
             calls.runs_here = true;
         } else if let Some(target) = self.mcp_offer.target(&name).cloned() {
-            let decision = permissions::decide_mcp(&self.agent.tools, &target.server, &target.tool);
+            // A hook's defer of an MCP call asks the user instead (only built-in calls can be
+            // answered by the client with `user.tool_result`).
+            let Hooked {
+                decision, input, ..
+            } = hook_step::apply(hooked, input, |_| {
+                permissions::decide_mcp(&self.agent.tools, &target.server, &target.tool)
+            });
             let body =
                 json!({ "name": target.tool, "mcp_server_name": target.server, "input": input });
             let blocking = matches!(decision, permissions::Decision::Ask { .. });
@@ -558,8 +576,18 @@ impl Loop<'_> {
             }
         } else if permissions::is_builtin(&self.agent.tools, &name) {
             // Policy is decided here, in code, before anything runs.
-            let decision = permissions::decide(&self.agent.tools, &name, &input, &self.egress);
+            // Hooks' verdicts are folded in here too (a hook can only make it stricter).
+            let Hooked {
+                decision,
+                input,
+                defer,
+            } = hook_step::apply(hooked, input, |i| {
+                permissions::decide(&self.agent.tools, &name, i, &self.egress)
+            });
             let for_worker = self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
+            // A deferred call waits for the client's `user.tool_result`; in a self-hosted
+            // environment the worker is that client, so there it asks the user instead.
+            let defer = defer && !for_worker;
             let blocking = matches!(decision, permissions::Decision::Ask { .. })
                 || (for_worker && matches!(decision, permissions::Decision::Allow { .. }));
             let body = json!({ "name": name, "input": input });
@@ -577,6 +605,12 @@ impl Loop<'_> {
                 permissions::Decision::Deny { reason, .. } => {
                     calls.refused.push((id, denial(&reason)))
                 }
+                permissions::Decision::Ask { .. } if defer => calls.pending.push(Pending {
+                    id,
+                    kind: PendingKind::ClientTool,
+                    thread_id: thread.clone(),
+                    mcp: false,
+                }),
                 permissions::Decision::Ask { .. } => calls.pending.push(Pending {
                     id,
                     kind: PendingKind::Confirmation,

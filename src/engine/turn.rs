@@ -142,6 +142,9 @@ pub(super) struct Loop<'a> {
     pub repo_errors: Vec<serde_json::Value>,
     /// The MCP tools offered in this thread's last model request.
     pub mcp_offer: super::mcp::Offer,
+    /// The session's workspace and environment, for the hooks' scopes (issue 20).
+    pub workspace_id: String,
+    pub environment_id: String,
 }
 
 impl<'a> Loop<'a> {
@@ -200,6 +203,8 @@ impl<'a> Loop<'a> {
             tools: None,
             repo_errors: vec![],
             mcp_offer: Default::default(),
+            workspace_id: rec.workspace_id.clone(),
+            environment_id: rec.environment_id.clone(),
         })
     }
 

@@ -6,6 +6,7 @@
 //! `docs/store.md` says why each is shaped as it is.
 
 pub mod files;
+pub mod hooks;
 pub mod lock;
 pub mod memory;
 pub mod notify;
@@ -22,6 +23,7 @@ use crate::domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
 pub use files::{FileFilter, FileRecord};
+pub use hooks::HookRecord;
 pub use memory::{
     MemoryStoreFilter, MemoryVersionFilter, MemoryWrite, MemoryWriteOutcome, RedactOutcome,
 };
@@ -931,4 +933,30 @@ pub trait Store: Send + Sync + 'static {
 
     /// The id of the API key with this hash (revoked or not).
     async fn api_key_id_for_hash(&self, key_hash: &str) -> StoreResult<Option<String>>;
+
+    // Hooks (Mast's own addition, issue 20).
+
+    /// Stores a new hook of workspace `workspace_id` (its id is new).
+    async fn insert_hook(
+        &self,
+        workspace_id: &str,
+        rec: &HookRecord,
+        at: Micros,
+    ) -> StoreResult<()>;
+    /// One hook of the workspace, with its sealed secret.
+    async fn get_hook(&self, workspace_id: &str, id: &str) -> StoreResult<Option<HookRecord>>;
+    /// A page of the workspace's hooks, by id in `scan`'s direction.
+    async fn list_hooks(
+        &self,
+        workspace_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<crate::domain::hook::Hook>>;
+    /// Every hook of the workspace for `event`, oldest first (the order they are asked in).
+    async fn hooks_for_event(
+        &self,
+        workspace_id: &str,
+        event: &str,
+    ) -> StoreResult<Vec<HookRecord>>;
+    /// Deletes a hook; false when the workspace has no such hook.
+    async fn delete_hook(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
 }

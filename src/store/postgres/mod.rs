@@ -16,6 +16,8 @@ mod sessions;
 mod skills;
 mod transact;
 mod vaults;
+// Hooks (issue 20).
+mod hooks;
 mod work;
 
 use std::sync::Arc;
@@ -755,5 +757,40 @@ impl Store for PgStore {
 
     async fn api_key_id_for_hash(&self, key_hash: &str) -> StoreResult<Option<String>> {
         self.api_key_id_for_hash_pg(key_hash).await
+    }
+
+    // Hooks (issue 20).
+
+    async fn insert_hook(
+        &self,
+        ws: &str,
+        rec: &crate::store::HookRecord,
+        at: Micros,
+    ) -> StoreResult<()> {
+        self.insert_hook_pg(ws, rec, at).await
+    }
+
+    async fn get_hook(&self, ws: &str, id: &str) -> StoreResult<Option<crate::store::HookRecord>> {
+        self.get_hook_pg(ws, id).await
+    }
+
+    async fn list_hooks(
+        &self,
+        ws: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<crate::domain::hook::Hook>> {
+        self.list_hooks_pg(ws, scan).await
+    }
+
+    async fn hooks_for_event(
+        &self,
+        ws: &str,
+        event: &str,
+    ) -> StoreResult<Vec<crate::store::HookRecord>> {
+        self.hooks_for_event_pg(ws, event).await
+    }
+
+    async fn delete_hook(&self, ws: &str, id: &str) -> StoreResult<bool> {
+        self.delete_hook_pg(ws, id).await
     }
 }

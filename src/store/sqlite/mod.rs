@@ -13,6 +13,8 @@ mod rows;
 mod sessions;
 mod skills;
 mod vaults;
+// Hooks (issue 20).
+mod hooks;
 mod work;
 
 use std::path::Path;
@@ -1027,6 +1029,54 @@ impl Store for SqliteStore {
         let hash = key_hash.to_string();
         self.db
             .read(move |c| memory::api_key_id_for_hash(c, &hash))
+            .await
+    }
+
+    // Hooks (issue 20).
+
+    async fn insert_hook(
+        &self,
+        ws: &str,
+        rec: &crate::store::HookRecord,
+        at: Micros,
+    ) -> StoreResult<()> {
+        let (ws, rec) = (ws.to_string(), rec.clone());
+        self.db
+            .write(move |c| hooks::insert_hook(c, &ws, &rec, at))
+            .await
+    }
+
+    async fn get_hook(&self, ws: &str, id: &str) -> StoreResult<Option<crate::store::HookRecord>> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.read(move |c| hooks::get_hook(c, &ws, &id)).await
+    }
+
+    async fn list_hooks(
+        &self,
+        ws: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<crate::domain::hook::Hook>> {
+        let (ws, scan) = (ws.to_string(), scan.clone());
+        self.db
+            .read(move |c| hooks::list_hooks(c, &ws, &scan))
+            .await
+    }
+
+    async fn hooks_for_event(
+        &self,
+        ws: &str,
+        event: &str,
+    ) -> StoreResult<Vec<crate::store::HookRecord>> {
+        let (ws, event) = (ws.to_string(), event.to_string());
+        self.db
+            .read(move |c| hooks::hooks_for_event(c, &ws, &event))
+            .await
+    }
+
+    async fn delete_hook(&self, ws: &str, id: &str) -> StoreResult<bool> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db
+            .write(move |c| hooks::delete_hook(c, &ws, &id))
             .await
     }
 }

@@ -20,6 +20,8 @@ mod agents;
 mod environments;
 mod events;
 mod files;
+// Hooks (issue 20).
+mod hooks;
 mod keys;
 mod leases;
 mod memory;
