@@ -13,6 +13,7 @@ pub mod error;
 pub mod events;
 pub mod extract;
 pub mod files;
+pub mod fork;
 pub mod memories;
 pub mod memory_access;
 pub mod memory_stores;
@@ -122,6 +123,8 @@ pub fn router(state: AppState) -> Router {
         .merge(memory_stores::router())
         .merge(memories::router())
         .merge(skills::router())
+        // Mast's own additions beyond the upstream API.
+        .merge(fork::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::middleware,

@@ -145,6 +145,8 @@ pub struct EventPage {
         super::skills::create, super::skills::list, super::skills::retrieve, super::skills::delete,
         super::skills::create_version, super::skills::list_versions, super::skills::retrieve_version,
         super::skills::delete_version, super::skills::download,
+        // Mast's own additions beyond the upstream API.
+        super::fork::fork,
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
         EnvironmentKeyPage, ThreadPage, VaultPage, CredentialPage, super::files::FilePage,

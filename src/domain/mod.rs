@@ -9,6 +9,7 @@ pub mod environment;
 pub mod events;
 pub mod fields;
 pub mod file;
+pub mod fork;
 pub mod ids;
 pub mod invalid;
 pub mod memory;

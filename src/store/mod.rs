@@ -6,6 +6,7 @@
 //! `docs/store.md` says why each is shaped as it is.
 
 pub mod files;
+pub mod fork;
 pub mod lock;
 pub mod memory;
 pub mod notify;
@@ -22,6 +23,7 @@ use crate::domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
 pub use files::{FileFilter, FileRecord};
+pub use fork::{ForkedEvent, SessionFork};
 pub use memory::{
     MemoryStoreFilter, MemoryVersionFilter, MemoryWrite, MemoryWriteOutcome, RedactOutcome,
 };
@@ -931,4 +933,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// The id of the API key with this hash (revoked or not).
     async fn api_key_id_for_hash(&self, key_hash: &str) -> StoreResult<Option<String>>;
+
+    // ---- session fork (Mast's own, issue 20) ----
+
+    /// Inserts a forked session with its threads and copied events (each recording the id of
+    /// the event it copies) in one transaction: all of it or nothing.
+    async fn insert_fork(&self, fork: &SessionFork) -> StoreResult<()>;
+    /// The id of the original event a fork copied into event `id` of the session; None when
+    /// the event was not copied by a fork (or does not exist).
+    async fn event_forked_from(&self, session_id: &str, id: &str) -> StoreResult<Option<String>>;
 }
