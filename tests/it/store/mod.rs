@@ -20,6 +20,7 @@ mod agents;
 mod environments;
 mod events;
 mod files;
+mod fork;
 mod keys;
 mod leases;
 mod memory;
