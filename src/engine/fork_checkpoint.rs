@@ -17,7 +17,10 @@ impl Loop<'_> {
         let Some(message) = self.events.iter().rev().find(|e| {
             e.kind == kind::USER_MESSAGE
                 && e.processed_at.is_some()
-                && e.internal.as_ref().and_then(|i| i.get("discarded")).is_none()
+                && e.internal
+                    .as_ref()
+                    .and_then(|i| i.get("discarded"))
+                    .is_none()
         }) else {
             return;
         };

@@ -58,7 +58,9 @@ fn first_clean_end(events: &[EventRecord], end: i64) -> i64 {
             kind::AGENT_TOOL_USE | kind::AGENT_CUSTOM_TOOL_USE | kind::AGENT_MCP_TOOL_USE => {
                 calls.push((ev.id.clone(), span_of(&last_span).unwrap_or(ev.seq)));
             }
-            kind::AGENT_TOOL_RESULT | kind::USER_TOOL_RESULT => answer(ev, "tool_use_id", &mut answered),
+            kind::AGENT_TOOL_RESULT | kind::USER_TOOL_RESULT => {
+                answer(ev, "tool_use_id", &mut answered)
+            }
             kind::USER_CUSTOM_TOOL_RESULT => answer(ev, "custom_tool_use_id", &mut answered),
             kind::AGENT_MCP_TOOL_RESULT => answer(ev, "mcp_tool_use_id", &mut answered),
             _ => {}
@@ -173,7 +175,12 @@ mod tests {
             response(4, &["e5"]),
             ev(5, kind::AGENT_CUSTOM_TOOL_USE, json!({"name": "x"}), None),
             ev(6, kind::STATUS_IDLE, json!({}), None),
-            ev(7, kind::USER_CUSTOM_TOOL_RESULT, json!({"custom_tool_use_id": "e5"}), None),
+            ev(
+                7,
+                kind::USER_CUSTOM_TOOL_RESULT,
+                json!({"custom_tool_use_id": "e5"}),
+                None,
+            ),
             ev(8, kind::STATUS_RUNNING, json!({}), None),
             ev(9, kind::SPAN_START, json!({}), None),
             response(10, &[]),
@@ -211,10 +218,19 @@ mod tests {
         let mut log = turn();
         log.truncate(9); // 9 starts a request
         // A message queued while it runs, consumed after the response (11).
-        log.push(ev(10, kind::USER_MESSAGE, json!({"content": []}), Some(json!({"after_seq": 11}))));
+        log.push(ev(
+            10,
+            kind::USER_MESSAGE,
+            json!({"content": []}),
+            Some(json!({"after_seq": 11})),
+        ));
         log.push(response(11, &[]));
         log.push(ev(12, kind::SPAN_START, json!({}), None));
-        assert_eq!(snap(&log, 10), 8, "the request is open and the input not consumed yet");
+        assert_eq!(
+            snap(&log, 10),
+            8,
+            "the request is open and the input not consumed yet"
+        );
         assert_eq!(snap(&log, 11), 11, "consumed at 11: part of the fork");
         assert_eq!(snap(&log, 12), 11);
         // Still queued (read while the original runs): it goes, and the request before it.
@@ -232,8 +248,18 @@ mod tests {
             response(3, &["e4", "e5"]),
             ev(4, kind::AGENT_TOOL_USE, json!({"name": "bash"}), None),
             ev(5, kind::AGENT_TOOL_USE, json!({"name": "bash"}), None),
-            ev(6, kind::AGENT_TOOL_RESULT, json!({"tool_use_id": "e4"}), None),
-            ev(7, kind::AGENT_TOOL_RESULT, json!({"tool_use_id": "e5"}), None),
+            ev(
+                6,
+                kind::AGENT_TOOL_RESULT,
+                json!({"tool_use_id": "e4"}),
+                None,
+            ),
+            ev(
+                7,
+                kind::AGENT_TOOL_RESULT,
+                json!({"tool_use_id": "e5"}),
+                None,
+            ),
         ];
         assert_eq!(snap(&log, 6), 1);
         assert_eq!(snap(&log, 7), 7);
@@ -241,9 +267,19 @@ mod tests {
 
     #[test]
     fn a_delegation_answered_by_the_delegates_reply() {
-        let mut reply = ev(8, kind::THREAD_MESSAGE_RECEIVED, json!({"content": []}), Some(json!({"call": "e4"})));
+        let mut reply = ev(
+            8,
+            kind::THREAD_MESSAGE_RECEIVED,
+            json!({"content": []}),
+            Some(json!({"call": "e4"})),
+        );
         reply.thread_id = Some("t".into());
-        let mut task = ev(5, kind::THREAD_MESSAGE_RECEIVED, json!({"content": []}), None);
+        let mut task = ev(
+            5,
+            kind::THREAD_MESSAGE_RECEIVED,
+            json!({"content": []}),
+            None,
+        );
         task.thread_id = Some("child".into());
         let mut child_start = ev(6, kind::SPAN_START, json!({}), None);
         child_start.thread_id = Some("child".into());

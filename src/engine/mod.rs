@@ -14,8 +14,8 @@ pub mod delegation;
 mod file_sources;
 #[cfg(test)]
 mod fixtures;
-pub mod fork_point;
 mod fork_checkpoint;
+pub mod fork_point;
 pub mod history;
 pub mod intake;
 pub mod mcp;

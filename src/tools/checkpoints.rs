@@ -150,7 +150,11 @@ impl Checkpoints {
 
     /// Where the workspace as of log position `position` is: the earliest checkpoint at or
     /// after it, else the live workspace. A removed checkpoint is an error, never skipped.
-    pub fn source_at(&self, session_id: &str, position: i64) -> io::Result<Result<Source, NotKept>> {
+    pub fn source_at(
+        &self,
+        session_id: &str,
+        position: i64,
+    ) -> io::Result<Result<Source, NotKept>> {
         let entries = self.index(session_id)?;
         Ok(source_in(&entries, position).map(|found| match found {
             Some(id) => Source::Checkpoint(self.dir(session_id).join(id)),
@@ -221,14 +225,23 @@ mod tests {
         std::fs::write(ws.path().join("f"), "3").unwrap();
         assert_eq!(cp.take("s", ws.path(), "u2", 12).unwrap().position, 9);
         let at = |p| cp.source_at("s", p).unwrap();
-        let Ok(Source::Checkpoint(dir)) = at(2) else { panic!() };
+        let Ok(Source::Checkpoint(dir)) = at(2) else {
+            panic!()
+        };
         assert_eq!(std::fs::read_to_string(dir.join("f")).unwrap(), "1");
-        let Ok(Source::Checkpoint(dir)) = at(4) else { panic!() };
+        let Ok(Source::Checkpoint(dir)) = at(4) else {
+            panic!()
+        };
         assert_eq!(std::fs::read_to_string(dir.join("f")).unwrap(), "2");
         assert_eq!(at(10), Ok(Source::Live));
         // A third checkpoint pushes the first out; a point before it is refused, not moved on.
         cp.take("s", ws.path(), "u3", 20).unwrap();
-        assert_eq!(at(2), Err(NotKept { event_id: "u1".into() }));
+        assert_eq!(
+            at(2),
+            Err(NotKept {
+                event_id: "u1".into()
+            })
+        );
         assert!(!data.path().join("workspace-checkpoints/s/u1").exists());
         assert!(matches!(at(15), Ok(Source::Checkpoint(_))));
     }

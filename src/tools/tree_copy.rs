@@ -213,6 +213,7 @@ fn copy_file(
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::{PermissionsExt, symlink};
+    use std::path::PathBuf;
 
     use super::*;
 
@@ -234,19 +235,78 @@ mod tests {
         let stats = copy_tree(root, &dst).unwrap();
         assert_eq!(stats.files, 2);
         assert_eq!(stats.bytes, 15);
-        assert_eq!(std::fs::read_to_string(dst.join("a/b/f.txt")).unwrap(), "hello");
+        assert_eq!(
+            std::fs::read_to_string(dst.join("a/b/f.txt")).unwrap(),
+            "hello"
+        );
         // The mode is kept, without set-user-id.
-        let mode = std::fs::metadata(dst.join("run.sh")).unwrap().permissions().mode();
+        let mode = std::fs::metadata(dst.join("run.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o7777, 0o755);
         // Links are links, pointing where they pointed; what is outside is not copied.
         assert_eq!(std::fs::read_link(dst.join("out")).unwrap(), outside.path());
-        assert!(std::fs::symlink_metadata(dst.join("out")).unwrap().is_symlink());
-        assert_eq!(std::fs::read_link(dst.join("rel")).unwrap(), Path::new("a/b/f.txt"));
+        assert!(
+            std::fs::symlink_metadata(dst.join("out"))
+                .unwrap()
+                .is_symlink()
+        );
+        assert_eq!(
+            std::fs::read_link(dst.join("rel")).unwrap(),
+            Path::new("a/b/f.txt")
+        );
         // The copy is independent of its source.
         std::fs::write(root.join("a/b/f.txt"), "changed").unwrap();
-        assert_eq!(std::fs::read_to_string(dst.join("a/b/f.txt")).unwrap(), "hello");
+        assert_eq!(
+            std::fs::read_to_string(dst.join("a/b/f.txt")).unwrap(),
+            "hello"
+        );
         // No partial directory is left beside it.
         assert_eq!(std::fs::read_dir(dst_parent.path()).unwrap().count(), 1);
+    }
+
+    /// Regular files under `dir` (links not followed) and their bytes.
+    fn census(dir: &Path) -> (u64, u64) {
+        let mut out = (0, 0);
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            if meta.is_dir() {
+                let (f, b) = census(&entry.path());
+                out = (out.0 + f, out.1 + b);
+            } else if meta.is_file() {
+                out = (out.0 + 1, out.1 + meta.len());
+            }
+        }
+        out
+    }
+
+    /// The README's checkpoint cost figures: copies the tree `MAST_MEASURE_TREE` names (next
+    /// to it, so on the same filesystem) and prints what it took; the copy must be complete.
+    #[test]
+    #[ignore = "a measurement: MAST_MEASURE_TREE=<dir> cargo test --lib measure_copy -- --ignored --nocapture"]
+    fn measure_copy() {
+        let src = PathBuf::from(std::env::var("MAST_MEASURE_TREE").expect("MAST_MEASURE_TREE"));
+        let beside = tempfile::tempdir_in(src.parent().unwrap()).unwrap();
+        let dst = beside.path().join("copy");
+        let started = std::time::Instant::now();
+        let stats = copy_tree(&src, &dst).unwrap();
+        let took = started.elapsed();
+        assert_eq!((stats.files, stats.bytes), census(&src));
+        assert_eq!(census(&dst), census(&src));
+        let du = std::process::Command::new("du")
+            .args(["-sk"])
+            .arg(&dst)
+            .output()
+            .unwrap();
+        println!(
+            "{} files, {} bytes ({} cloned) in {:?}; du of the copy: {}",
+            stats.files,
+            stats.bytes,
+            stats.cloned,
+            took,
+            String::from_utf8_lossy(&du.stdout).trim()
+        );
     }
 
     #[test]

@@ -17,7 +17,9 @@ use serde_json::Value;
 use super::{OpError, views};
 use crate::domain::environment::EnvironmentConfig;
 use crate::domain::events::kind;
-use crate::domain::fork::{FORK_REQUESTED_EVENT, FORKED_AT_EVENT, FORKED_FROM_SESSION, ForkRequest};
+use crate::domain::fork::{
+    FORK_REQUESTED_EVENT, FORKED_AT_EVENT, FORKED_FROM_SESSION, ForkRequest,
+};
 use crate::domain::ids::new_id;
 use crate::domain::invalid::Invalid;
 use crate::domain::metadata;
@@ -51,10 +53,9 @@ impl Engine {
         if let Some(e) = &req.event_id
             && !e.starts_with("sevt_")
         {
-            return Err(Invalid::new(format!(
-                "event_id `{e}` is not an event id (`sevt_…`)"
-            ))
-            .into());
+            return Err(
+                Invalid::new(format!("event_id `{e}` is not an event id (`sevt_…`)")).into(),
+            );
         }
         // What is committed now; a running original goes on without affecting the fork.
         let events = self.whole_log(id).await?;
@@ -70,7 +71,7 @@ impl Engine {
             None => events.last().map_or(0, |e| e.seq),
         };
         let end = fork_point::snap(&events, requested);
-        let prefix = &events[..end as usize];
+        let prefix = &events[..events.partition_point(|e| e.seq <= end)];
         let body: SessionBody = serde_json::from_str(&orig.body).map_err(StoreError::from)?;
         let self_hosted = matches!(body.environment, EnvironmentConfig::SelfHosted);
         // Where the workspace comes from, decided before anything is written.
@@ -99,7 +100,8 @@ impl Engine {
 
         let threads = self.original_threads(id).await?;
         let requested_id = events
-            .get((requested - 1).max(0) as usize)
+            .iter()
+            .find(|e| e.seq == requested)
             .map(|e| e.id.as_str());
         let plan = plan(
             &orig,
@@ -254,7 +256,8 @@ fn plan(
     let origin = sb.title.clone().unwrap_or_else(|| orig.id.clone());
     sb.title = Some(truncate(&format!("Fork of {origin}"), 512));
     sb.deployment_id = None;
-    sb.metadata.insert(FORKED_FROM_SESSION.into(), orig.id.clone());
+    sb.metadata
+        .insert(FORKED_FROM_SESSION.into(), orig.id.clone());
     let end = prefix.last();
     match end {
         Some(e) => sb.metadata.insert(FORKED_AT_EVENT.into(), e.id.clone()),
@@ -264,7 +267,8 @@ fn plan(
     if end.map_or(0, |e| e.seq) != requested
         && let Some(asked) = requested_id
     {
-        sb.metadata.insert(FORK_REQUESTED_EVENT.into(), asked.to_string());
+        sb.metadata
+            .insert(FORK_REQUESTED_EVENT.into(), asked.to_string());
     }
     metadata::validate(&sb.metadata).map_err(|e| {
         Invalid::with_code(

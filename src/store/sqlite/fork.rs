@@ -37,8 +37,8 @@ pub(super) fn insert_fork(conn: &Connection, fork: &SessionFork) -> StoreResult<
     }
     let copies: Vec<NewEvent> = fork.events.iter().map(|e| e.event.clone()).collect();
     insert_events(conn, &s.id, 1, copies, s.created_at)?;
-    let mut mark =
-        conn.prepare_cached("UPDATE events SET forked_from = ?3 WHERE session_id = ?1 AND id = ?2")?;
+    let mut mark = conn
+        .prepare_cached("UPDATE events SET forked_from = ?3 WHERE session_id = ?1 AND id = ?2")?;
     for e in &fork.events {
         mark.execute(params![s.id, e.event.id, e.forked_from])?;
     }

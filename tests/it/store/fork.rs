@@ -50,13 +50,21 @@ async fn a_fork_is_written_whole_and_its_copies_name_their_originals(b: Backend)
     let (_, original) = client_txn(
         store.as_ref(),
         "sesn_orig",
-        append(vec![event("user.message"), with_internal, event("session.status_idle")]),
+        append(vec![
+            event("user.message"),
+            with_internal,
+            event("session.status_idle"),
+        ]),
     )
     .await;
     let fork = fork_of("sesn_fork", &original[..2]);
     store.insert_fork(&fork).await.unwrap();
 
-    let rec = store.get_session(super::WS, "sesn_fork").await.unwrap().unwrap();
+    let rec = store
+        .get_session(super::WS, "sesn_fork")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(rec.last_seq, 2, "the fork's log holds the copies");
     assert_eq!(rec.status, "idle");
     assert_eq!(rec.lease_owner, None);
@@ -69,23 +77,57 @@ async fn a_fork_is_written_whole_and_its_copies_name_their_originals(b: Backend)
     let copies = store.events_after("sesn_fork", 0, &[], 100).await.unwrap();
     assert_eq!(copies.len(), 2);
     for ((copy, orig), planned) in copies.iter().zip(&original).zip(&fork.events) {
-        assert_eq!(copy.seq, orig.seq, "a fork keeps the original's sequence numbers");
+        assert_eq!(
+            copy.seq, orig.seq,
+            "a fork keeps the original's sequence numbers"
+        );
         assert_eq!(copy.id, planned.event.id);
-        assert_eq!((&copy.kind, &copy.body, &copy.internal), (&orig.kind, &orig.body, &orig.internal));
+        assert_eq!(
+            (&copy.kind, &copy.body, &copy.internal),
+            (&orig.kind, &orig.body, &orig.internal)
+        );
         assert_eq!(copy.processed_at, orig.processed_at);
         assert_eq!(
-            store.event_forked_from("sesn_fork", &copy.id).await.unwrap(),
+            store
+                .event_forked_from("sesn_fork", &copy.id)
+                .await
+                .unwrap(),
             Some(orig.id.clone())
         );
     }
     // Events not copied by a fork name nothing; nor does an event of another session.
-    assert_eq!(store.event_forked_from("sesn_orig", &original[0].id).await.unwrap(), None);
-    assert_eq!(store.event_forked_from("sesn_orig", &copies[0].id).await.unwrap(), None);
-    assert_eq!(store.event_forked_from("sesn_fork", "sevt_none").await.unwrap(), None);
+    assert_eq!(
+        store
+            .event_forked_from("sesn_orig", &original[0].id)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .event_forked_from("sesn_orig", &copies[0].id)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .event_forked_from("sesn_fork", "sevt_none")
+            .await
+            .unwrap(),
+        None
+    );
     // The original is untouched, and the fork's log goes on after its copies.
-    assert_eq!(store.events_after("sesn_orig", 0, &[], 100).await.unwrap(), original);
+    assert_eq!(
+        store.events_after("sesn_orig", 0, &[], 100).await.unwrap(),
+        original
+    );
     let (_, next) = store
-        .transact("sesn_fork", &Writer::Client, append(vec![event("user.message")]))
+        .transact(
+            "sesn_fork",
+            &Writer::Client,
+            append(vec![event("user.message")]),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -105,12 +147,29 @@ async fn a_fork_that_fails_writes_nothing(b: Backend) {
     // The last copy reuses an id that exists: the whole fork fails.
     fork.events[1].event.id = original[0].id.clone();
     assert!(store.insert_fork(&fork).await.is_err());
-    assert_eq!(store.get_session(super::WS, "sesn_fork").await.unwrap(), None);
-    assert!(store
-        .list_threads("sesn_fork", &super::scan(Direction::Ascending, 10))
-        .await
-        .unwrap()
-        .is_empty());
-    assert!(store.events_after("sesn_fork", 0, &[], 100).await.unwrap().is_empty());
-    assert_eq!(store.get_thread("sesn_fork", "sthr_sesn_fork").await.unwrap(), None);
+    assert_eq!(
+        store.get_session(super::WS, "sesn_fork").await.unwrap(),
+        None
+    );
+    assert!(
+        store
+            .list_threads("sesn_fork", &super::scan(Direction::Ascending, 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .events_after("sesn_fork", 0, &[], 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .get_thread("sesn_fork", "sthr_sesn_fork")
+            .await
+            .unwrap(),
+        None
+    );
 }
