@@ -190,6 +190,10 @@ impl Config {
         if let Some(n) = num("MAST_WORKSPACE_MAX_FILES")? {
             self.tools.limits.workspace_files = u64::from(n);
         }
+        // Session fork (issue 20): per-turn workspace checkpoints kept per session.
+        if let Some(n) = num("MAST_WORKSPACE_CHECKPOINTS")? {
+            self.tools.workspace_checkpoints = n as usize;
+        }
         if let Some(n) = num("MAST_DB_MAX_CONNECTIONS")? {
             self.db_max_connections = n;
         }

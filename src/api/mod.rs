@@ -13,6 +13,7 @@ pub mod error;
 pub mod events;
 pub mod extract;
 pub mod files;
+pub mod fork;
 pub mod memories;
 pub mod memory_access;
 pub mod memory_stores;
@@ -128,6 +129,8 @@ pub fn router(state: AppState) -> Router {
         .merge(skills::router())
         // Hooks (issue 20).
         .merge(hooks::router())
+        // Mast's own additions beyond the upstream API.
+        .merge(fork::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::middleware,

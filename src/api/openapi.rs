@@ -147,6 +147,8 @@ pub struct EventPage {
         super::skills::delete_version, super::skills::download,
         // Hooks (issue 20).
         super::hooks::create, super::hooks::list, super::hooks::retrieve, super::hooks::delete,
+        // Mast's own additions beyond the upstream API.
+        super::fork::fork,
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
         EnvironmentKeyPage, ThreadPage, VaultPage, CredentialPage, super::files::FilePage,

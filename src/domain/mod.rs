@@ -11,6 +11,7 @@ pub mod fields;
 pub mod file;
 // Hooks (Mast's own addition, issue 20).
 pub mod hook;
+pub mod fork;
 pub mod ids;
 pub mod invalid;
 pub mod memory;

@@ -14,6 +14,8 @@ pub mod delegation;
 mod file_sources;
 #[cfg(test)]
 mod fixtures;
+mod fork_checkpoint;
+pub mod fork_point;
 pub mod history;
 /// `pre_tool_use` hooks in the loop (issue 20).
 mod hook_step;

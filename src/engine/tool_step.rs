@@ -195,6 +195,8 @@ impl Loop<'_> {
         let mut package_failure = None;
         let mut output = match self.session_tools().await {
             Ok(tools) => {
+                // Session fork: the workspace as this turn found it, for forks at earlier events.
+                self.checkpoint_workspace(&tools.workspace).await;
                 let (name, input) = (call.name.clone(), call.input.clone());
                 let reporter = tools.packages.clone();
                 let started = std::time::Instant::now();

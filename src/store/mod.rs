@@ -7,6 +7,7 @@
 
 pub mod files;
 pub mod hooks;
+pub mod fork;
 pub mod lock;
 pub mod memory;
 pub mod notify;
@@ -24,6 +25,7 @@ use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
 pub use files::{FileFilter, FileRecord};
 pub use hooks::HookRecord;
+pub use fork::{ForkedEvent, SessionFork};
 pub use memory::{
     MemoryStoreFilter, MemoryVersionFilter, MemoryWrite, MemoryWriteOutcome, RedactOutcome,
 };
@@ -959,4 +961,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<HookRecord>>;
     /// Deletes a hook; false when the workspace has no such hook.
     async fn delete_hook(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
+    // ---- session fork (Mast's own, issue 20) ----
+
+    /// Inserts a forked session with its threads and copied events (each recording the id of
+    /// the event it copies) in one transaction: all of it or nothing.
+    async fn insert_fork(&self, fork: &SessionFork) -> StoreResult<()>;
+    /// The id of the original event a fork copied into event `id` of the session; None when
+    /// the event was not copied by a fork (or does not exist).
+    async fn event_forked_from(&self, session_id: &str, id: &str) -> StoreResult<Option<String>>;
 }

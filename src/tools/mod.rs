@@ -4,6 +4,7 @@
 
 pub mod bash;
 pub mod cgroup;
+pub mod checkpoints;
 pub mod egress;
 pub mod files;
 pub mod git;
@@ -20,6 +21,7 @@ mod races;
 pub mod sandbox;
 pub mod search;
 pub mod seccomp;
+pub mod tree_copy;
 pub mod web;
 
 use std::ffi::OsStr;
@@ -82,6 +84,9 @@ pub struct ToolsConfig {
     /// Package layers: mirrors, install timeout, eviction.
     pub packages: packages::PackagesConfig,
     pub limits: Limits,
+    /// `MAST_WORKSPACE_CHECKPOINTS`: per-turn workspace checkpoints kept per session, for
+    /// forks at earlier events (0 keeps none).
+    pub workspace_checkpoints: usize,
 }
 
 impl Default for ToolsConfig {
@@ -94,9 +99,13 @@ impl Default for ToolsConfig {
             allow_private_hosts: Vec::new(),
             packages: packages::PackagesConfig::default(),
             limits: Limits::default(),
+            workspace_checkpoints: DEFAULT_WORKSPACE_CHECKPOINTS,
         }
     }
 }
+
+/// Workspace checkpoints kept per session unless configured.
+pub const DEFAULT_WORKSPACE_CHECKPOINTS: usize = 8;
 
 /// The sandbox directory whose files become the session's output files (API.md §2.6).
 pub const OUTPUTS: &str = "/mnt/session/outputs";
@@ -375,8 +384,14 @@ impl Toolbox {
         })
     }
 
+    /// The sessions' workspace checkpoints (for forks at earlier events).
+    pub fn checkpoints(&self) -> checkpoints::Checkpoints {
+        checkpoints::Checkpoints::new(&self.data_dir, self.config.workspace_checkpoints)
+    }
+
     /// Removes a deleted session's workspace and sandbox state.
     pub async fn remove_session(&self, session_id: &str) {
+        self.checkpoints().remove(session_id).await;
         // std's `remove_dir_all` (which tokio's runs) walks the tree from directory handles
         // without following links (since Rust 1.58.1, CVE-2022-21658), so links a sandbox left,
         // or swaps in while it runs, cannot make it delete anything outside these directories.

@@ -34,6 +34,9 @@ pub enum OpError {
     /// No resource with this id in the session.
     #[error("resource `{0}` not found in this session")]
     ResourceNotFound(String),
+    /// No event with this id in the session (a fork point).
+    #[error("event `{event}` not found in session `{session}`")]
+    EventNotFound { event: String, session: String },
     /// No work item with this id in the environment.
     #[error("work item `{0}` not found")]
     WorkNotFound(String),

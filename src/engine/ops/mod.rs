@@ -8,6 +8,7 @@
 mod create;
 mod error;
 mod events;
+mod fork;
 mod memory_attach;
 mod resources;
 mod sessions;

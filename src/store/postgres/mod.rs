@@ -7,6 +7,7 @@ mod clock;
 mod environments;
 mod events;
 mod files;
+mod fork;
 mod hot;
 mod keys;
 mod leases;
@@ -792,5 +793,15 @@ impl Store for PgStore {
 
     async fn delete_hook(&self, ws: &str, id: &str) -> StoreResult<bool> {
         self.delete_hook_pg(ws, id).await
+    }
+
+    // Session fork (Mast's own, issue 20).
+
+    async fn insert_fork(&self, fork: &crate::store::SessionFork) -> StoreResult<()> {
+        self.insert_fork_pg(fork).await
+    }
+
+    async fn event_forked_from(&self, session_id: &str, id: &str) -> StoreResult<Option<String>> {
+        self.event_forked_from_pg(session_id, id).await
     }
 }

@@ -7,6 +7,7 @@ mod catalog;
 mod db;
 mod error;
 mod files;
+mod fork;
 mod memory;
 mod migrate;
 mod rows;
@@ -1077,6 +1078,20 @@ impl Store for SqliteStore {
         let (ws, id) = (ws.to_string(), id.to_string());
         self.db
             .write(move |c| hooks::delete_hook(c, &ws, &id))
+            .await
+    }
+
+    // Session fork (Mast's own, issue 20).
+
+    async fn insert_fork(&self, fork: &crate::store::SessionFork) -> StoreResult<()> {
+        let fork = fork.clone();
+        self.db.write(move |c| fork::insert_fork(c, &fork)).await
+    }
+
+    async fn event_forked_from(&self, session_id: &str, id: &str) -> StoreResult<Option<String>> {
+        let (sid, id) = (session_id.to_string(), id.to_string());
+        self.db
+            .read(move |c| fork::event_forked_from(c, &sid, &id))
             .await
     }
 }

@@ -9,7 +9,7 @@ use crate::store::{
     SessionTxn, StoreError, StoreResult, ThreadRecord, WorkRecord, Writer,
 };
 
-fn insert_thread(conn: &Connection, t: &ThreadRecord) -> StoreResult<()> {
+pub(super) fn insert_thread(conn: &Connection, t: &ThreadRecord) -> StoreResult<()> {
     conn.prepare_cached(
         "INSERT INTO threads (id, session_id, parent_thread_id, spawning_event_id, status, body, created_at, updated_at, archived_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -29,7 +29,7 @@ fn insert_thread(conn: &Connection, t: &ThreadRecord) -> StoreResult<()> {
 }
 
 /// Appends `events` from `first_seq` on, one cached statement per row.
-fn insert_events(
+pub(super) fn insert_events(
     conn: &Connection,
     session_id: &str,
     first_seq: i64,

@@ -22,6 +22,7 @@ mod events;
 mod files;
 // Hooks (issue 20).
 mod hooks;
+mod fork;
 mod keys;
 mod leases;
 mod memory;
