@@ -125,6 +125,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let prices_env = std::env::var("MAST_PRICES").ok();
             config.engine.prices =
                 mast::config::load_prices(prices_env.as_deref(), file.as_deref())?;
+            config.engine.outcomes = mast::engine::outcomes::OutcomeConfig::load(file.as_deref())?;
             let config = config.with_env_tuning()?;
             let listener = tokio::net::TcpListener::bind(config.listen)
                 .await

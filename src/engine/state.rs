@@ -68,6 +68,9 @@ pub struct EngineState {
     /// The primary thread stopped at the budget: raising it resumes the thread.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub budget_paused: bool,
+    /// Outcomes defined on the session, oldest first (API.md §5.8; `engine::outcomes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outcomes: Vec<crate::domain::outcome::Outcome>,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

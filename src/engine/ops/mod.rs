@@ -9,6 +9,7 @@ mod create;
 mod error;
 mod events;
 mod memory_attach;
+mod outcome_rubrics;
 mod resources;
 mod sessions;
 mod threads;
