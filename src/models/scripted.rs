@@ -309,6 +309,31 @@ impl ModelClient for Scripted {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn plays_the_grader_from_the_rubric() {
+        let req = |iteration: u32, rubric: &str| {
+            format!(
+                "<outcome_evaluation iteration=\"{iteration}\">\n<rubric>\n{rubric}\n</rubric>\n<transcript>\nUSER: grade satisfied no\n</transcript>"
+            )
+        };
+        let rubric =
+            "- criteria\ngrade sleep 5\ngrade needs_revision Add tests.\ngrade satisfied Good.";
+        let (a, ms) = super::grader_answer(&req(0, rubric)).unwrap();
+        assert_eq!(ms, 5);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&a).unwrap(),
+            serde_json::json!({"result": "needs_revision", "explanation": "Add tests."})
+        );
+        // The last verdict repeats; the transcript's text is not the rubric.
+        let (a, _) = super::grader_answer(&req(5, rubric)).unwrap();
+        assert!(a.contains("\"satisfied\"") && a.contains("Good."), "{a}");
+        let (a, _) = super::grader_answer(&req(0, "grade raw not json")).unwrap();
+        assert_eq!(a, "not json");
+        let (a, ms) = super::grader_answer(&req(0, "no verdicts")).unwrap();
+        assert!(a.contains("satisfied") && ms == 0, "{a}");
+        // An agent's own request is not a grading.
+        assert!(super::grader_answer("say hi\ngrade satisfied x").is_none());
+    }
 
     #[test]
     fn json_len_matches_serde_json() {

@@ -593,7 +593,6 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
     };
     let agent_path = format!("/v1/agents/{aid}");
     let sess_path = format!("/v1/sessions/{sid}");
-    let events = format!("/v1/sessions/{sid}/events");
     let cases: Vec<(&str, Value, &str, &str)> = vec![
         (
             "/v1/agents",

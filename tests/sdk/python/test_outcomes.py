@@ -9,13 +9,16 @@ the rubric's `grade <result> <explanation>` lines are the grader's verdicts, one
 iteration (`grade sleep <ms>` slows the grader down)."""
 
 import io
+import json
 import time
 
 import anthropic
 import pytest
 
-# Quick heartbeats, so a slow grader shows several `span.outcome_evaluation_ongoing`.
-SERVER_ENV = {"MAST_OUTCOME_HEARTBEAT_MS": "200"}
+# Quick heartbeats, so a slow grader shows several `span.outcome_evaluation_ongoing`; a price
+# for the scripted model, so its sessions can have a budget.
+SERVER_ENV = {"MAST_OUTCOME_HEARTBEAT_MS": "200",
+              "MAST_PRICES": json.dumps({"mast-scripted": {"input": "1000", "output": "2000"}})}
 
 
 def scripted_session(client, environment, **kw):
@@ -229,3 +232,48 @@ def test_bad_outcomes_are_refused_and_change_nothing(client, environment):
     with pytest.raises(anthropic.ConflictError):
         client.beta.sessions.events.send(sess.id, events=[outcome("a", "r"), outcome("b", "r")])
     assert len(client.beta.sessions.retrieve(sess.id).outcome_evaluations) == 1
+
+
+def test_an_unreadable_verdict_fails_the_outcome(client, environment):
+    sess = scripted_session(client, environment)
+    _, seen = until_idle(client, sess.id, [outcome("say Done.", "grade raw Looks fine to me!")])
+    [end] = [e for e in seen if e.type == "span.outcome_evaluation_end"]
+    assert end.result == "failed"
+    assert "could not be read as a verdict" in end.explanation and "Looks fine to me!" in end.explanation
+    assert seen[-1].type == "session.status_idle" and seen[-1].stop_reason.type == "end_turn"
+    [ev] = client.beta.sessions.retrieve(sess.id).outcome_evaluations
+    assert ev.result == "failed" and ev.completed_at is not None
+
+
+def budget(cents):
+    return {"type": "limit", "max_list_cost": {"amount": str(cents), "currency": "USD"}}
+
+
+def test_the_budget_gate_holds_the_grader_until_it_is_raised(client, environment):
+    # The agent's first request crosses a one-cent cap (a request that crosses completes);
+    # the grader's request is then gated: the session idles at the budget mid-evaluation.
+    sess = scripted_session(client, environment, budget=budget(1))
+    _, seen = until_idle(client, sess.id, [outcome("say Done.", "grade satisfied Fine.")])
+    kinds = [e.type for e in seen]
+    assert seen[-1].stop_reason.type == "budget_reached"
+    assert "span.outcome_evaluation_start" in kinds and "span.outcome_evaluation_end" not in kinds
+    assert kinds.count("span.model_request_start") == 1
+    held = client.beta.sessions.retrieve(sess.id)
+    assert [e.result for e in held.outcome_evaluations] == ["evaluating"]
+    spent = held.usage.input_tokens
+
+    # Raising it resumes the evaluation by itself; the grader's tokens are the session's.
+    seen = []
+    with client.beta.sessions.events.stream(sess.id) as st:
+        client.beta.sessions.update(sess.id, budget=budget(100_000))
+        for ev in st:
+            seen.append(ev)
+            if ev.type == "session.status_idle":
+                break
+    [end] = [e for e in seen if e.type == "span.outcome_evaluation_end"]
+    assert (end.result, end.explanation) == ("satisfied", "Fine.")
+    assert seen[-1].stop_reason.type == "end_turn"
+    done = client.beta.sessions.retrieve(sess.id)
+    assert done.usage.input_tokens == spent + end.usage.input_tokens
+    assert [e.result for e in done.outcome_evaluations] == ["satisfied"]
+    assert int(done.usage.list_cost.amount) > int(held.usage.list_cost.amount)
