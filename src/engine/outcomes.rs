@@ -82,8 +82,10 @@ impl OutcomeConfig {
                     anyhow::anyhow!("MAST_OUTCOME_HEARTBEAT_MS must be milliseconds")
                 })?);
         }
-        let mut c = OutcomeConfig::default();
-        c.grader_model = t.grader_model.filter(|m| !m.trim().is_empty());
+        let mut c = OutcomeConfig {
+            grader_model: t.grader_model.filter(|m| !m.trim().is_empty()),
+            ..OutcomeConfig::default()
+        };
         if let Some(p) = t.grader_prompt.filter(|p| !p.trim().is_empty()) {
             c.grader_prompt = p;
         }
