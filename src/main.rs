@@ -128,6 +128,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 mast::config::load_prices(prices_env.as_deref(), file.as_deref())?;
             // Hooks (issue 20).
             config.hooks = mast::config::load_hooks(file.as_deref())?;
+            config.engine.outcomes = mast::engine::outcomes::OutcomeConfig::load(file.as_deref())?;
             let config = config.with_env_tuning()?;
             let listener = tokio::net::TcpListener::bind(config.listen)
                 .await

@@ -41,6 +41,9 @@ pub mod kind {
     pub const THREAD_STATUS_TERMINATED: &str = "session.thread_status_terminated";
     pub const THREAD_MESSAGE_SENT: &str = "agent.thread_message_sent";
     pub const THREAD_MESSAGE_RECEIVED: &str = "agent.thread_message_received";
+    pub const OUTCOME_EVALUATION_START: &str = "span.outcome_evaluation_start";
+    pub const OUTCOME_EVALUATION_ONGOING: &str = "span.outcome_evaluation_ongoing";
+    pub const OUTCOME_EVALUATION_END: &str = "span.outcome_evaluation_end";
 }
 
 /// Every persisted event type clients may filter on (`types[]`); `session.deleted` is never
@@ -116,6 +119,8 @@ pub enum ClientEvent {
     SystemMessage {
         content: Vec<Value>,
     },
+    /// `user.define_outcome` (API.md §5.8).
+    DefineOutcome(super::outcome::DefineOutcome),
 }
 
 const MAX_BLOCKS: usize = 1000;
@@ -145,10 +150,8 @@ impl ClientEvent {
             kind::USER_CUSTOM_TOOL_RESULT => &["type", "custom_tool_use_id", "content", "is_error"],
             kind::USER_TOOL_RESULT => &["type", "tool_use_id", "content", "is_error"],
             _ => {
-                return Err(Invalid::unsupported(
-                    at,
-                    kind::USER_DEFINE_OUTCOME,
-                    "outcomes are not graded by this server; remove this event",
+                return Ok(ClientEvent::DefineOutcome(
+                    super::outcome::DefineOutcome::parse(at, v)?,
                 ));
             }
         };
@@ -210,6 +213,7 @@ impl ClientEvent {
             ClientEvent::CustomToolResult { .. } => kind::USER_CUSTOM_TOOL_RESULT,
             ClientEvent::ToolResult { .. } => kind::USER_TOOL_RESULT,
             ClientEvent::SystemMessage { .. } => kind::SYSTEM_MESSAGE,
+            ClientEvent::DefineOutcome(_) => kind::USER_DEFINE_OUTCOME,
         }
     }
 
@@ -250,6 +254,7 @@ impl ClientEvent {
                 "tool_use_id": tool_use_id, "content": content, "is_error": is_error,
             }),
             ClientEvent::SystemMessage { content } => json!({ "content": content }),
+            ClientEvent::DefineOutcome(d) => d.body(),
         };
         if let Some(t) = routed_thread {
             b["session_thread_id"] = t.into();
@@ -423,16 +428,10 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.details["field"], "events[0].session_thread");
         assert_eq!(e.details["suggestion"], "session_thread_id");
-        let e = ClientEvent::parse(
-            "events[0]",
-            &json!({"type":"user.define_outcome","description":"d"}),
-        )
-        .unwrap_err();
-        assert_eq!(e.code, Some("unsupported_feature"));
     }
 
     #[test]
-    fn rejects_unknown_and_outcomes() {
+    fn rejects_unknown_and_incomplete_outcomes() {
         assert!(ClientEvent::parse("e", &json!({"type":"agent.message"})).is_err());
         assert!(
             ClientEvent::parse(

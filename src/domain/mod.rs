@@ -19,6 +19,7 @@ pub mod memory_resource;
 pub mod metadata;
 pub mod model_config;
 pub mod multiagent;
+pub mod outcome;
 pub mod patch;
 pub mod prices;
 pub mod repository;

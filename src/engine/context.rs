@@ -33,6 +33,8 @@ pub const LOOP_KINDS: &[&str] = &[
     kind::USER_CUSTOM_TOOL_RESULT,
     kind::USER_TOOL_RESULT,
     kind::THREAD_MESSAGE_RECEIVED,
+    kind::USER_DEFINE_OUTCOME,
+    kind::OUTCOME_EVALUATION_END,
 ];
 
 /// How a thread's context ends, which decides the loop's next step.
@@ -205,6 +207,15 @@ impl Transcript {
             kind::AGENT_TOOL_RESULT | kind::USER_TOOL_RESULT => self.result(ev, "tool_use_id"),
             kind::USER_CUSTOM_TOOL_RESULT => self.result(ev, "custom_tool_use_id"),
             kind::AGENT_MCP_TOOL_RESULT => self.result(ev, "mcp_tool_use_id"),
+            // An outcome's task, and a grader's call for revision, are user-side input.
+            kind::USER_DEFINE_OUTCOME => {
+                let text = crate::domain::outcome::task_text(&ev.body);
+                self.outcome_input(text)
+            }
+            kind::OUTCOME_EVALUATION_END => {
+                let text = crate::domain::outcome::feedback_text(&ev.body);
+                self.outcome_input(text)
+            }
             _ => {}
         }
     }
@@ -222,7 +233,17 @@ impl Transcript {
     }
 
     fn input(&mut self, ev: &EventRecord) {
-        let blocks = input_blocks(ev);
+        self.input_blocks(input_blocks(ev));
+    }
+
+    /// Outcome text the model sees as user input (none: the event asks nothing of it).
+    fn outcome_input(&mut self, text: Option<String>) {
+        if let Some(t) = text {
+            self.input_blocks(vec![json!({"type": "text", "text": t})]);
+        }
+    }
+
+    fn input_blocks(&mut self, blocks: Vec<Value>) {
         if self.open.is_empty() {
             push(&mut self.messages, Role::User, blocks);
         } else {

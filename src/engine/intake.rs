@@ -205,6 +205,13 @@ impl<'a> Intake<'a> {
                 answers = Some((id.clone(), Answer::Confirmation.as_str()));
             }
             ClientEvent::Interrupt { thread_id } => self.interrupt(i, thread_id.as_deref())?,
+            ClientEvent::DefineOutcome(def) => {
+                if def.rubric_text().is_none() {
+                    return Err(StoreError::Invalid(super::outcomes::unresolved(i)));
+                }
+                super::outcomes::define(&mut self.st, def, self.can_start)?;
+                self.starts_turn = true;
+            }
         }
         Ok(NewEvent {
             id: new_id("sevt"),
@@ -348,6 +355,12 @@ impl<'a> Intake<'a> {
             for p in std::mem::take(&mut st.pending) {
                 events.push(closed_tool_call(&p.id, &p.thread_id, p.mcp, now));
             }
+            events.extend(super::outcomes::on_session_idle(
+                st,
+                &StopReason::EndTurn,
+                primary,
+                now,
+            ));
             events.push(server_event(
                 kind::STATUS_IDLE,
                 events::idle(&StopReason::EndTurn, None),

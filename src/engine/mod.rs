@@ -41,6 +41,9 @@ mod turn_stop;
 mod usage_report;
 pub mod vaults;
 pub mod work;
+// Outcomes (issue 18): their decisions under the row lock, and the grading step.
+mod outcome_grader;
+pub mod outcomes;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -93,6 +96,8 @@ pub struct EngineConfig {
     pub mcp_connect_timeout: Duration,
     /// How long one MCP tool call may take before it is cut off as an error.
     pub mcp_call_timeout: Duration,
+    /// Outcomes: the grader's model and prompt, the heartbeat while grading.
+    pub outcomes: outcomes::OutcomeConfig,
 }
 
 impl Default for EngineConfig {
@@ -112,6 +117,7 @@ impl Default for EngineConfig {
             single_replica: false,
             mcp_connect_timeout: Duration::from_secs(10),
             mcp_call_timeout: Duration::from_secs(120),
+            outcomes: Default::default(),
         }
     }
 }

@@ -71,6 +71,9 @@ pub struct EngineState {
     /// When the last `session.usage` was emitted (see `usage_report`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_reported_at: Option<Micros>,
+    /// Outcomes defined on the session, oldest first (API.md §5.8; `engine::outcomes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outcomes: Vec<crate::domain::outcome::Outcome>,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

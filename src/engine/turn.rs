@@ -334,6 +334,13 @@ impl<'a> Loop<'a> {
                 self.set_running().await?;
                 continue;
             }
+            // The agent's iteration on an outcome ended: the grader judges it.
+            if self.is_primary()
+                && let Some(o) = super::outcomes::evaluating(&st)
+            {
+                self.grade(o).await?;
+                continue;
+            }
             // Queued input joins the next model request; it is marked consumed in the same
             // transaction that starts the request.
             let mut ctx = ctx;

@@ -68,6 +68,12 @@ impl Ender {
             _ if st.queued > 0 && !budget => return Ok(vec![]),
             r => r,
         };
+        if reason == StopReason::EndTurn
+            && let Some(grading) = super::outcomes::on_turn_end(st, &self.primary, now)
+        {
+            // An active outcome is graded instead of idling (API.md §5.8).
+            return Ok(grading);
+        }
         let mut out = Vec::new();
         if budget || self.usage_at_start.as_deref() != Some(rec.usage.as_str()) {
             st.usage_reported_at = Some(now);
@@ -244,6 +250,13 @@ impl Ender {
         st.discard_queued = true;
         st.running_tool = None;
         st.budget_paused = false;
+        out.extend(super::outcomes::abandon(
+            st,
+            crate::domain::outcome::Phase::Failed,
+            "The session was terminated before the outcome was met.",
+            &self.primary,
+            now,
+        ));
         set_status(rec, SessionStatus::Terminated, now);
         rec.lease_owner = None;
         rec.lease_expires_at = None;
@@ -336,16 +349,18 @@ pub(super) fn end_session_turn(
     ) {
         st.pending.clear();
     }
+    let mut out = super::outcomes::on_session_idle(st, &reason, primary, now);
     set_status(rec, SessionStatus::Idle, now);
     // An idle session holds no runner; the next input grants the lease again.
     rec.lease_owner = None;
     rec.lease_expires_at = None;
-    vec![server_event(
+    out.push(server_event(
         kind::STATUS_IDLE,
         events::idle(&reason, details),
         primary,
         now,
-    )]
+    ));
+    out
 }
 
 /// The error result that closes a tool call cut short by an interrupt.

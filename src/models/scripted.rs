@@ -9,6 +9,10 @@
 //! - `refuse`: stop with a refusal.
 //! - `---`: ends a step; each model request of the turn plays the next step. When the steps
 //!   run out it answers with the latest tool result (or `Done.`).
+//! - `grade <result> <explanation>` (in an outcome's rubric): when it plays an outcome's
+//!   grader, the n-th `grade` line is its verdict on iteration n (the last one repeats);
+//!   `grade raw <text>` answers `<text>` as it is. No `grade` line: `satisfied`. A
+//!   `grade sleep <ms>` line makes the grader take that long (it is not a verdict).
 
 use std::time::Duration;
 
@@ -126,6 +130,39 @@ fn script_and_step(req: &ModelRequest) -> (String, usize) {
     (String::new(), steps_done)
 }
 
+/// The grader's answer when the request is an outcome's grading (its message opens with the
+/// `<outcome_evaluation iteration="n">` marker Mast's grader writes), from the rubric's
+/// `grade` lines, and how long to take over it.
+fn grader_answer(script: &str) -> Option<(String, u64)> {
+    let rest = script.strip_prefix("<outcome_evaluation iteration=\"")?;
+    let iteration: usize = rest.split('"').next()?.parse().ok()?;
+    let rubric = script
+        .split_once("<rubric>")
+        .and_then(|(_, r)| r.split_once("</rubric>"))
+        .map_or("", |(r, _)| r);
+    let lines = || {
+        rubric
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("grade "))
+    };
+    let sleep_ms = lines()
+        .find_map(|l| l.trim().strip_prefix("sleep ")?.trim().parse().ok())
+        .unwrap_or(0);
+    let grades: Vec<&str> = lines()
+        .filter(|l| !l.trim().starts_with("sleep "))
+        .collect();
+    let Some(line) = grades.get(iteration).or(grades.last()) else {
+        let v = json!({"result": "satisfied", "explanation": "No `grade` lines: satisfied."});
+        return Some((v.to_string(), sleep_ms));
+    };
+    let (result, explanation) = line.trim().split_once(' ').unwrap_or((line.trim(), ""));
+    if result == "raw" {
+        return Some((explanation.to_string(), sleep_ms));
+    }
+    let v = json!({"result": result, "explanation": explanation});
+    Some((v.to_string(), sleep_ms))
+}
+
 fn estimate_tokens(chars: usize) -> i64 {
     (chars / 4 + 1) as i64
 }
@@ -180,6 +217,24 @@ impl ModelClient for Scripted {
         deltas: DeltaSink<'_>,
     ) -> Result<ModelResponse, ModelError> {
         let (script, step_index) = script_and_step(req);
+        if let Some((verdict, sleep_ms)) = grader_answer(&script) {
+            tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
+            let usage = ModelUsage {
+                input_tokens: estimate_tokens(script.len()),
+                output_tokens: estimate_tokens(verdict.len()),
+                ..ModelUsage::default()
+            };
+            deltas(Delta::Text {
+                index: 0,
+                text: verdict.clone(),
+            });
+            return Ok(ModelResponse {
+                content: vec![json!({"type": "text", "text": verdict})],
+                stop_reason: "end_turn".into(),
+                stop_details: None,
+                usage,
+            });
+        }
         let result = latest_tool_result(req);
         let directive = script.lines().any(|l| is_directive(l.trim()));
         let step = if directive {
@@ -254,6 +309,31 @@ impl ModelClient for Scripted {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn plays_the_grader_from_the_rubric() {
+        let req = |iteration: u32, rubric: &str| {
+            format!(
+                "<outcome_evaluation iteration=\"{iteration}\">\n<rubric>\n{rubric}\n</rubric>\n<transcript>\nUSER: grade satisfied no\n</transcript>"
+            )
+        };
+        let rubric =
+            "- criteria\ngrade sleep 5\ngrade needs_revision Add tests.\ngrade satisfied Good.";
+        let (a, ms) = super::grader_answer(&req(0, rubric)).unwrap();
+        assert_eq!(ms, 5);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&a).unwrap(),
+            serde_json::json!({"result": "needs_revision", "explanation": "Add tests."})
+        );
+        // The last verdict repeats; the transcript's text is not the rubric.
+        let (a, _) = super::grader_answer(&req(5, rubric)).unwrap();
+        assert!(a.contains("\"satisfied\"") && a.contains("Good."), "{a}");
+        let (a, _) = super::grader_answer(&req(0, "grade raw not json")).unwrap();
+        assert_eq!(a, "not json");
+        let (a, ms) = super::grader_answer(&req(0, "no verdicts")).unwrap();
+        assert!(a.contains("satisfied") && ms == 0, "{a}");
+        // An agent's own request is not a grading.
+        assert!(super::grader_answer("say hi\ngrade satisfied x").is_none());
+    }
 
     #[test]
     fn json_len_matches_serde_json() {

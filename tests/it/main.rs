@@ -24,6 +24,7 @@ mod openai;
 mod openapi;
 mod operability;
 mod outage;
+mod outcomes;
 mod packages;
 mod race;
 mod replicas;

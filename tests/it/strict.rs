@@ -593,7 +593,6 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
     };
     let agent_path = format!("/v1/agents/{aid}");
     let sess_path = format!("/v1/sessions/{sid}");
-    let events = format!("/v1/sessions/{sid}/events");
     let cases: Vec<(&str, Value, &str, &str)> = vec![
         (
             "/v1/agents",
@@ -658,25 +657,10 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
             "skills",
         ),
         (
-            "/v1/sessions",
-            with(
-                &sess,
-                json!({"initial_events": [{"type": "user.define_outcome", "description": "d", "rubric": {"type": "text", "content": "r"}}]}),
-            ),
-            "initial_events[0]",
-            "user.define_outcome",
-        ),
-        (
             &sess_path,
             json!({"vault_ids": ["vlt_x"]}),
             "vault_ids",
             "vaults",
-        ),
-        (
-            &events,
-            json!({"events": [{"type": "user.define_outcome", "description": "d", "rubric": {"type": "text", "content": "r"}}]}),
-            "events[0]",
-            "user.define_outcome",
         ),
     ];
     for (path, body, field, feature) in cases {

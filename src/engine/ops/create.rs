@@ -79,7 +79,8 @@ impl Checked {
     }
 }
 
-/// `initial_events`: at most 50, each a `user.message`.
+/// `initial_events`: at most 50, each a `user.message` or (at most one)
+/// `user.define_outcome`.
 fn initial_events(list: Option<&[serde_json::Value]>) -> Result<Vec<ClientEvent>, Invalid> {
     let Some(list) = list else {
         return Ok(vec![]);
@@ -89,18 +90,29 @@ fn initial_events(list: Option<&[serde_json::Value]>) -> Result<Vec<ClientEvent>
             "`initial_events` has more than {MAX_INITIAL_EVENTS} events"
         )));
     }
-    list.iter()
+    let parsed = list
+        .iter()
         .enumerate()
         .map(|(i, e)| {
             let parsed = ClientEvent::parse(&format!("initial_events[{i}]"), e)?;
             match parsed {
-                ClientEvent::UserMessage { .. } => Ok(parsed),
+                ClientEvent::UserMessage { .. } | ClientEvent::DefineOutcome(_) => Ok(parsed),
                 _ => Err(Invalid::new(format!(
-                    "`initial_events[{i}]` must be a `user.message`"
+                    "`initial_events[{i}]` must be a `user.message` or a `user.define_outcome`"
                 ))),
             }
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    let outcomes = parsed
+        .iter()
+        .filter(|e| matches!(e, ClientEvent::DefineOutcome(_)))
+        .count();
+    if outcomes > 1 {
+        return Err(Invalid::new(format!(
+            "`initial_events` has {outcomes} `user.define_outcome` events; at most one outcome is active at a time"
+        )));
+    }
+    Ok(parsed)
 }
 
 /// The agent a session runs: its row and the snapshot the session keeps of it.
@@ -122,7 +134,7 @@ impl Engine {
     /// Creates a session in workspace `ws` and starts its first turn when the request
     /// carries `initial_events`.
     pub async fn create_session(&self, ws: &str, req: SessionCreate) -> Result<Session, OpError> {
-        let checked = Checked::of(req)?;
+        let mut checked = Checked::of(req)?;
         let agent = self.resolve_agent(ws, &checked.agent).await?;
         if checked.budget_cents.is_some() {
             crate::engine::budget::check_budgetable(&agent.snapshot, &self.inner.config.prices)?;
@@ -134,6 +146,8 @@ impl Engine {
         self.check_resource_files(ws, &env, &checked.resources)
             .await?;
         self.check_file_sources(ws, "initial_events", &checked.initial)
+            .await?;
+        self.resolve_rubrics(ws, "initial_events", &mut checked.initial)
             .await?;
         let memory = self
             .resolve_memory_stores(ws, &checked.memory, &checked.resources)
@@ -281,6 +295,17 @@ impl Engine {
                     tokens: 0,
                     unpriced: self.inner.config.prices.of(&snapshot.model.id).is_none(),
                 },
+                // An outcome among the initial events starts with the session's first turn.
+                outcomes: checked
+                    .initial
+                    .iter()
+                    .filter_map(|e| match e {
+                        ClientEvent::DefineOutcome(d) => {
+                            Some(crate::domain::outcome::Outcome::new(d))
+                        }
+                        _ => None,
+                    })
+                    .collect(),
                 ..Default::default()
             })
             .map_err(internal)?,

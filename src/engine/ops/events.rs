@@ -18,9 +18,10 @@ impl Engine {
         &self,
         ws: &str,
         id: &str,
-        batch: Vec<ClientEvent>,
+        mut batch: Vec<ClientEvent>,
     ) -> Result<Vec<EventRecord>, OpError> {
         self.check_file_sources(ws, "events", &batch).await?;
+        self.resolve_rubrics(ws, "events", &mut batch).await?;
         let n = batch.len();
         let lease = self.lease_grant();
         let decided = {

@@ -10,6 +10,7 @@ mod error;
 mod events;
 mod fork;
 mod memory_attach;
+mod outcome_rubrics;
 mod resources;
 mod sessions;
 mod threads;

@@ -44,7 +44,7 @@ pub fn session(rec: &SessionRecord, now: Micros) -> Result<Session, StoreError> 
         resources: body.resources,
         vault_ids: body.vault_ids,
         budget: body.budget,
-        outcome_evaluations: body.outcome_evaluations,
+        outcome_evaluations: crate::engine::outcomes::view(&EngineState::of(rec)?),
         stats: SessionStats {
             active_seconds: rounded_seconds(active),
             duration_seconds: rounded_seconds(rec.terminated_at.unwrap_or(now) - rec.created_at),
