@@ -39,6 +39,8 @@ pub struct Config {
     pub secret_key: crate::secrets::KeySource,
     /// Files API storage and limits (`MAST_FILES_*`).
     pub files: crate::files::FilesConfig,
+    /// Webhook delivery: retries, timeouts, rotation overlap (`MAST_WEBHOOK_*`).
+    pub webhooks: crate::engine::webhooks::WebhooksConfig,
 }
 
 /// A boolean setting: `1`, `true`, `yes` or `on` turn it on; `0`, `false`, `no`, `off` or an
@@ -78,6 +80,7 @@ impl Config {
             work_leases: crate::engine::work::LeaseTerms::default(),
             secret_key: crate::secrets::KeySource::default(),
             files: crate::files::FilesConfig::default(),
+            webhooks: crate::engine::webhooks::WebhooksConfig::default(),
         }
     }
 
@@ -197,6 +200,7 @@ impl Config {
             std::env::var("MAST_SECRET_KEY_FILE").ok(),
         )?;
         self.files = self.files.with_env()?;
+        self.webhooks = self.webhooks.with_env()?;
         Ok(self)
     }
 }

@@ -27,6 +27,7 @@ pub mod skills;
 pub mod stream;
 pub mod threads;
 pub mod vaults;
+pub mod webhooks;
 pub mod work;
 
 use std::ops::Deref;
@@ -64,6 +65,8 @@ pub struct Shared {
     pub vaults: Arc<crate::engine::vaults::Vaults>,
     /// Cancelled on graceful shutdown; ends open streams.
     pub shutdown: CancellationToken,
+    /// Webhook endpoints and their deliveries.
+    pub webhooks: Arc<crate::engine::webhooks::Webhooks>,
 }
 
 /// Cheap-to-clone handle to [`Shared`], the router's state.
@@ -122,6 +125,7 @@ pub fn router(state: AppState) -> Router {
         .merge(memory_stores::router())
         .merge(memories::router())
         .merge(skills::router())
+        .merge(webhooks::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::middleware,

@@ -145,6 +145,11 @@ pub struct EventPage {
         super::skills::create, super::skills::list, super::skills::retrieve, super::skills::delete,
         super::skills::create_version, super::skills::list_versions, super::skills::retrieve_version,
         super::skills::delete_version, super::skills::download,
+        // Webhooks (Mast's own, /v1/mast/webhook_endpoints).
+        super::webhooks::create, super::webhooks::list, super::webhooks::retrieve,
+        super::webhooks::update, super::webhooks::delete, super::webhooks::rotate_secret,
+        super::webhooks::deliveries, super::webhooks::delivery, super::webhooks::attempts,
+        super::webhooks::replay,
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
         EnvironmentKeyPage, ThreadPage, VaultPage, CredentialPage, super::files::FilePage,
@@ -152,7 +157,9 @@ pub struct EventPage {
         super::resources::ResourcePage, super::resources::ResourceAdd, super::resources::ResourceUpdate,
         super::skills::SkillPage, super::skills::SkillVersionPage, super::skills::SkillUpload,
         super::skills::SkillArchive,
-        super::resources::SessionResource)),
+        super::resources::SessionResource,
+        super::webhooks::WebhookEndpointPage, super::webhooks::WebhookDeliveryPage,
+        super::webhooks::WebhookAttemptList)),
     modifiers(&Security, &ErrorResponses, &ParameterDocs),
     security(("api_key" = []), ("bearer" = [])),
 )]

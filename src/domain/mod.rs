@@ -29,3 +29,5 @@ pub mod time;
 pub mod tools;
 pub mod vault;
 pub mod work;
+// Webhooks (Mast's own management API).
+pub mod webhook;

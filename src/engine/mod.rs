@@ -34,6 +34,8 @@ mod turn_end;
 mod turn_stop;
 pub mod vaults;
 pub mod work;
+// Webhooks: endpoint management and the delivery task.
+pub mod webhooks;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

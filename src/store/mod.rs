@@ -13,6 +13,7 @@ pub mod postgres;
 pub mod skills;
 pub mod sqlite;
 pub mod vaults;
+pub mod webhooks;
 
 use async_trait::async_trait;
 
@@ -931,4 +932,74 @@ pub trait Store: Send + Sync + 'static {
 
     /// The id of the API key with this hash (revoked or not).
     async fn api_key_id_for_hash(&self, key_hash: &str) -> StoreResult<Option<String>>;
+
+    // ---- webhooks (Mast's own endpoints, API.md §2.13 payloads; see `store::webhooks`) ----
+
+    /// Writes webhook events to the outbox on their own, for a change made outside any store
+    /// transaction (changes made inside one emit in that transaction instead).
+    async fn emit_webhook_events(&self, events: &[webhooks::WebhookEvent]) -> StoreResult<()>;
+    /// Stores a new webhook endpoint.
+    async fn insert_webhook_endpoint(&self, e: &webhooks::EndpointRecord) -> StoreResult<()>;
+    /// One webhook endpoint of the workspace.
+    async fn get_webhook_endpoint(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::EndpointRecord>>;
+    /// One webhook endpoint by id alone (the sender's view).
+    async fn webhook_endpoint_by_id(
+        &self,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::EndpointRecord>>;
+    /// Replaces an endpoint's fields; false when it is gone.
+    async fn update_webhook_endpoint(&self, e: &webhooks::EndpointRecord) -> StoreResult<bool>;
+    /// The workspace's webhook endpoints by id.
+    async fn list_webhook_endpoints(
+        &self,
+        workspace_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<webhooks::EndpointRecord>>;
+    /// Deletes an endpoint with its deliveries and their attempts; false when there was none.
+    async fn delete_webhook_endpoint(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
+    /// An endpoint's deliveries in outbox order.
+    async fn list_webhook_deliveries(
+        &self,
+        endpoint_id: &str,
+        scan: &Scan<i64>,
+    ) -> StoreResult<Vec<webhooks::DeliveryRecord>>;
+    /// One delivery of an endpoint.
+    async fn get_webhook_delivery(
+        &self,
+        endpoint_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::DeliveryRecord>>;
+    /// A delivery's attempts, oldest first.
+    async fn list_webhook_attempts(
+        &self,
+        delivery_id: &str,
+    ) -> StoreResult<Vec<webhooks::AttemptRecord>>;
+    /// Queues the same event (same payload and `webhook-id`) to the same endpoint again, as a
+    /// new pending delivery at the end of its queue; None when there is no such delivery.
+    async fn replay_webhook_delivery(
+        &self,
+        endpoint_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::DeliveryRecord>>;
+    /// Leases up to `limit` deliveries that are due for `owner`, for `lease` microseconds: only
+    /// the oldest pending delivery of each enabled endpoint, whose lease is free or expired,
+    /// so an endpoint has one delivery in flight at a time and gets them in order.
+    async fn claim_webhook_deliveries(
+        &self,
+        owner: &str,
+        lease: Micros,
+        limit: i64,
+    ) -> StoreResult<Vec<webhooks::DeliveryRecord>>;
+    /// Records an attempt and its outcome and releases the lease, if `owner` still holds it
+    /// (false otherwise: the lease ran out and another sender may have it).
+    async fn finish_webhook_attempt(
+        &self,
+        owner: &str,
+        attempt: &webhooks::AttemptRecord,
+        outcome: webhooks::AttemptOutcome,
+    ) -> StoreResult<bool>;
 }

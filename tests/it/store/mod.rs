@@ -29,6 +29,7 @@ mod skills;
 mod threads;
 mod transact;
 mod vaults;
+mod webhooks;
 mod work;
 
 /// The workspace most cases use.
