@@ -62,6 +62,11 @@ impl WebhookEvent {
     }
 }
 
+/// A `vault_credential.*` event (its data names the vault too).
+pub fn credential_event(kind: &str, ws: &str, vault_id: &str, id: &str) -> WebhookEvent {
+    WebhookEvent::with(kind, ws, id, &[("vault_id", vault_id)])
+}
+
 /// The webhook events a session transaction's appended stream events and row change imply
 /// (the one fan-out point for `session.*`: every change of a session goes through it).
 pub fn session_events(

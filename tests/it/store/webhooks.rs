@@ -14,6 +14,7 @@ backend_tests!(
     endpoints_round_trip_and_delete_with_their_deliveries,
     the_outbox_takes_only_wanted_types_of_enabled_endpoints_of_the_workspace,
     session_and_agent_changes_write_their_events_in_their_transaction,
+    vault_and_credential_changes_write_their_events,
     one_delivery_in_flight_per_endpoint_in_order_and_one_sender_at_a_time,
     attempts_retry_deliver_and_fail,
     replay_queues_the_same_event_again,
@@ -466,7 +467,10 @@ async fn replay_queues_the_same_event_again(b: Backend) {
         .await
         .unwrap();
     let ev = WebhookEvent::new("agent.created", WS, "agent_1");
-    store.emit_webhook_events(&[ev.clone()]).await.unwrap();
+    store
+        .emit_webhook_events(std::slice::from_ref(&ev))
+        .await
+        .unwrap();
     let d = store
         .claim_webhook_deliveries("a", 60_000_000, 10)
         .await
@@ -537,4 +541,92 @@ async fn replay_queues_the_same_event_again(b: Backend) {
         (done.state.as_str(), done.last_status),
         ("delivered", Some(204))
     );
+}
+
+async fn vault_and_credential_changes_write_their_events(b: Backend) {
+    use mast::domain::credential::{Credential, CredentialAuth, CredentialTag};
+    use mast::domain::vault::{Vault, VaultTag};
+    let (store, _d) = open(b).await;
+    let types = [
+        "vault.created",
+        "vault_credential.created",
+        "vault_credential.archived",
+        "vault_credential.deleted",
+        "vault.archived",
+        "vault.deleted",
+    ];
+    store
+        .insert_webhook_endpoint(&endpoint("whep_1", &types, true))
+        .await
+        .unwrap();
+    let now = time::format(time::now());
+    let mut vault = Vault {
+        tag: VaultTag::Tag,
+        id: "vlt_1".into(),
+        display_name: "v".into(),
+        metadata: Default::default(),
+        created_at: now.clone(),
+        updated_at: now.clone(),
+        archived_at: None,
+    };
+    store.insert_vault(WS, &vault, time::now()).await.unwrap();
+    let rec = mast::store::CredentialRecord {
+        credential: Credential {
+            tag: CredentialTag::Tag,
+            id: "vcrd_1".into(),
+            vault_id: "vlt_1".into(),
+            display_name: None,
+            auth: CredentialAuth::StaticBearer {
+                mcp_server_url: "https://mcp.example.com/".into(),
+            },
+            metadata: Default::default(),
+            created_at: now.clone(),
+            updated_at: now.clone(),
+            archived_at: None,
+        },
+        server_url: "https://mcp.example.com/".into(),
+        sealed: vec![1, 2],
+    };
+    store
+        .insert_credential(WS, &rec, time::now())
+        .await
+        .unwrap();
+    // A token refresh (no archive) reports nothing.
+    assert!(
+        store
+            .update_credential(WS, &rec, time::now(), false, None)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .update_credential(WS, &rec, time::now(), true, None)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .delete_credential(WS, "vlt_1", "vcrd_1")
+            .await
+            .unwrap()
+    );
+    store
+        .update_vault(WS, &vault, time::now(), false)
+        .await
+        .unwrap();
+    vault.archived_at = Some(now);
+    store
+        .update_vault(WS, &vault, time::now(), true)
+        .await
+        .unwrap();
+    assert!(store.delete_vault(WS, "vlt_1").await.unwrap());
+    assert!(!store.delete_vault(WS, "vlt_1").await.unwrap());
+    assert_eq!(types_of(&*store, "whep_1").await, types);
+    let d = store
+        .list_webhook_deliveries("whep_1", &all())
+        .await
+        .unwrap();
+    let body: serde_json::Value = serde_json::from_str(&d[1].payload).unwrap();
+    assert_eq!(body["data"]["vault_id"], "vlt_1");
+    assert_eq!(body["data"]["id"], "vcrd_1");
 }
