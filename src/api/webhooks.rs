@@ -155,7 +155,7 @@ async fn list(
 ///
 /// Returns one endpoint (never its secret).
 #[utoipa::path(get, path = "/v1/mast/webhook_endpoints/{endpoint_id}", tag = "webhooks", operation_id = "webhook_endpoints_retrieve",
-    params(("endpoint_id" = String, Path)),
+    params(("endpoint_id" = String, Path, description = "The webhook endpoint's id (`whep_...`).")),
     responses((status = 200, body = WebhookEndpoint), (status = 404, body = super::openapi::ErrorBody)))]
 async fn retrieve(
     State(app): State<AppState>,
@@ -170,7 +170,7 @@ async fn retrieve(
 ///
 /// Changes the URL, event types, description, or `enabled` (a disabled endpoint is sent nothing and queues nothing; what was queued before waits until it is enabled again).
 #[utoipa::path(post, path = "/v1/mast/webhook_endpoints/{endpoint_id}", tag = "webhooks", operation_id = "webhook_endpoints_update",
-    request_body = WebhookEndpointUpdate, params(("endpoint_id" = String, Path)),
+    request_body = WebhookEndpointUpdate, params(("endpoint_id" = String, Path, description = "The webhook endpoint's id (`whep_...`).")),
     responses((status = 200, body = WebhookEndpoint), (status = 400, body = super::openapi::ErrorBody), (status = 404, body = super::openapi::ErrorBody)))]
 async fn update(
     State(app): State<AppState>,
@@ -189,7 +189,7 @@ async fn update(
 ///
 /// Deletes the endpoint with its deliveries and their attempts.
 #[utoipa::path(delete, path = "/v1/mast/webhook_endpoints/{endpoint_id}", tag = "webhooks", operation_id = "webhook_endpoints_delete",
-    params(("endpoint_id" = String, Path)),
+    params(("endpoint_id" = String, Path, description = "The webhook endpoint's id (`whep_...`).")),
     responses((status = 200, body = WebhookEndpointDeleted), (status = 404, body = super::openapi::ErrorBody)))]
 async fn delete(
     State(app): State<AppState>,
@@ -209,7 +209,7 @@ async fn delete(
 ///
 /// Gives the endpoint a new signing secret, returned this once. Deliveries are signed with both the new and the old secret (two `v1,` signatures) until `previous_secret_expires_at` (`MAST_WEBHOOK_ROTATION_OVERLAP_SECONDS`, default 24 h), so a receiver can switch to the new one without missing a delivery.
 #[utoipa::path(post, path = "/v1/mast/webhook_endpoints/{endpoint_id}/rotate_secret", tag = "webhooks", operation_id = "webhook_endpoints_rotate_secret",
-    params(("endpoint_id" = String, Path)),
+    params(("endpoint_id" = String, Path, description = "The webhook endpoint's id (`whep_...`).")),
     responses((status = 200, body = WebhookEndpoint), (status = 404, body = super::openapi::ErrorBody)))]
 async fn rotate_secret(
     State(app): State<AppState>,
@@ -228,7 +228,7 @@ async fn rotate_secret(
 ///
 /// Lists the endpoint's deliveries, newest first: each event queued for it, its status (`pending`, `delivered`, `failed`), attempt count, last status code and next attempt.
 #[utoipa::path(get, path = "/v1/mast/webhook_endpoints/{endpoint_id}/deliveries", tag = "webhooks", operation_id = "webhook_deliveries_list",
-    params(("endpoint_id" = String, Path), ("limit" = Option<i64>, Query), ("page" = Option<String>, Query), ("order" = Option<String>, Query)),
+    params(("endpoint_id" = String, Path, description = "The webhook endpoint's id (`whep_...`)."), ("limit" = Option<i64>, Query), ("page" = Option<String>, Query), ("order" = Option<String>, Query)),
     responses((status = 200, body = WebhookDeliveryPage), (status = 404, body = super::openapi::ErrorBody)))]
 async fn deliveries(
     State(app): State<AppState>,
@@ -246,7 +246,7 @@ async fn deliveries(
 ///
 /// Returns one delivery of the endpoint, with the exact payload sent.
 #[utoipa::path(get, path = "/v1/mast/webhook_endpoints/{endpoint_id}/deliveries/{delivery_id}", tag = "webhooks", operation_id = "webhook_deliveries_retrieve",
-    params(("endpoint_id" = String, Path), ("delivery_id" = String, Path)),
+    params(("endpoint_id" = String, Path, description = "The webhook endpoint's id (`whep_...`)."), ("delivery_id" = String, Path, description = "The delivery's id (`whdl_...`).")),
     responses((status = 200, body = WebhookDelivery), (status = 404, body = super::openapi::ErrorBody)))]
 async fn delivery(
     State(app): State<AppState>,
@@ -265,7 +265,7 @@ async fn delivery(
 ///
 /// Every attempt at the delivery, oldest first: status code (null when the receiver gave none), latency, error and when the next retry was due.
 #[utoipa::path(get, path = "/v1/mast/webhook_endpoints/{endpoint_id}/deliveries/{delivery_id}/attempts", tag = "webhooks", operation_id = "webhook_attempts_list",
-    params(("endpoint_id" = String, Path), ("delivery_id" = String, Path)),
+    params(("endpoint_id" = String, Path, description = "The webhook endpoint's id (`whep_...`)."), ("delivery_id" = String, Path, description = "The delivery's id (`whdl_...`).")),
     responses((status = 200, body = WebhookAttemptList), (status = 404, body = super::openapi::ErrorBody)))]
 async fn attempts(
     State(app): State<AppState>,
@@ -287,7 +287,7 @@ async fn attempts(
 ///
 /// Queues the same event again for the endpoint (same payload, same `webhook-id`, so receivers can deduplicate) as a new pending delivery at the end of its queue; works for delivered and failed deliveries alike. Returns the new delivery.
 #[utoipa::path(post, path = "/v1/mast/webhook_endpoints/{endpoint_id}/deliveries/{delivery_id}/replay", tag = "webhooks", operation_id = "webhook_deliveries_replay",
-    params(("endpoint_id" = String, Path), ("delivery_id" = String, Path)),
+    params(("endpoint_id" = String, Path, description = "The webhook endpoint's id (`whep_...`)."), ("delivery_id" = String, Path, description = "The delivery's id (`whdl_...`).")),
     responses((status = 200, body = WebhookDelivery), (status = 404, body = super::openapi::ErrorBody)))]
 async fn replay(
     State(app): State<AppState>,
