@@ -42,6 +42,8 @@ pub struct Config {
     /// Hooks from the config file's `[[hooks]]` tables (issue 20): the operator's, asked in
     /// every workspace before the workspaces' own.
     pub hooks: Vec<ConfiguredHook>,
+    /// Webhook delivery: retries, timeouts, rotation overlap (`MAST_WEBHOOK_*`).
+    pub webhooks: crate::engine::webhooks::WebhooksConfig,
 }
 
 /// A boolean setting: `1`, `true`, `yes` or `on` turn it on; `0`, `false`, `no`, `off` or an
@@ -82,6 +84,7 @@ impl Config {
             secret_key: crate::secrets::KeySource::default(),
             files: crate::files::FilesConfig::default(),
             hooks: Vec::new(),
+            webhooks: crate::engine::webhooks::WebhooksConfig::default(),
         }
     }
 
@@ -209,6 +212,7 @@ impl Config {
             std::env::var("MAST_SECRET_KEY_FILE").ok(),
         )?;
         self.files = self.files.with_env()?;
+        self.webhooks = self.webhooks.with_env()?;
         Ok(self)
     }
 }

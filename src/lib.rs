@@ -134,6 +134,8 @@ pub struct Running {
     server: JoinHandle<std::io::Result<()>>,
     /// The Files API's sweep task (expired files, orphan blobs).
     files_sweeper: JoinHandle<()>,
+    /// The webhook delivery task.
+    webhook_sender: JoinHandle<()>,
     grace: std::time::Duration,
     /// The SQLite data directory, held until the server stops.
     _data_dir_lock: Option<store::lock::DataDirLock>,
@@ -148,6 +150,7 @@ impl Running {
         self.engine.shutdown(self.grace).await;
         let _ = tokio::time::timeout(self.grace, self.server).await;
         let _ = tokio::time::timeout(self.grace, self.files_sweeper).await;
+        let _ = tokio::time::timeout(self.grace, self.webhook_sender).await;
     }
 
     /// The start-up banner: where the server listens, its store, its model providers, its
@@ -327,6 +330,14 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
             .with_configured(config.hooks.clone()),
     );
     let engine = engine.with_hooks(hooks.clone());
+    // Webhooks: secrets sealed with the vaults' key; deliveries pass the tools' egress rules.
+    let state_guard = toolbox.netguard();
+    let webhooks = Arc::new(engine::webhooks::Webhooks::new(
+        store.clone(),
+        vaults.secret_cipher(),
+        state_guard,
+        config.webhooks.clone(),
+    ));
     let state = AppState(Arc::new(Shared {
         store: store.clone(),
         // Replicas on Postgres hear every key change (the store announces it), so they may
@@ -344,12 +355,14 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         vaults,
         shutdown: shutdown.clone(),
         hooks,
+        webhooks: webhooks.clone(),
     }));
     if let Some(url) = &config.database_url {
         engine.join_replicas(url);
     }
     engine.start().await?;
     let files_sweeper = files.spawn_sweeper(shutdown.clone());
+    let webhook_sender = webhooks.spawn_sender(domain::ids::new_id("whsender"), shutdown.clone());
     let banner = banner(&config, addr, &state, keys == 0);
     let app = api::router(state);
     let token = shutdown.clone();
@@ -379,6 +392,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         hub,
         server,
         files_sweeper,
+        webhook_sender,
         grace: config.shutdown_grace,
         _data_dir_lock: data_dir_lock,
         banner,

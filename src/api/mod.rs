@@ -30,6 +30,7 @@ pub mod threads;
 pub mod vaults;
 // Hooks (Mast's own addition, issue 20).
 pub mod hooks;
+pub mod webhooks;
 pub mod work;
 
 use std::ops::Deref;
@@ -69,6 +70,8 @@ pub struct Shared {
     pub shutdown: CancellationToken,
     /// Hooks (issue 20): creation seals their signing secrets.
     pub hooks: Arc<crate::engine::hooks::Hooks>,
+    /// Webhook endpoints and their deliveries.
+    pub webhooks: Arc<crate::engine::webhooks::Webhooks>,
 }
 
 /// Cheap-to-clone handle to [`Shared`], the router's state.
@@ -131,6 +134,7 @@ pub fn router(state: AppState) -> Router {
         .merge(hooks::router())
         // Mast's own additions beyond the upstream API.
         .merge(fork::router())
+        .merge(webhooks::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::middleware,

@@ -149,6 +149,11 @@ pub struct EventPage {
         super::hooks::create, super::hooks::list, super::hooks::retrieve, super::hooks::delete,
         // Mast's own additions beyond the upstream API.
         super::fork::fork,
+        // Webhooks (Mast's own, /v1/mast/webhook_endpoints).
+        super::webhooks::create, super::webhooks::list, super::webhooks::retrieve,
+        super::webhooks::update, super::webhooks::delete, super::webhooks::rotate_secret,
+        super::webhooks::deliveries, super::webhooks::delivery, super::webhooks::attempts,
+        super::webhooks::replay,
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
         EnvironmentKeyPage, ThreadPage, VaultPage, CredentialPage, super::files::FilePage,
@@ -158,7 +163,10 @@ pub struct EventPage {
         super::skills::SkillArchive,
         super::resources::SessionResource,
         // Hooks (issue 20).
-        super::hooks::HookPage, super::hooks::HookDeleted)),
+        super::hooks::HookPage, super::hooks::HookDeleted,
+        // Webhooks.
+        super::webhooks::WebhookEndpointPage, super::webhooks::WebhookDeliveryPage,
+        super::webhooks::WebhookAttemptList)),
     modifiers(&Security, &ErrorResponses, &ParameterDocs),
     security(("api_key" = []), ("bearer" = [])),
 )]

@@ -10,8 +10,8 @@ pub mod events;
 pub mod fields;
 pub mod file;
 // Hooks (Mast's own addition, issue 20).
-pub mod hook;
 pub mod fork;
+pub mod hook;
 pub mod ids;
 pub mod invalid;
 pub mod memory;
@@ -33,3 +33,5 @@ pub mod time;
 pub mod tools;
 pub mod vault;
 pub mod work;
+// Webhooks (Mast's own management API).
+pub mod webhook;

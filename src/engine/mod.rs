@@ -44,6 +44,8 @@ pub mod work;
 // Outcomes (issue 18): their decisions under the row lock, and the grading step.
 mod outcome_grader;
 pub mod outcomes;
+// Webhooks: endpoint management and the delivery task.
+pub mod webhooks;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -6,8 +6,8 @@
 //! `docs/store.md` says why each is shaped as it is.
 
 pub mod files;
-pub mod hooks;
 pub mod fork;
+pub mod hooks;
 pub mod lock;
 pub mod memory;
 pub mod notify;
@@ -15,6 +15,7 @@ pub mod postgres;
 pub mod skills;
 pub mod sqlite;
 pub mod vaults;
+pub mod webhooks;
 
 use async_trait::async_trait;
 
@@ -24,8 +25,8 @@ use crate::domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
 pub use files::{FileFilter, FileRecord};
-pub use hooks::HookRecord;
 pub use fork::{ForkedEvent, SessionFork};
+pub use hooks::HookRecord;
 pub use memory::{
     MemoryStoreFilter, MemoryVersionFilter, MemoryWrite, MemoryWriteOutcome, RedactOutcome,
 };
@@ -961,6 +962,7 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<HookRecord>>;
     /// Deletes a hook; false when the workspace has no such hook.
     async fn delete_hook(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
+
     // ---- session fork (Mast's own, issue 20) ----
 
     /// Inserts a forked session with its threads and copied events (each recording the id of
@@ -969,4 +971,74 @@ pub trait Store: Send + Sync + 'static {
     /// The id of the original event a fork copied into event `id` of the session; None when
     /// the event was not copied by a fork (or does not exist).
     async fn event_forked_from(&self, session_id: &str, id: &str) -> StoreResult<Option<String>>;
+
+    // ---- webhooks (Mast's own endpoints, API.md §2.13 payloads; see `store::webhooks`) ----
+
+    /// Writes webhook events to the outbox on their own, for a change made outside any store
+    /// transaction (changes made inside one emit in that transaction instead).
+    async fn emit_webhook_events(&self, events: &[webhooks::WebhookEvent]) -> StoreResult<()>;
+    /// Stores a new webhook endpoint.
+    async fn insert_webhook_endpoint(&self, e: &webhooks::EndpointRecord) -> StoreResult<()>;
+    /// One webhook endpoint of the workspace.
+    async fn get_webhook_endpoint(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::EndpointRecord>>;
+    /// One webhook endpoint by id alone (the sender's view).
+    async fn webhook_endpoint_by_id(
+        &self,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::EndpointRecord>>;
+    /// Replaces an endpoint's fields; false when it is gone.
+    async fn update_webhook_endpoint(&self, e: &webhooks::EndpointRecord) -> StoreResult<bool>;
+    /// The workspace's webhook endpoints by id.
+    async fn list_webhook_endpoints(
+        &self,
+        workspace_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<webhooks::EndpointRecord>>;
+    /// Deletes an endpoint with its deliveries and their attempts; false when there was none.
+    async fn delete_webhook_endpoint(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
+    /// An endpoint's deliveries in outbox order.
+    async fn list_webhook_deliveries(
+        &self,
+        endpoint_id: &str,
+        scan: &Scan<i64>,
+    ) -> StoreResult<Vec<webhooks::DeliveryRecord>>;
+    /// One delivery of an endpoint.
+    async fn get_webhook_delivery(
+        &self,
+        endpoint_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::DeliveryRecord>>;
+    /// A delivery's attempts, oldest first.
+    async fn list_webhook_attempts(
+        &self,
+        delivery_id: &str,
+    ) -> StoreResult<Vec<webhooks::AttemptRecord>>;
+    /// Queues the same event (same payload and `webhook-id`) to the same endpoint again, as a
+    /// new pending delivery at the end of its queue; None when there is no such delivery.
+    async fn replay_webhook_delivery(
+        &self,
+        endpoint_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::DeliveryRecord>>;
+    /// Leases up to `limit` deliveries that are due for `owner`, for `lease` microseconds: only
+    /// the oldest pending delivery of each enabled endpoint, whose lease is free or expired,
+    /// so an endpoint has one delivery in flight at a time and gets them in order.
+    async fn claim_webhook_deliveries(
+        &self,
+        owner: &str,
+        lease: Micros,
+        limit: i64,
+    ) -> StoreResult<Vec<webhooks::DeliveryRecord>>;
+    /// Records an attempt and its outcome and releases the lease, if `owner` still holds it
+    /// (false otherwise: the lease ran out and another sender may have it).
+    async fn finish_webhook_attempt(
+        &self,
+        owner: &str,
+        attempt: &webhooks::AttemptRecord,
+        outcome: webhooks::AttemptOutcome,
+    ) -> StoreResult<bool>;
 }

@@ -7,6 +7,7 @@ use super::rows::{self, AGENT_COLS};
 use super::{PgStore, push_scan};
 use crate::domain::agent::Agent;
 use crate::domain::time::{self, Micros};
+use crate::store::webhooks::WebhookEvent;
 use crate::store::{AgentFilter, Scan, StoreError, StoreResult};
 
 impl PgStore {
@@ -16,7 +17,8 @@ impl PgStore {
         agent: &Agent,
     ) -> StoreResult<()> {
         let created = time::parse(&agent.created_at).unwrap_or_else(time::now);
-        // One statement: the agent and its first version.
+        // One statement: the agent and its first version; then its webhook event.
+        let mut tx = self.pool.begin().await?;
         sqlx::query(
             "WITH a AS (INSERT INTO agents (id, workspace_id, current_version, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $4)) \
@@ -27,8 +29,14 @@ impl PgStore {
         .bind(agent.version)
         .bind(created)
         .bind(serde_json::to_string(agent)?)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        super::webhooks::emit(
+            &mut tx,
+            &[WebhookEvent::new("agent.created", workspace_id, &agent.id)],
+        )
+        .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -59,6 +67,7 @@ impl PgStore {
     ) -> StoreResult<()> {
         let at = time::parse(&agent.updated_at).unwrap_or_else(time::now);
         // One statement: the version is inserted only if the compare-and-set moved the agent.
+        let mut tx = self.pool.begin().await?;
         let r = sqlx::query(
             "WITH a AS (UPDATE agents SET current_version = $1, updated_at = $2 \
              WHERE id = $3 AND workspace_id = $4 AND current_version = $5 RETURNING id) \
@@ -71,8 +80,16 @@ impl PgStore {
         .bind(workspace_id)
         .bind(expected)
         .bind(serde_json::to_string(agent)?)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        if r.rows_affected() == 1 {
+            super::webhooks::emit(
+                &mut tx,
+                &[WebhookEvent::new("agent.updated", workspace_id, &agent.id)],
+            )
+            .await?;
+            tx.commit().await?;
+        }
         if r.rows_affected() != 1 {
             return Err(StoreError::Conflict(format!(
                 "agent `{}` changed concurrently; its current version is no longer {expected}",
@@ -131,15 +148,24 @@ impl PgStore {
         id: &str,
         at: Micros,
     ) -> StoreResult<Option<Agent>> {
-        sqlx::query(
+        let mut tx = self.pool.begin().await?;
+        let r = sqlx::query(
             "UPDATE agents SET archived_at = $1, updated_at = $1 \
              WHERE workspace_id = $2 AND id = $3 AND archived_at IS NULL",
         )
         .bind(at)
         .bind(workspace_id)
         .bind(id)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        if r.rows_affected() == 1 {
+            super::webhooks::emit(
+                &mut tx,
+                &[WebhookEvent::new("agent.archived", workspace_id, id)],
+            )
+            .await?;
+        }
+        tx.commit().await?;
         self.get_agent_pg(workspace_id, id, None).await
     }
 }

@@ -6,6 +6,7 @@ use sqlx::{QueryBuilder, Row};
 use super::{PgStore, push_scan, rows};
 use crate::domain::environment::Environment;
 use crate::domain::time::{self, Micros};
+use crate::store::webhooks::WebhookEvent;
 use crate::store::{EnvironmentDeletion, Scan, StoreResult};
 
 impl PgStore {
@@ -15,6 +16,7 @@ impl PgStore {
         env: &Environment,
         created_at: Micros,
     ) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO environments (id, workspace_id, name, body, created_at, updated_at) \
              VALUES ($1, $2, $3, $4::json, $5, $5)",
@@ -24,8 +26,11 @@ impl PgStore {
         .bind(&env.name)
         .bind(serde_json::to_string(env)?)
         .bind(created_at)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        let hook = WebhookEvent::new("environment.created", workspace_id, &env.id);
+        super::webhooks::emit(&mut tx, &[hook]).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -50,9 +55,11 @@ impl PgStore {
         at: Micros,
         archived: bool,
     ) -> StoreResult<()> {
-        sqlx::query(
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(
             "UPDATE environments SET name = $1, body = $2::json, updated_at = $3, \
-             archived_at = COALESCE(archived_at, $4) WHERE workspace_id = $5 AND id = $6",
+             archived_at = COALESCE(archived_at, $4) WHERE workspace_id = $5 AND id = $6 \
+             RETURNING archived_at",
         )
         .bind(&env.name)
         .bind(serde_json::to_string(env)?)
@@ -60,8 +67,22 @@ impl PgStore {
         .bind(archived.then_some(at))
         .bind(workspace_id)
         .bind(&env.id)
-        .execute(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
+        if let Some(row) = row {
+            // Archived by this very update (an earlier archive kept its own time).
+            let archived_at: Option<Micros> = row.try_get(0)?;
+            let kind = match archived {
+                true if archived_at == Some(at) => Some("environment.archived"),
+                true => None,
+                false => Some("environment.updated"),
+            };
+            if let Some(kind) = kind {
+                super::webhooks::emit(&mut tx, &[WebhookEvent::new(kind, workspace_id, &env.id)])
+                    .await?;
+            }
+        }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -126,6 +147,8 @@ impl PgStore {
             .bind(time::now())
             .execute(&mut *tx)
             .await?;
+            let hook = WebhookEvent::new("environment.deleted", workspace_id, id);
+            super::webhooks::emit(&mut tx, &[hook]).await?;
         }
         tx.commit().await?;
         Ok(if deleted {

@@ -19,6 +19,7 @@ mod transact;
 mod vaults;
 // Hooks (issue 20).
 mod hooks;
+mod webhooks;
 mod work;
 
 use std::sync::Arc;
@@ -803,5 +804,95 @@ impl Store for PgStore {
 
     async fn event_forked_from(&self, session_id: &str, id: &str) -> StoreResult<Option<String>> {
         self.event_forked_from_pg(session_id, id).await
+    }
+
+    // Webhooks.
+    async fn emit_webhook_events(&self, events: &[webhooks::WebhookEvent]) -> StoreResult<()> {
+        self.emit_webhook_events_pg(events).await
+    }
+
+    async fn insert_webhook_endpoint(&self, e: &webhooks::EndpointRecord) -> StoreResult<()> {
+        self.insert_webhook_endpoint_pg(e).await
+    }
+
+    async fn get_webhook_endpoint(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::EndpointRecord>> {
+        self.get_webhook_endpoint_pg(workspace_id, id).await
+    }
+
+    async fn webhook_endpoint_by_id(
+        &self,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::EndpointRecord>> {
+        self.endpoint_by_id_pg(id).await
+    }
+
+    async fn update_webhook_endpoint(&self, e: &webhooks::EndpointRecord) -> StoreResult<bool> {
+        self.update_webhook_endpoint_pg(e).await
+    }
+
+    async fn list_webhook_endpoints(
+        &self,
+        workspace_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<webhooks::EndpointRecord>> {
+        self.list_webhook_endpoints_pg(workspace_id, scan).await
+    }
+
+    async fn delete_webhook_endpoint(&self, workspace_id: &str, id: &str) -> StoreResult<bool> {
+        self.delete_webhook_endpoint_pg(workspace_id, id).await
+    }
+
+    async fn list_webhook_deliveries(
+        &self,
+        endpoint_id: &str,
+        scan: &Scan<i64>,
+    ) -> StoreResult<Vec<webhooks::DeliveryRecord>> {
+        self.list_webhook_deliveries_pg(endpoint_id, scan).await
+    }
+
+    async fn get_webhook_delivery(
+        &self,
+        endpoint_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::DeliveryRecord>> {
+        self.get_webhook_delivery_pg(endpoint_id, id).await
+    }
+
+    async fn list_webhook_attempts(
+        &self,
+        delivery_id: &str,
+    ) -> StoreResult<Vec<webhooks::AttemptRecord>> {
+        self.list_webhook_attempts_pg(delivery_id).await
+    }
+
+    async fn replay_webhook_delivery(
+        &self,
+        endpoint_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::DeliveryRecord>> {
+        self.replay_webhook_delivery_pg(endpoint_id, id).await
+    }
+
+    async fn claim_webhook_deliveries(
+        &self,
+        owner: &str,
+        lease: Micros,
+        limit: i64,
+    ) -> StoreResult<Vec<webhooks::DeliveryRecord>> {
+        self.claim_webhook_deliveries_pg(owner, lease, limit).await
+    }
+
+    async fn finish_webhook_attempt(
+        &self,
+        owner: &str,
+        attempt: &webhooks::AttemptRecord,
+        outcome: webhooks::AttemptOutcome,
+    ) -> StoreResult<bool> {
+        self.finish_webhook_attempt_pg(owner, attempt, outcome)
+            .await
     }
 }

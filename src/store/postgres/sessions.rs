@@ -88,6 +88,21 @@ impl PgStore {
             work::push_ensure(&mut qb, w);
             qb.push(")");
         }
+        // Webhooks: `session.created` (and what the first events imply) in the same statement.
+        let mut hooks = vec![crate::store::webhooks::WebhookEvent::new(
+            "session.created",
+            &s.workspace_id,
+            &s.id,
+        )];
+        hooks.extend(crate::store::webhooks::session_events(
+            &s.workspace_id,
+            &s.id,
+            events,
+            false,
+        ));
+        qb.push(", wh AS (");
+        super::webhooks::push_emit(&mut qb, &hooks, "");
+        qb.push(")");
         let out = if events.is_empty() {
             qb.push(" SELECT 1");
             vec![]
@@ -188,7 +203,9 @@ impl PgStore {
         id: &str,
     ) -> StoreResult<Deleted> {
         // One statement: the session (unless running) with its threads and events, its
-        // outputs' scope (they stay Files), and whether it existed at all.
+        // outputs' scope (they stay Files), and whether it existed at all; then its webhook
+        // event, in the same transaction.
+        let mut tx = self.pool.begin().await?;
         let row = sqlx::query(
             "WITH s AS (DELETE FROM sessions WHERE workspace_id = $1 AND id = $2 \
              AND status NOT IN ('running', 'rescheduling') RETURNING id), \
@@ -200,9 +217,21 @@ impl PgStore {
         )
         .bind(workspace_id)
         .bind(id)
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *tx)
         .await?;
         let (deleted, exists): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
+        if deleted {
+            super::webhooks::emit(
+                &mut tx,
+                &[crate::store::webhooks::WebhookEvent::new(
+                    "session.deleted",
+                    workspace_id,
+                    id,
+                )],
+            )
+            .await?;
+        }
+        tx.commit().await?;
         Ok(match (deleted, exists) {
             (true, _) => Deleted::Yes,
             (false, true) => Deleted::Busy,

@@ -214,6 +214,18 @@ impl PgStore {
                 qb.push(")");
             }
         }
+        // Webhooks: the outbox rows of what this transaction changed, in its statement.
+        let hooks = crate::store::webhooks::session_events(
+            &rec.workspace_id,
+            session_id,
+            &out.events,
+            before.archived_at.is_none() && rec.archived_at.is_some(),
+        );
+        if !hooks.is_empty() {
+            part(&mut qb, &mut parts, "wh");
+            super::webhooks::push_emit(&mut qb, &hooks, "");
+            qb.push(")");
+        }
         if parts > 0 {
             qb.push(" SELECT 1");
             qb.build().execute(&mut *conn).await?;

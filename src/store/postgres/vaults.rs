@@ -6,6 +6,7 @@ use sqlx::{QueryBuilder, Row};
 use super::{PgStore, push_scan};
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
+use crate::store::webhooks::{WebhookEvent, credential_event};
 use crate::store::{CredentialRecord, Scan, StoreResult};
 
 const CREDENTIAL_COLS: &str = "body::text, server_url, secret";
@@ -26,6 +27,7 @@ fn credential(row: &PgRow) -> StoreResult<CredentialRecord> {
 
 impl PgStore {
     pub(super) async fn insert_vault_pg(&self, ws: &str, v: &Vault, at: Micros) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO vaults (id, workspace_id, body, created_at, updated_at) \
              VALUES ($1, $2, $3::json, $4, $4)",
@@ -34,8 +36,10 @@ impl PgStore {
         .bind(ws)
         .bind(serde_json::to_string(v)?)
         .bind(at)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        super::webhooks::emit(&mut tx, &[WebhookEvent::new("vault.created", ws, &v.id)]).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -55,7 +59,8 @@ impl PgStore {
         at: Micros,
         archived: bool,
     ) -> StoreResult<()> {
-        sqlx::query(
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query(
             "UPDATE vaults SET body = $1::json, updated_at = $2, \
              archived_at = COALESCE(archived_at, $3) WHERE workspace_id = $4 AND id = $5",
         )
@@ -64,8 +69,15 @@ impl PgStore {
         .bind(archived.then_some(at))
         .bind(ws)
         .bind(&v.id)
-        .execute(&self.pool)
-        .await?;
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        // Only archiving has a webhook type (there is no `vault.updated`).
+        if archived && n == 1 {
+            super::webhooks::emit(&mut tx, &[WebhookEvent::new("vault.archived", ws, &v.id)])
+                .await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -87,15 +99,20 @@ impl PgStore {
     }
 
     pub(super) async fn delete_vault_pg(&self, ws: &str, id: &str) -> StoreResult<bool> {
+        let mut tx = self.pool.begin().await?;
         let n = sqlx::query(
             "WITH c AS (DELETE FROM vault_credentials WHERE workspace_id = $1 AND vault_id = $2) \
              DELETE FROM vaults WHERE workspace_id = $1 AND id = $2",
         )
         .bind(ws)
         .bind(id)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?
         .rows_affected();
+        if n > 0 {
+            super::webhooks::emit(&mut tx, &[WebhookEvent::new("vault.deleted", ws, id)]).await?;
+        }
+        tx.commit().await?;
         Ok(n > 0)
     }
 
@@ -106,6 +123,7 @@ impl PgStore {
         at: Micros,
     ) -> StoreResult<()> {
         let c = &rec.credential;
+        let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO vault_credentials \
              (id, workspace_id, vault_id, server_url, body, secret, created_at, updated_at) \
@@ -118,8 +136,11 @@ impl PgStore {
         .bind(serde_json::to_string(c)?)
         .bind(&rec.sealed)
         .bind(at)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        let hook = credential_event("vault_credential.created", ws, &c.vault_id, &c.id);
+        super::webhooks::emit(&mut tx, &[hook]).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -150,6 +171,7 @@ impl PgStore {
         expected: Option<&[u8]>,
     ) -> StoreResult<bool> {
         let c = &rec.credential;
+        let mut tx = self.pool.begin().await?;
         let n = sqlx::query(
             "UPDATE vault_credentials SET body = $1::json, secret = $2, updated_at = $3, \
              archived_at = COALESCE(archived_at, $4) \
@@ -164,9 +186,14 @@ impl PgStore {
         .bind(&c.vault_id)
         .bind(&c.id)
         .bind(expected)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?
         .rows_affected();
+        if archived && n > 0 {
+            let hook = credential_event("vault_credential.archived", ws, &c.vault_id, &c.id);
+            super::webhooks::emit(&mut tx, &[hook]).await?;
+        }
+        tx.commit().await?;
         Ok(n > 0)
     }
 
@@ -197,15 +224,21 @@ impl PgStore {
         vault_id: &str,
         id: &str,
     ) -> StoreResult<bool> {
+        let mut tx = self.pool.begin().await?;
         let n = sqlx::query(
             "DELETE FROM vault_credentials WHERE workspace_id = $1 AND vault_id = $2 AND id = $3",
         )
         .bind(ws)
         .bind(vault_id)
         .bind(id)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?
         .rows_affected();
+        if n > 0 {
+            let hook = credential_event("vault_credential.deleted", ws, vault_id, id);
+            super::webhooks::emit(&mut tx, &[hook]).await?;
+        }
+        tx.commit().await?;
         Ok(n > 0)
     }
 

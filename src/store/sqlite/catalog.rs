@@ -1,5 +1,6 @@
 //! Workspaces, keys, agents and environments: small rows, read and written whole.
 
+use crate::store::webhooks::WebhookEvent;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::{self, AGENT_COLS, Query};
@@ -107,7 +108,8 @@ pub(super) fn insert_agent(conn: &Connection, ws: &str, agent: &Agent) -> StoreR
         "INSERT INTO agents (id, workspace_id, current_version, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4)",
     )?
     .execute(params![agent.id, ws, agent.version, created])?;
-    insert_version(conn, agent, created)
+    insert_version(conn, agent, created)?;
+    super::webhooks::emit(conn, &[WebhookEvent::new("agent.created", ws, &agent.id)])
 }
 
 pub(super) fn get_agent(
@@ -153,7 +155,8 @@ pub(super) fn append_agent_version(
             agent.id
         )));
     }
-    insert_version(conn, agent, at)
+    insert_version(conn, agent, at)?;
+    super::webhooks::emit(conn, &[WebhookEvent::new("agent.updated", ws, &agent.id)])
 }
 
 pub(super) fn list_agents(
@@ -209,11 +212,15 @@ pub(super) fn archive_agent(
     id: &str,
     at: Micros,
 ) -> StoreResult<Option<Agent>> {
-    conn.prepare_cached(
-        "UPDATE agents SET archived_at = ?1, updated_at = ?1 \
-         WHERE workspace_id = ?2 AND id = ?3 AND archived_at IS NULL",
-    )?
-    .execute(params![at, ws, id])?;
+    let n = conn
+        .prepare_cached(
+            "UPDATE agents SET archived_at = ?1, updated_at = ?1 \
+             WHERE workspace_id = ?2 AND id = ?3 AND archived_at IS NULL",
+        )?
+        .execute(params![at, ws, id])?;
+    if n == 1 {
+        super::webhooks::emit(conn, &[WebhookEvent::new("agent.archived", ws, id)])?;
+    }
     get_agent(conn, ws, id, None)
 }
 
@@ -234,7 +241,10 @@ pub(super) fn insert_environment(
         serde_json::to_string(env)?,
         created_at
     ])?;
-    Ok(())
+    super::webhooks::emit(
+        conn,
+        &[WebhookEvent::new("environment.created", ws, &env.id)],
+    )
 }
 
 pub(super) fn get_environment(
@@ -257,19 +267,37 @@ pub(super) fn update_environment(
     archived: bool,
 ) -> StoreResult<()> {
     let archived_at = archived.then_some(at);
-    conn.prepare_cached(
-        "UPDATE environments SET name = ?1, body = ?2, updated_at = ?3, \
+    // Archived by this very update, or already before (then nothing is reported).
+    let newly_archived = archived
+        && conn
+            .prepare_cached(
+                "SELECT 1 FROM environments WHERE workspace_id = ?1 AND id = ?2 AND archived_at IS NULL",
+            )?
+            .exists([ws, &env.id])?;
+    let n = conn
+        .prepare_cached(
+            "UPDATE environments SET name = ?1, body = ?2, updated_at = ?3, \
          archived_at = COALESCE(archived_at, ?4) WHERE workspace_id = ?5 AND id = ?6",
-    )?
-    .execute(params![
-        env.name,
-        serde_json::to_string(env)?,
-        at,
-        archived_at,
-        ws,
-        env.id
-    ])?;
-    Ok(())
+        )?
+        .execute(params![
+            env.name,
+            serde_json::to_string(env)?,
+            at,
+            archived_at,
+            ws,
+            env.id
+        ])?;
+    let kind = match archived {
+        true if newly_archived => Some("environment.archived"),
+        true => None,
+        false => Some("environment.updated"),
+    };
+    match kind {
+        Some(kind) if n == 1 => {
+            super::webhooks::emit(conn, &[WebhookEvent::new(kind, ws, &env.id)])
+        }
+        _ => Ok(()),
+    }
 }
 
 pub(super) fn list_environments(
@@ -316,5 +344,6 @@ pub(super) fn delete_environment(
     }
     // Its workers lose their keys and their items with it.
     super::work::forget_environment(conn, id, time::now())?;
+    super::webhooks::emit(conn, &[WebhookEvent::new("environment.deleted", ws, id)])?;
     Ok(EnvironmentDeletion::Deleted)
 }

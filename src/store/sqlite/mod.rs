@@ -16,6 +16,7 @@ mod skills;
 mod vaults;
 // Hooks (issue 20).
 mod hooks;
+mod webhooks;
 mod work;
 
 use std::path::Path;
@@ -1092,6 +1093,130 @@ impl Store for SqliteStore {
         let (sid, id) = (session_id.to_string(), id.to_string());
         self.db
             .read(move |c| fork::event_forked_from(c, &sid, &id))
+            .await
+    }
+
+    // Webhooks.
+    async fn emit_webhook_events(&self, events: &[webhooks::WebhookEvent]) -> StoreResult<()> {
+        let events = events.to_vec();
+        self.db.write(move |c| webhooks::emit(c, &events)).await
+    }
+
+    async fn insert_webhook_endpoint(&self, e: &webhooks::EndpointRecord) -> StoreResult<()> {
+        let e = e.clone();
+        self.db
+            .write(move |c| webhooks::insert_endpoint(c, &e))
+            .await
+    }
+
+    async fn get_webhook_endpoint(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::EndpointRecord>> {
+        let (ws, id) = (workspace_id.to_string(), id.to_string());
+        self.db
+            .read(move |c| webhooks::get_endpoint(c, Some(&ws), &id))
+            .await
+    }
+
+    async fn webhook_endpoint_by_id(
+        &self,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::EndpointRecord>> {
+        let id = id.to_string();
+        self.db
+            .read(move |c| webhooks::get_endpoint(c, None, &id))
+            .await
+    }
+
+    async fn update_webhook_endpoint(&self, e: &webhooks::EndpointRecord) -> StoreResult<bool> {
+        let e = e.clone();
+        self.db
+            .write(move |c| webhooks::update_endpoint(c, &e))
+            .await
+    }
+
+    async fn list_webhook_endpoints(
+        &self,
+        workspace_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<webhooks::EndpointRecord>> {
+        let (ws, scan) = (workspace_id.to_string(), scan.clone());
+        self.db
+            .read(move |c| webhooks::list_endpoints(c, &ws, &scan))
+            .await
+    }
+
+    async fn delete_webhook_endpoint(&self, workspace_id: &str, id: &str) -> StoreResult<bool> {
+        let (ws, id) = (workspace_id.to_string(), id.to_string());
+        self.db
+            .write(move |c| webhooks::delete_endpoint(c, &ws, &id))
+            .await
+    }
+
+    async fn list_webhook_deliveries(
+        &self,
+        endpoint_id: &str,
+        scan: &Scan<i64>,
+    ) -> StoreResult<Vec<webhooks::DeliveryRecord>> {
+        let (id, scan) = (endpoint_id.to_string(), scan.clone());
+        self.db
+            .read(move |c| webhooks::list_deliveries(c, &id, &scan))
+            .await
+    }
+
+    async fn get_webhook_delivery(
+        &self,
+        endpoint_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::DeliveryRecord>> {
+        let (eid, id) = (endpoint_id.to_string(), id.to_string());
+        self.db
+            .read(move |c| webhooks::get_delivery(c, &eid, &id))
+            .await
+    }
+
+    async fn list_webhook_attempts(
+        &self,
+        delivery_id: &str,
+    ) -> StoreResult<Vec<webhooks::AttemptRecord>> {
+        let id = delivery_id.to_string();
+        self.db.read(move |c| webhooks::list_attempts(c, &id)).await
+    }
+
+    async fn replay_webhook_delivery(
+        &self,
+        endpoint_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<webhooks::DeliveryRecord>> {
+        let (eid, id) = (endpoint_id.to_string(), id.to_string());
+        self.db
+            .write(move |c| webhooks::replay_delivery(c, &eid, &id))
+            .await
+    }
+
+    async fn claim_webhook_deliveries(
+        &self,
+        owner: &str,
+        lease: Micros,
+        limit: i64,
+    ) -> StoreResult<Vec<webhooks::DeliveryRecord>> {
+        let owner = owner.to_string();
+        self.db
+            .write(move |c| webhooks::claim_deliveries(c, &owner, lease, limit))
+            .await
+    }
+
+    async fn finish_webhook_attempt(
+        &self,
+        owner: &str,
+        attempt: &webhooks::AttemptRecord,
+        outcome: webhooks::AttemptOutcome,
+    ) -> StoreResult<bool> {
+        let (owner, a) = (owner.to_string(), attempt.clone());
+        self.db
+            .write(move |c| webhooks::finish_attempt(c, &owner, &a, outcome))
             .await
     }
 }

@@ -2,6 +2,8 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::store::webhooks::{WebhookEvent, session_events};
+
 use super::rows::{self, EVENT_COLS, Query, SESSION_COLS, SESSION_FROM, THREAD_COLS};
 use crate::domain::time::{self, Micros};
 use crate::store::{
@@ -111,6 +113,10 @@ pub(super) fn create_session(
     conn.prepare_cached("INSERT INTO session_bodies (session_id, body) VALUES (?1, ?2)")?
         .execute([&s.id, &s.body])?;
     insert_thread(conn, t)?;
+    // Webhooks: `session.created` (and what the first events imply), in this transaction.
+    let mut hooks = vec![WebhookEvent::new("session.created", &s.workspace_id, &s.id)];
+    hooks.extend(session_events(&s.workspace_id, &s.id, &events, false));
+    super::webhooks::emit(conn, &hooks)?;
     let out = insert_events(conn, &s.id, 1, events, s.created_at)?;
     if let Some(w) = work {
         super::work::ensure_work(conn, w)?;
@@ -215,6 +221,7 @@ pub(super) fn delete_session(conn: &Connection, ws: &str, id: &str) -> StoreResu
         "UPDATE files SET scope_id = NULL WHERE workspace_id = ?1 AND scope_id = ?2",
     )?
     .execute([ws, id])?;
+    super::webhooks::emit(conn, &[WebhookEvent::new("session.deleted", ws, id)])?;
     Ok(Deleted::Yes)
 }
 
@@ -315,6 +322,14 @@ pub(super) fn transact(
     let first_seq = before.last_seq + 1;
     rec.last_seq = before.last_seq + out.events.len() as i64;
     write_changes(conn, &before, &rec)?;
+    // Webhooks: the outbox rows of what this transaction changed.
+    let hooks = session_events(
+        &rec.workspace_id,
+        session_id,
+        &out.events,
+        before.archived_at.is_none() && rec.archived_at.is_some(),
+    );
+    super::webhooks::emit(conn, &hooks)?;
     let events = insert_events(conn, session_id, first_seq, out.events, now)?;
     if !out.mark_processed.is_empty() {
         // Consumed input takes its place in the conversation after everything logged so

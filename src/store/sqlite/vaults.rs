@@ -5,6 +5,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use super::rows::Query;
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
+use crate::store::webhooks::{WebhookEvent, credential_event};
 use crate::store::{CredentialRecord, Scan, StoreResult};
 
 const CREDENTIAL_COLS: &str = "body, server_url, secret";
@@ -28,7 +29,7 @@ pub(super) fn insert_vault(conn: &Connection, ws: &str, v: &Vault, at: Micros) -
         "INSERT INTO vaults (id, workspace_id, body, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4)",
     )?
     .execute(params![v.id, ws, serde_json::to_string(v)?, at])?;
-    Ok(())
+    super::webhooks::emit(conn, &[WebhookEvent::new("vault.created", ws, &v.id)])
 }
 
 pub(super) fn get_vault(conn: &Connection, ws: &str, id: &str) -> StoreResult<Option<Vault>> {
@@ -46,17 +47,22 @@ pub(super) fn update_vault(
     at: Micros,
     archived: bool,
 ) -> StoreResult<()> {
-    conn.prepare_cached(
-        "UPDATE vaults SET body = ?1, updated_at = ?2, archived_at = COALESCE(archived_at, ?3) \
-         WHERE workspace_id = ?4 AND id = ?5",
-    )?
-    .execute(params![
-        serde_json::to_string(v)?,
-        at,
-        archived.then_some(at),
-        ws,
-        v.id
-    ])?;
+    let n = conn
+        .prepare_cached(
+            "UPDATE vaults SET body = ?1, updated_at = ?2, archived_at = COALESCE(archived_at, ?3) \
+             WHERE workspace_id = ?4 AND id = ?5",
+        )?
+        .execute(params![
+            serde_json::to_string(v)?,
+            at,
+            archived.then_some(at),
+            ws,
+            v.id
+        ])?;
+    // Only archiving has a webhook type (there is no `vault.updated`).
+    if archived && n == 1 {
+        super::webhooks::emit(conn, &[WebhookEvent::new("vault.archived", ws, &v.id)])?;
+    }
     Ok(())
 }
 
@@ -84,6 +90,9 @@ pub(super) fn delete_vault(conn: &Connection, ws: &str, id: &str) -> StoreResult
     let n = conn
         .prepare_cached("DELETE FROM vaults WHERE workspace_id = ?1 AND id = ?2")?
         .execute([ws, id])?;
+    if n > 0 {
+        super::webhooks::emit(conn, &[WebhookEvent::new("vault.deleted", ws, id)])?;
+    }
     Ok(n > 0)
 }
 
@@ -108,6 +117,8 @@ pub(super) fn insert_credential(
         rec.sealed,
         at
     ])?;
+    let hook = credential_event("vault_credential.created", ws, &c.vault_id, &c.id);
+    super::webhooks::emit(conn, &[hook])?;
     Ok(())
 }
 
@@ -152,6 +163,10 @@ pub(super) fn update_credential(
             c.id,
             expected
         ])?;
+    if archived && n > 0 {
+        let hook = credential_event("vault_credential.archived", ws, &c.vault_id, &c.id);
+        super::webhooks::emit(conn, &[hook])?;
+    }
     Ok(n > 0)
 }
 
@@ -189,6 +204,10 @@ pub(super) fn delete_credential(
             "DELETE FROM vault_credentials WHERE workspace_id = ?1 AND vault_id = ?2 AND id = ?3",
         )?
         .execute([ws, vault_id, id])?;
+    if n > 0 {
+        let hook = credential_event("vault_credential.deleted", ws, vault_id, id);
+        super::webhooks::emit(conn, &[hook])?;
+    }
     Ok(n > 0)
 }
 

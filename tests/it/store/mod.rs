@@ -21,8 +21,8 @@ mod environments;
 mod events;
 mod files;
 // Hooks (issue 20).
-mod hooks;
 mod fork;
+mod hooks;
 mod keys;
 mod leases;
 mod memory;
@@ -32,6 +32,7 @@ mod skills;
 mod threads;
 mod transact;
 mod vaults;
+mod webhooks;
 mod work;
 
 /// The workspace most cases use.
