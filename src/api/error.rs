@@ -225,7 +225,9 @@ impl From<OpError> for ApiError {
             | OpError::CredentialNotFound(_)
             | OpError::FileNotFound(_)
             | OpError::MemoryStoreNotFound(_)
-            | OpError::ResourceNotFound(_) => ApiError::not_found(e.to_string()),
+            | OpError::ResourceNotFound(_)
+            | OpError::DeploymentNotFound(_)
+            | OpError::DeploymentRunNotFound(_) => ApiError::not_found(e.to_string()),
             OpError::Invalid(i) => i.into(),
             OpError::Conflict(m) => ApiError::conflict(m),
             OpError::Precondition { message, current } => {

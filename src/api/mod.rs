@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod auth;
+pub mod deployments;
 pub mod docs;
 pub mod edge;
 pub mod environment_keys;
@@ -122,6 +123,7 @@ pub fn router(state: AppState) -> Router {
         .merge(memory_stores::router())
         .merge(memories::router())
         .merge(skills::router())
+        .merge(deployments::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::middleware,
