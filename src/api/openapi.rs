@@ -384,6 +384,24 @@ const PARAMETERS: &[(&str, &str)] = &[
         "Anthropic-Worker-ID",
         "A name for the polling worker: counted in the queue statistics and recorded as the item's poller.",
     ),
+    // Deployments.
+    (
+        "deployment_id",
+        "The deployment's id (`depl_...`); in lists, only items of this deployment.",
+    ),
+    ("deployment_run_id", "The deployment run's id (`drun_...`)."),
+    (
+        "has_error",
+        "true: only runs that could not start a session (with `error`); false: only runs with a `session_id`.",
+    ),
+    (
+        "trigger_type",
+        "Only runs started this way: `schedule` or `manual`.",
+    ),
+    (
+        "status",
+        "Only deployments in this status: `active` or `paused` (not with `include_archived`).",
+    ),
 ];
 
 /// Fills in each parameter's description from [`PARAMETERS`].
