@@ -226,7 +226,9 @@ impl From<OpError> for ApiError {
             | OpError::FileNotFound(_)
             | OpError::MemoryStoreNotFound(_)
             | OpError::ResourceNotFound(_)
-            | OpError::EventNotFound { .. } => ApiError::not_found(e.to_string()),
+            | OpError::EventNotFound { .. }
+            | OpError::DeploymentNotFound(_)
+            | OpError::DeploymentRunNotFound(_) => ApiError::not_found(e.to_string()),
             OpError::Invalid(i) => i.into(),
             OpError::Conflict(m) => ApiError::conflict(m),
             OpError::Precondition { message, current } => {

@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod auth;
+pub mod deployments;
 pub mod docs;
 pub mod edge;
 pub mod environment_keys;
@@ -135,6 +136,7 @@ pub fn router(state: AppState) -> Router {
         // Mast's own additions beyond the upstream API.
         .merge(fork::router())
         .merge(webhooks::router())
+        .merge(deployments::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::middleware,

@@ -154,6 +154,10 @@ pub struct EventPage {
         super::webhooks::update, super::webhooks::delete, super::webhooks::rotate_secret,
         super::webhooks::deliveries, super::webhooks::delivery, super::webhooks::attempts,
         super::webhooks::replay,
+        super::deployments::create, super::deployments::list, super::deployments::retrieve,
+        super::deployments::update, super::deployments::archive, super::deployments::pause,
+        super::deployments::unpause, super::deployments::run, super::deployments::runs_list,
+        super::deployments::runs_retrieve,
     ),
     components(schemas(ErrorBody, ErrorDetail, AgentPage, EnvironmentPage, SessionPage, EventPage, WorkPage,
         EnvironmentKeyPage, ThreadPage, VaultPage, CredentialPage, super::files::FilePage,
@@ -166,7 +170,9 @@ pub struct EventPage {
         super::hooks::HookPage, super::hooks::HookDeleted,
         // Webhooks.
         super::webhooks::WebhookEndpointPage, super::webhooks::WebhookDeliveryPage,
-        super::webhooks::WebhookAttemptList)),
+        super::webhooks::WebhookAttemptList,
+        // Deployments.
+        super::deployments::DeploymentPage, super::deployments::DeploymentRunPage)),
     modifiers(&Security, &ErrorResponses, &ParameterDocs),
     security(("api_key" = []), ("bearer" = [])),
 )]
@@ -393,6 +399,24 @@ const PARAMETERS: &[(&str, &str)] = &[
     (
         "Anthropic-Worker-ID",
         "A name for the polling worker: counted in the queue statistics and recorded as the item's poller.",
+    ),
+    // Deployments.
+    (
+        "deployment_id",
+        "The deployment's id (`depl_...`); in lists, only items of this deployment.",
+    ),
+    ("deployment_run_id", "The deployment run's id (`drun_...`)."),
+    (
+        "has_error",
+        "true: only runs that could not start a session (with `error`); false: only runs with a `session_id`.",
+    ),
+    (
+        "trigger_type",
+        "Only runs started this way: `schedule` or `manual`.",
+    ),
+    (
+        "status",
+        "Only deployments in this status: `active` or `paused` (not with `include_archived`).",
     ),
 ];
 

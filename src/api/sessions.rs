@@ -94,7 +94,7 @@ async fn update(
 #[utoipa::path(get, path = "/v1/sessions", tag = "sessions", operation_id = "sessions_list",
     params(("limit" = Option<i64>, Query), ("page" = Option<String>, Query), ("order" = Option<String>, Query),
         ("agent_id" = Option<String>, Query), ("agent_version" = Option<i64>, Query), ("include_archived" = Option<bool>, Query),
-        ("memory_store_id" = Option<String>, Query),
+        ("memory_store_id" = Option<String>, Query), ("deployment_id" = Option<String>, Query),
         ("statuses[]" = Option<Vec<String>>, Query), ("created_at[gt]" = Option<String>, Query), ("created_at[gte]" = Option<String>, Query),
         ("created_at[lt]" = Option<String>, Query), ("created_at[lte]" = Option<String>, Query)),
     responses((status = 200, body = super::openapi::SessionPage), (status = 400, body = super::openapi::ErrorBody)))]
@@ -131,14 +131,6 @@ async fn list(
             )));
         }
     }
-    if q.get("deployment_id").is_some() {
-        // Nothing here belongs to a deployment.
-        return Ok(axum::Json(BiPage {
-            data: vec![],
-            next_page: None,
-            prev_page: None,
-        }));
-    }
     let filter = SessionFilter {
         agent_id,
         agent_version,
@@ -149,6 +141,8 @@ async fn list(
         created_lt: q.time("created_at[lt]")?,
         created_lte: q.time("created_at[lte]")?,
         memory_store_id,
+        // An unknown deployment lists nothing, as upstream does.
+        deployment_id: q.get("deployment_id").map(str::to_string),
     };
     let rows = app.engine.list_sessions(&ws, &filter, &page.scan()).await?;
     Ok(axum::Json(

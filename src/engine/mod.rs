@@ -11,6 +11,7 @@ mod cluster;
 pub mod context;
 pub mod credentials;
 pub mod delegation;
+pub mod deployments;
 mod file_sources;
 #[cfg(test)]
 mod fixtures;
@@ -299,6 +300,8 @@ impl Engine {
         self.inner
             .tasks
             .spawn(async move { engine.reap_forever().await });
+        // Deployments: every replica runs the scheduler; the store decides who fires.
+        self.start_deployment_scheduler();
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 //! correctness live (locking, batching, clocks); `tests/it/store` holds both to one contract.
 //! `docs/store.md` says why each is shaped as it is.
 
+pub mod deployments;
 pub mod files;
 pub mod fork;
 pub mod hooks;
@@ -24,6 +25,9 @@ use crate::domain::environment::Environment;
 use crate::domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
+pub use deployments::{
+    DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord, NextFire,
+};
 pub use files::{FileFilter, FileRecord};
 pub use fork::{ForkedEvent, SessionFork};
 pub use hooks::HookRecord;
@@ -133,6 +137,8 @@ pub struct SessionFilter {
     pub created_lte: Option<Micros>,
     /// Only sessions that attached this memory store.
     pub memory_store_id: Option<String>,
+    /// Only sessions a firing of this deployment created.
+    pub deployment_id: Option<String>,
 }
 
 /// Filters of `GET /v1/sessions/{id}/events` (times compare against `processed_at`).
@@ -1041,4 +1047,58 @@ pub trait Store: Send + Sync + 'static {
         attempt: &webhooks::AttemptRecord,
         outcome: webhooks::AttemptOutcome,
     ) -> StoreResult<bool>;
+
+    // ---- deployments (API.md §2.12, migration 0015) ----
+
+    /// Inserts a deployment.
+    async fn insert_deployment(&self, d: &DeploymentRecord) -> StoreResult<()>;
+    /// One deployment of the workspace, archived or not.
+    async fn get_deployment(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<DeploymentRecord>>;
+    /// Replaces a deployment's spec and state in one statement (so a change and, later, the
+    /// outbox row reporting it share a transaction); `next` says whether `next_fire_at` moves.
+    async fn update_deployment(&self, d: &DeploymentRecord, next: NextFire) -> StoreResult<()>;
+    /// The workspace's deployments by id.
+    async fn list_deployments(
+        &self,
+        workspace_id: &str,
+        filter: &DeploymentFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<DeploymentRecord>>;
+    /// Deployments of any workspace, active and not archived, whose next firing is at or
+    /// before `now`, earliest first.
+    async fn due_deployments(&self, now: Micros, limit: i64) -> StoreResult<Vec<DeploymentRecord>>;
+    /// Claims the firing at `expected` by moving `next_fire_at` to `next`, only if it is
+    /// still `expected` and the deployment is active and not archived: true for exactly one
+    /// caller across replicas.
+    async fn claim_deployment_fire(
+        &self,
+        id: &str,
+        expected: Micros,
+        next: Option<Micros>,
+    ) -> StoreResult<bool>;
+    /// Records a run in one transaction with what it does to its deployment: a scheduled run
+    /// that started a session sets `last_run_at`; `pause` (a definition that can no longer
+    /// start) pauses an active deployment. `Conflict` when the slot already has a run.
+    async fn record_deployment_run(
+        &self,
+        run: &DeploymentRunRecord,
+        pause: Option<&serde_json::Value>,
+    ) -> StoreResult<()>;
+    /// One run of the workspace.
+    async fn get_deployment_run(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<DeploymentRunRecord>>;
+    /// The workspace's runs by id.
+    async fn list_deployment_runs(
+        &self,
+        workspace_id: &str,
+        filter: &DeploymentRunFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<DeploymentRunRecord>>;
 }

@@ -49,6 +49,8 @@ struct Checked {
     memory: Vec<MemoryStoreParams>,
     /// The budget's cap in cents.
     budget_cents: Option<i64>,
+    /// The deployment whose firing creates the session.
+    deployment_id: Option<String>,
 }
 
 impl Checked {
@@ -75,6 +77,7 @@ impl Checked {
             resources,
             memory,
             budget_cents,
+            deployment_id: None,
         })
     }
 }
@@ -121,6 +124,14 @@ struct ResolvedAgent {
     snapshot: SessionAgent,
 }
 
+/// A request past every check and lookup: what the draft is made of.
+type Prepared = (
+    Checked,
+    ResolvedAgent,
+    Environment,
+    Vec<crate::domain::memory_resource::MemoryStoreResource>,
+);
+
 /// The rows a creation writes, not written yet.
 struct Draft {
     session: SessionRecord,
@@ -134,6 +145,34 @@ impl Engine {
     /// Creates a session in workspace `ws` and starts its first turn when the request
     /// carries `initial_events`.
     pub async fn create_session(&self, ws: &str, req: SessionCreate) -> Result<Session, OpError> {
+        self.create_session_from(ws, req, None).await
+    }
+
+    /// Checks a creation request as [`Engine::create_session`] would, looking everything up,
+    /// and writes nothing: a deployment is checked this way when it is saved.
+    pub async fn check_session_create(&self, ws: &str, req: SessionCreate) -> Result<(), OpError> {
+        self.prepare(ws, req).await.map(|_| ())
+    }
+
+    /// Creates a session as [`Engine::create_session`] does, recording the deployment whose
+    /// firing created it (`deployment_id` of the session).
+    pub async fn create_session_from(
+        &self,
+        ws: &str,
+        req: SessionCreate,
+        deployment_id: Option<&str>,
+    ) -> Result<Session, OpError> {
+        let (mut checked, agent, env, memory) = self.prepare(ws, req).await?;
+        checked.deployment_id = deployment_id.map(str::to_string);
+        let now = time::now();
+        let mut draft = self.draft(ws, checked, agent, &env, now)?;
+        super::memory_attach::add_to_body(&mut draft.session, memory).map_err(internal)?;
+        let rec = self.commit_draft(draft).await?;
+        Ok(views::session(&rec, now)?)
+    }
+
+    /// Every stage before the draft: the request's own rules and every lookup.
+    async fn prepare(&self, ws: &str, req: SessionCreate) -> Result<Prepared, OpError> {
         let mut checked = Checked::of(req)?;
         let agent = self.resolve_agent(ws, &checked.agent).await?;
         if checked.budget_cents.is_some() {
@@ -152,11 +191,7 @@ impl Engine {
         let memory = self
             .resolve_memory_stores(ws, &checked.memory, &checked.resources)
             .await?;
-        let now = time::now();
-        let mut draft = self.draft(ws, checked, agent, &env, now)?;
-        super::memory_attach::add_to_body(&mut draft.session, memory).map_err(internal)?;
-        let rec = self.commit_draft(draft).await?;
-        Ok(views::session(&rec, now)?)
+        Ok((checked, agent, env, memory))
     }
 
     /// The selected agent (a version, or the latest), with its roster pinned and the
@@ -271,7 +306,7 @@ impl Engine {
             vault_ids: checked.vault_ids,
             budget: checked.budget_cents.map(crate::domain::budget::to_json),
             outcome_evaluations: vec![],
-            deployment_id: None,
+            deployment_id: checked.deployment_id,
             environment: env.config.clone(),
             primary_thread_id: thread_id.clone(),
             repository_tokens,

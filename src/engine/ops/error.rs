@@ -40,6 +40,12 @@ pub enum OpError {
     /// No work item with this id in the environment.
     #[error("work item `{0}` not found")]
     WorkNotFound(String),
+    /// No deployment with this id in the workspace.
+    #[error("deployment `{0}` not found")]
+    DeploymentNotFound(String),
+    /// No deployment run with this id in the workspace.
+    #[error("deployment run `{0}` not found")]
+    DeploymentRunNotFound(String),
     /// The request breaks a rule (a 400, with its error code when the rule has one).
     #[error(transparent)]
     Invalid(Invalid),

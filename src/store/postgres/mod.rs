@@ -4,6 +4,7 @@
 
 mod agents;
 mod clock;
+mod deployments;
 mod environments;
 mod events;
 mod files;
@@ -40,6 +41,9 @@ use crate::domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
 use crate::store::CredentialRecord;
+use crate::store::{
+    DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord, NextFire,
+};
 use crate::store::{FileFilter, FileRecord};
 use crate::store::{
     MemoryStoreFilter, MemoryVersionFilter, MemoryWrite, MemoryWriteOutcome, RedactOutcome,
@@ -894,5 +898,66 @@ impl Store for PgStore {
     ) -> StoreResult<bool> {
         self.finish_webhook_attempt_pg(owner, attempt, outcome)
             .await
+    }
+
+    // ---- deployments ----
+
+    async fn insert_deployment(&self, d: &DeploymentRecord) -> StoreResult<()> {
+        self.insert_deployment_pg(d).await
+    }
+
+    async fn get_deployment(&self, ws: &str, id: &str) -> StoreResult<Option<DeploymentRecord>> {
+        self.get_deployment_pg(ws, id).await
+    }
+
+    async fn update_deployment(&self, d: &DeploymentRecord, next: NextFire) -> StoreResult<()> {
+        self.update_deployment_pg(d, next).await
+    }
+
+    async fn list_deployments(
+        &self,
+        ws: &str,
+        filter: &DeploymentFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<DeploymentRecord>> {
+        self.list_deployments_pg(ws, filter, scan).await
+    }
+
+    async fn due_deployments(&self, now: Micros, limit: i64) -> StoreResult<Vec<DeploymentRecord>> {
+        self.due_deployments_pg(now, limit).await
+    }
+
+    async fn claim_deployment_fire(
+        &self,
+        id: &str,
+        expected: Micros,
+        next: Option<Micros>,
+    ) -> StoreResult<bool> {
+        self.claim_deployment_fire_pg(id, expected, next).await
+    }
+
+    async fn record_deployment_run(
+        &self,
+        run: &DeploymentRunRecord,
+        pause: Option<&serde_json::Value>,
+    ) -> StoreResult<()> {
+        self.record_deployment_run_pg(run, pause).await
+    }
+
+    async fn get_deployment_run(
+        &self,
+        ws: &str,
+        id: &str,
+    ) -> StoreResult<Option<DeploymentRunRecord>> {
+        self.get_deployment_run_pg(ws, id).await
+    }
+
+    async fn list_deployment_runs(
+        &self,
+        ws: &str,
+        filter: &DeploymentRunFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<DeploymentRunRecord>> {
+        self.list_deployment_runs_pg(ws, filter, scan).await
     }
 }

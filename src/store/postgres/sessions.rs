@@ -176,6 +176,10 @@ impl PgStore {
             .push_bind(m.clone())
             .push(")");
         }
+        if let Some(d) = &f.deployment_id {
+            qb.push(" AND body->>'deployment_id' = ")
+                .push_bind(d.clone());
+        }
         if !f.statuses.is_empty() {
             qb.push(" AND status = ANY(")
                 .push_bind(f.statuses.clone())

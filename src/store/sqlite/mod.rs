@@ -5,6 +5,7 @@
 
 mod catalog;
 mod db;
+mod deployments;
 mod error;
 mod files;
 mod fork;
@@ -37,6 +38,9 @@ use crate::domain::ids::new_id;
 use crate::domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
+use crate::store::{
+    DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord, NextFire,
+};
 use crate::store::{
     FileFilter, FileRecord, MemoryStoreFilter, MemoryVersionFilter, MemoryWrite,
     MemoryWriteOutcome, RedactOutcome,
@@ -1217,6 +1221,87 @@ impl Store for SqliteStore {
         let (owner, a) = (owner.to_string(), attempt.clone());
         self.db
             .write(move |c| webhooks::finish_attempt(c, &owner, &a, outcome))
+            .await
+    }
+
+    // ---- deployments ----
+
+    async fn insert_deployment(&self, d: &DeploymentRecord) -> StoreResult<()> {
+        let d = d.clone();
+        self.db.write(move |c| deployments::insert(c, &d)).await
+    }
+
+    async fn get_deployment(&self, ws: &str, id: &str) -> StoreResult<Option<DeploymentRecord>> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.read(move |c| deployments::get(c, &ws, &id)).await
+    }
+
+    async fn update_deployment(&self, d: &DeploymentRecord, next: NextFire) -> StoreResult<()> {
+        let d = d.clone();
+        self.db
+            .write(move |c| deployments::update(c, &d, next))
+            .await
+    }
+
+    async fn list_deployments(
+        &self,
+        ws: &str,
+        filter: &DeploymentFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<DeploymentRecord>> {
+        let (ws, f, scan) = (ws.to_string(), filter.clone(), scan.clone());
+        self.db
+            .read(move |c| deployments::list(c, &ws, &f, &scan))
+            .await
+    }
+
+    async fn due_deployments(&self, now: Micros, limit: i64) -> StoreResult<Vec<DeploymentRecord>> {
+        self.db.read(move |c| deployments::due(c, now, limit)).await
+    }
+
+    async fn claim_deployment_fire(
+        &self,
+        id: &str,
+        expected: Micros,
+        next: Option<Micros>,
+    ) -> StoreResult<bool> {
+        let id = id.to_string();
+        self.db
+            .write(move |c| deployments::claim(c, &id, expected, next))
+            .await
+    }
+
+    async fn record_deployment_run(
+        &self,
+        run: &DeploymentRunRecord,
+        pause: Option<&serde_json::Value>,
+    ) -> StoreResult<()> {
+        let (run, pause) = (run.clone(), pause.cloned());
+        self.db
+            .write(move |c| deployments::record_run(c, &run, pause.as_ref()))
+            .await
+    }
+
+    async fn get_deployment_run(
+        &self,
+        ws: &str,
+        id: &str,
+    ) -> StoreResult<Option<DeploymentRunRecord>> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db
+            .read(move |c| deployments::get_run(c, &ws, &id))
+            .await
+    }
+
+    async fn list_deployment_runs(
+        &self,
+        ws: &str,
+        filter: &DeploymentRunFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<DeploymentRunRecord>> {
+        let (ws, f, scan) = (ws.to_string(), filter.clone(), scan.clone());
+        self.db
+            .read(move |c| deployments::list_runs(c, &ws, &f, &scan))
             .await
     }
 }

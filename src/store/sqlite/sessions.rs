@@ -176,6 +176,10 @@ pub(super) fn list_sessions(
         .bind(m.clone())
         .push(")");
     }
+    if let Some(d) = &f.deployment_id {
+        q.push(" AND json_extract(b.body, '$.deployment_id') = ")
+            .bind(d.clone());
+    }
     if !f.statuses.is_empty() {
         q.push(" AND s.status IN ").bind_list(&f.statuses);
     }

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use crate::support::{Backend, Options, fresh_postgres_database, test_config};
 
 mod agents;
+mod deployments;
 mod environments;
 mod events;
 mod files;

@@ -1,0 +1,69 @@
+//! Records of deployments and their runs (`/v1/deployments`, `/v1/deployment_runs`,
+//! migration 0015).
+
+use crate::domain::deployment::{DeploymentSpec, DeploymentState};
+use crate::domain::time::Micros;
+
+/// One deployment's row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeploymentRecord {
+    /// `depl_…`.
+    pub id: String,
+    pub workspace_id: String,
+    pub spec: DeploymentSpec,
+    pub state: DeploymentState,
+    /// The next scheduled firing; `None` without a schedule.
+    pub next_fire_at: Option<Micros>,
+}
+
+/// How a write of a deployment treats `next_fire_at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextFire {
+    /// Keep the stored value: the scheduler may have moved it since the row was read.
+    Keep,
+    /// Set it (a new or changed schedule, an unpause).
+    Set(Option<Micros>),
+}
+
+/// Filters of `GET /v1/deployments`.
+#[derive(Debug, Clone, Default)]
+pub struct DeploymentFilter {
+    pub agent_id: Option<String>,
+    pub include_archived: bool,
+    /// `Some(true)`: only paused; `Some(false)`: only active (both leave archived ones out).
+    pub paused: Option<bool>,
+    pub created_gte: Option<Micros>,
+    pub created_lte: Option<Micros>,
+}
+
+/// One run's row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeploymentRunRecord {
+    /// `drun_…`.
+    pub id: String,
+    pub workspace_id: String,
+    pub deployment_id: String,
+    /// `schedule` or `manual`.
+    pub trigger_type: String,
+    /// The slot a scheduled run fired for (before jitter, of which Mast adds none).
+    pub scheduled_at: Option<Micros>,
+    pub agent_id: String,
+    pub agent_version: i64,
+    pub session_id: Option<String>,
+    /// JSON `{"type","message"}` when no session started.
+    pub error: Option<String>,
+    pub created_at: Micros,
+}
+
+/// Filters of `GET /v1/deployment_runs`.
+#[derive(Debug, Clone, Default)]
+pub struct DeploymentRunFilter {
+    pub deployment_id: Option<String>,
+    /// `Some(true)`: runs with an error; `Some(false)`: runs with a session.
+    pub has_error: Option<bool>,
+    pub trigger_type: Option<String>,
+    pub created_gt: Option<Micros>,
+    pub created_gte: Option<Micros>,
+    pub created_lt: Option<Micros>,
+    pub created_lte: Option<Micros>,
+}
