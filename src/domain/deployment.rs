@@ -243,9 +243,9 @@ pub fn parse_description(d: Option<String>) -> Valid<Option<String>> {
     }
 }
 
-/// Reads `initial_events`: 1–50 `user.message` events (their content is checked by the
-/// session creation check). `user.define_outcome` and `system.message` are refused: Mast's
-/// sessions do not take them as initial events yet.
+/// Reads `initial_events`: 1–50 `user.message` or `user.define_outcome` events (their
+/// content is checked by the session creation check). `system.message` is refused: Mast's
+/// sessions do not take it as an initial event yet.
 pub fn parse_initial_events(list: &[Value]) -> Valid<Vec<Value>> {
     if list.is_empty() || list.len() > MAX_INITIAL_EVENTS {
         return Err(Invalid::new(format!(
@@ -260,13 +260,13 @@ pub fn parse_initial_events(list: &[Value]) -> Valid<Vec<Value>> {
             e,
             &["user.message", "user.define_outcome", "system.message"],
         )? {
-            "user.message" => {}
+            "user.message" | "user.define_outcome" => {}
             other => {
                 return Err(Invalid::unsupported(
                     &at,
                     "deployment_initial_event_type",
                     &format!(
-                        "Mast's deployments send only `user.message` initial events; `{other}` is not supported yet"
+                        "Mast's deployments send only `user.message` and `user.define_outcome` initial events; `{other}` is not supported yet"
                     ),
                 ));
             }

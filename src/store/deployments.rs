@@ -3,6 +3,7 @@
 
 use crate::domain::deployment::{DeploymentSpec, DeploymentState};
 use crate::domain::time::Micros;
+use crate::store::webhooks::WebhookEvent;
 
 /// One deployment's row.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +24,46 @@ pub enum NextFire {
     Keep,
     /// Set it (a new or changed schedule, an unpause).
     Set(Option<Micros>),
+}
+
+/// What a write of a deployment changes, for the webhook event it reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeploymentChange {
+    Updated,
+    Archived,
+    Paused,
+    Unpaused,
+}
+
+impl DeploymentChange {
+    /// The webhook event type reporting it.
+    pub fn webhook_type(self) -> &'static str {
+        match self {
+            DeploymentChange::Updated => "deployment.updated",
+            DeploymentChange::Archived => "deployment.archived",
+            DeploymentChange::Paused => "deployment.paused",
+            DeploymentChange::Unpaused => "deployment.unpaused",
+        }
+    }
+
+    /// The webhook event of this change to `d`.
+    pub fn event(self, d: &DeploymentRecord) -> WebhookEvent {
+        WebhookEvent::new(self.webhook_type(), &d.workspace_id, &d.id)
+    }
+}
+
+/// The webhook events of a recorded run: it started, then succeeded (a session started) or
+/// failed.
+pub fn run_events(r: &DeploymentRunRecord) -> Vec<WebhookEvent> {
+    let end = if r.session_id.is_some() {
+        "deployment_run.succeeded"
+    } else {
+        "deployment_run.failed"
+    };
+    [("deployment_run.started"), end]
+        .into_iter()
+        .map(|kind| WebhookEvent::new(kind, &r.workspace_id, &r.id))
+        .collect()
 }
 
 /// Filters of `GET /v1/deployments`.

@@ -26,7 +26,8 @@ use crate::domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
 pub use deployments::{
-    DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord, NextFire,
+    DeploymentChange, DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord,
+    NextFire,
 };
 pub use files::{FileFilter, FileRecord};
 pub use fork::{ForkedEvent, SessionFork};
@@ -1050,7 +1051,7 @@ pub trait Store: Send + Sync + 'static {
 
     // ---- deployments (API.md §2.12, migration 0015) ----
 
-    /// Inserts a deployment.
+    /// Inserts a deployment (and its `deployment.created` webhook event).
     async fn insert_deployment(&self, d: &DeploymentRecord) -> StoreResult<()>;
     /// One deployment of the workspace, archived or not.
     async fn get_deployment(
@@ -1058,9 +1059,14 @@ pub trait Store: Send + Sync + 'static {
         workspace_id: &str,
         id: &str,
     ) -> StoreResult<Option<DeploymentRecord>>;
-    /// Replaces a deployment's spec and state in one statement (so a change and, later, the
-    /// outbox row reporting it share a transaction); `next` says whether `next_fire_at` moves.
-    async fn update_deployment(&self, d: &DeploymentRecord, next: NextFire) -> StoreResult<()>;
+    /// Replaces a deployment's spec and state, with the webhook event of `change` in the same
+    /// transaction; `next` says whether `next_fire_at` moves.
+    async fn update_deployment(
+        &self,
+        d: &DeploymentRecord,
+        next: NextFire,
+        change: DeploymentChange,
+    ) -> StoreResult<()>;
     /// The workspace's deployments by id.
     async fn list_deployments(
         &self,

@@ -23,8 +23,8 @@ use crate::domain::invalid::Invalid;
 use crate::domain::session::SessionCreate;
 use crate::domain::time::{self, Micros};
 use crate::store::{
-    DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord, NextFire, Scan,
-    StoreResult,
+    DeploymentChange, DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord,
+    NextFire, Scan, StoreResult,
 };
 
 /// What started a run.
@@ -216,7 +216,10 @@ impl Engine {
         } else {
             NextFire::Keep
         };
-        self.inner.store.update_deployment(&rec, next).await?;
+        self.inner
+            .store
+            .update_deployment(&rec, next, DeploymentChange::Updated)
+            .await?;
         Ok(view(&rec))
     }
 
@@ -245,7 +248,7 @@ impl Engine {
         rec.next_fire_at = None;
         self.inner
             .store
-            .update_deployment(&rec, NextFire::Set(None))
+            .update_deployment(&rec, NextFire::Set(None), DeploymentChange::Archived)
             .await?;
         Ok(view(&rec))
     }
@@ -263,7 +266,7 @@ impl Engine {
         rec.state.updated_at = time::now();
         self.inner
             .store
-            .update_deployment(&rec, NextFire::Keep)
+            .update_deployment(&rec, NextFire::Keep, DeploymentChange::Paused)
             .await?;
         Ok(view(&rec))
     }
@@ -284,7 +287,11 @@ impl Engine {
         rec.next_fire_at = rec.spec.schedule.as_ref().and_then(|s| s.next_after(now));
         self.inner
             .store
-            .update_deployment(&rec, NextFire::Set(rec.next_fire_at))
+            .update_deployment(
+                &rec,
+                NextFire::Set(rec.next_fire_at),
+                DeploymentChange::Unpaused,
+            )
             .await?;
         Ok(view(&rec))
     }

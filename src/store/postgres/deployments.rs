@@ -6,9 +6,11 @@ use sqlx::{QueryBuilder, Row};
 use super::{PgStore, push_scan};
 use crate::domain::deployment::DeploymentState;
 use crate::domain::time::Micros;
+use crate::store::deployments::run_events;
+use crate::store::webhooks::WebhookEvent;
 use crate::store::{
-    DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord, NextFire, Scan,
-    StoreResult,
+    DeploymentChange, DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord,
+    NextFire, Scan, StoreResult,
 };
 
 const COLS: &str = "id, workspace_id, body, paused_reason, next_fire_at, last_run_at, \
@@ -59,6 +61,7 @@ fn paused_text(d: &DeploymentRecord) -> StoreResult<Option<String>> {
 
 impl PgStore {
     pub(super) async fn insert_deployment_pg(&self, d: &DeploymentRecord) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
         sqlx::query(&format!(
             "INSERT INTO deployments ({COLS}, agent_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
         ))
@@ -72,8 +75,18 @@ impl PgStore {
         .bind(d.state.updated_at)
         .bind(d.state.archived_at)
         .bind(&d.spec.agent_id)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        super::webhooks::emit(
+            &mut tx,
+            &[WebhookEvent::new(
+                "deployment.created",
+                &d.workspace_id,
+                &d.id,
+            )],
+        )
+        .await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -96,7 +109,9 @@ impl PgStore {
         &self,
         d: &DeploymentRecord,
         next: NextFire,
+        change: DeploymentChange,
     ) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
         let (set_next, next_at) = match next {
             NextFire::Keep => (false, None),
             NextFire::Set(at) => (true, at),
@@ -115,8 +130,10 @@ impl PgStore {
         .bind(next_at)
         .bind(&d.workspace_id)
         .bind(&d.id)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        super::webhooks::emit(&mut tx, &[change.event(d)]).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -221,8 +238,9 @@ impl PgStore {
                 .execute(&mut *tx)
                 .await?;
         }
+        let mut hooks = run_events(r);
         if let Some(p) = pause {
-            sqlx::query(
+            let paused = sqlx::query(
                 "UPDATE deployments SET paused_reason = $1, updated_at = $2 \
                  WHERE id = $3 AND paused_reason IS NULL AND archived_at IS NULL",
             )
@@ -230,8 +248,17 @@ impl PgStore {
             .bind(r.created_at)
             .bind(&r.deployment_id)
             .execute(&mut *tx)
-            .await?;
+            .await?
+            .rows_affected();
+            if paused == 1 {
+                hooks.push(WebhookEvent::new(
+                    DeploymentChange::Paused.webhook_type(),
+                    &r.workspace_id,
+                    &r.deployment_id,
+                ));
+            }
         }
+        super::webhooks::emit(&mut tx, &hooks).await?;
         tx.commit().await?;
         Ok(())
     }

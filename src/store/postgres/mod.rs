@@ -42,7 +42,8 @@ use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
 use crate::store::CredentialRecord;
 use crate::store::{
-    DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord, NextFire,
+    DeploymentChange, DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord,
+    NextFire,
 };
 use crate::store::{FileFilter, FileRecord};
 use crate::store::{
@@ -910,8 +911,13 @@ impl Store for PgStore {
         self.get_deployment_pg(ws, id).await
     }
 
-    async fn update_deployment(&self, d: &DeploymentRecord, next: NextFire) -> StoreResult<()> {
-        self.update_deployment_pg(d, next).await
+    async fn update_deployment(
+        &self,
+        d: &DeploymentRecord,
+        next: NextFire,
+        change: DeploymentChange,
+    ) -> StoreResult<()> {
+        self.update_deployment_pg(d, next, change).await
     }
 
     async fn list_deployments(

@@ -5,9 +5,11 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use super::rows::Query;
 use crate::domain::deployment::DeploymentState;
 use crate::domain::time::Micros;
+use crate::store::deployments::run_events;
+use crate::store::webhooks::WebhookEvent;
 use crate::store::{
-    DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord, NextFire, Scan,
-    StoreError, StoreResult,
+    DeploymentChange, DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord,
+    NextFire, Scan, StoreError, StoreResult,
 };
 
 const COLS: &str = "id, workspace_id, body, paused_reason, next_fire_at, last_run_at, \
@@ -98,7 +100,14 @@ pub(super) fn insert(conn: &Connection, d: &DeploymentRecord) -> StoreResult<()>
         d.state.archived_at,
         d.spec.agent_id,
     ])?;
-    Ok(())
+    super::webhooks::emit(
+        conn,
+        &[WebhookEvent::new(
+            "deployment.created",
+            &d.workspace_id,
+            &d.id,
+        )],
+    )
 }
 
 pub(super) fn get(conn: &Connection, ws: &str, id: &str) -> StoreResult<Option<DeploymentRecord>> {
@@ -111,7 +120,12 @@ pub(super) fn get(conn: &Connection, ws: &str, id: &str) -> StoreResult<Option<D
     row.map(deployment).transpose()
 }
 
-pub(super) fn update(conn: &Connection, d: &DeploymentRecord, next: NextFire) -> StoreResult<()> {
+pub(super) fn update(
+    conn: &Connection,
+    d: &DeploymentRecord,
+    next: NextFire,
+    change: DeploymentChange,
+) -> StoreResult<()> {
     let (set_next, next_at) = match next {
         NextFire::Keep => (false, None),
         NextFire::Set(at) => (true, at),
@@ -132,7 +146,7 @@ pub(super) fn update(conn: &Connection, d: &DeploymentRecord, next: NextFire) ->
         d.workspace_id,
         d.id,
     ])?;
-    Ok(())
+    super::webhooks::emit(conn, &[change.event(d)])
 }
 
 pub(super) fn list(
@@ -218,18 +232,27 @@ pub(super) fn record_run(
         conn.prepare_cached("UPDATE deployments SET last_run_at = ?1 WHERE id = ?2")?
             .execute(params![r.created_at, r.deployment_id])?;
     }
+    let mut hooks = run_events(r);
     if let Some(p) = pause {
-        conn.prepare_cached(
-            "UPDATE deployments SET paused_reason = ?1, updated_at = ?2 \
-             WHERE id = ?3 AND paused_reason IS NULL AND archived_at IS NULL",
-        )?
-        .execute(params![
-            serde_json::to_string(p).map_err(StoreError::from)?,
-            r.created_at,
-            r.deployment_id
-        ])?;
+        let paused = conn
+            .prepare_cached(
+                "UPDATE deployments SET paused_reason = ?1, updated_at = ?2 \
+                 WHERE id = ?3 AND paused_reason IS NULL AND archived_at IS NULL",
+            )?
+            .execute(params![
+                serde_json::to_string(p).map_err(StoreError::from)?,
+                r.created_at,
+                r.deployment_id
+            ])?;
+        if paused == 1 {
+            hooks.push(WebhookEvent::new(
+                DeploymentChange::Paused.webhook_type(),
+                &r.workspace_id,
+                &r.deployment_id,
+            ));
+        }
     }
-    Ok(())
+    super::webhooks::emit(conn, &hooks)
 }
 
 pub(super) fn get_run(

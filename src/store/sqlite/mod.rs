@@ -39,7 +39,8 @@ use crate::domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
 use crate::store::{
-    DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord, NextFire,
+    DeploymentChange, DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord,
+    NextFire,
 };
 use crate::store::{
     FileFilter, FileRecord, MemoryStoreFilter, MemoryVersionFilter, MemoryWrite,
@@ -1236,10 +1237,15 @@ impl Store for SqliteStore {
         self.db.read(move |c| deployments::get(c, &ws, &id)).await
     }
 
-    async fn update_deployment(&self, d: &DeploymentRecord, next: NextFire) -> StoreResult<()> {
+    async fn update_deployment(
+        &self,
+        d: &DeploymentRecord,
+        next: NextFire,
+        change: DeploymentChange,
+    ) -> StoreResult<()> {
         let d = d.clone();
         self.db
-            .write(move |c| deployments::update(c, &d, next))
+            .write(move |c| deployments::update(c, &d, next, change))
             .await
     }
 

@@ -4,8 +4,8 @@
 use mast::domain::deployment::{DeploymentSpec, DeploymentState, manual_pause, pause_for};
 use mast::domain::schedule::Schedule;
 use mast::store::{
-    DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord, Direction,
-    NextFire, StoreError,
+    DeploymentChange, DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord,
+    Direction, NextFire, StoreError,
 };
 use serde_json::json;
 
@@ -19,7 +19,7 @@ backend_tests!(
     runs_record_with_their_effects_and_list_with_filters,
 );
 
-fn dep(id: &str, agent: &str, at: i64, next: Option<i64>) -> DeploymentRecord {
+pub(super) fn dep(id: &str, agent: &str, at: i64, next: Option<i64>) -> DeploymentRecord {
     DeploymentRecord {
         id: id.into(),
         workspace_id: WS.into(),
@@ -50,7 +50,12 @@ fn dep(id: &str, agent: &str, at: i64, next: Option<i64>) -> DeploymentRecord {
     }
 }
 
-fn run(id: &str, dep: &str, slot: Option<i64>, session: Option<&str>) -> DeploymentRunRecord {
+pub(super) fn run(
+    id: &str,
+    dep: &str,
+    slot: Option<i64>,
+    session: Option<&str>,
+) -> DeploymentRunRecord {
     DeploymentRunRecord {
         id: id.into(),
         workspace_id: WS.into(),
@@ -97,7 +102,10 @@ async fn deployments_round_trip_and_list_with_filters(b: Backend) {
     d2.state.paused_reason = Some(manual_pause());
     d2.spec.name = "renamed".into();
     d2.next_fire_at = Some(1);
-    store.update_deployment(&d2, NextFire::Keep).await.unwrap();
+    store
+        .update_deployment(&d2, NextFire::Keep, DeploymentChange::Paused)
+        .await
+        .unwrap();
     let got = store.get_deployment(WS, "depl_2").await.unwrap().unwrap();
     assert_eq!(
         (got.spec.name.as_str(), got.next_fire_at),
@@ -107,7 +115,7 @@ async fn deployments_round_trip_and_list_with_filters(b: Backend) {
     let mut d3 = store.get_deployment(WS, "depl_3").await.unwrap().unwrap();
     d3.state.archived_at = Some(4_000);
     store
-        .update_deployment(&d3, NextFire::Set(None))
+        .update_deployment(&d3, NextFire::Set(None), DeploymentChange::Archived)
         .await
         .unwrap();
     let got = store.get_deployment(WS, "depl_3").await.unwrap().unwrap();

@@ -18,6 +18,7 @@ backend_tests!(
     one_delivery_in_flight_per_endpoint_in_order_and_one_sender_at_a_time,
     attempts_retry_deliver_and_fail,
     replay_queues_the_same_event_again,
+    deployment_changes_and_runs_write_their_events,
 );
 
 fn endpoint(id: &str, types: &[&str], enabled: bool) -> EndpointRecord {
@@ -629,4 +630,78 @@ async fn vault_and_credential_changes_write_their_events(b: Backend) {
     let body: serde_json::Value = serde_json::from_str(&d[1].payload).unwrap();
     assert_eq!(body["data"]["vault_id"], "vlt_1");
     assert_eq!(body["data"]["id"], "vcrd_1");
+}
+
+async fn deployment_changes_and_runs_write_their_events(b: Backend) {
+    use super::deployments::{dep, run};
+    use mast::domain::deployment::pause_for;
+    use mast::store::{DeploymentChange, NextFire};
+    let (store, _d) = open(b).await;
+    let types = [
+        "deployment.created",
+        "deployment.updated",
+        "deployment.paused",
+        "deployment.unpaused",
+        "deployment.archived",
+        "deployment_run.started",
+        "deployment_run.succeeded",
+        "deployment_run.failed",
+    ];
+    store
+        .insert_webhook_endpoint(&endpoint("whep_1", &types, true))
+        .await
+        .unwrap();
+    let d = dep("depl_1", "agent_a", 1_000, Some(10_000));
+    store.insert_deployment(&d).await.unwrap();
+    store
+        .update_deployment(&d, NextFire::Keep, DeploymentChange::Updated)
+        .await
+        .unwrap();
+    store
+        .record_deployment_run(&run("drun_1", "depl_1", None, Some("sesn_1")), None)
+        .await
+        .unwrap();
+    // A scheduled run that could not start pauses the deployment, in the same write.
+    let pause = pause_for("vault_archived_error");
+    store
+        .record_deployment_run(&run("drun_2", "depl_1", Some(10_000), None), pause.as_ref())
+        .await
+        .unwrap();
+    // A second refusal while paused pauses nothing more, and says nothing more of it.
+    store
+        .record_deployment_run(&run("drun_3", "depl_1", Some(20_000), None), pause.as_ref())
+        .await
+        .unwrap();
+    store
+        .update_deployment(&d, NextFire::Keep, DeploymentChange::Unpaused)
+        .await
+        .unwrap();
+    store
+        .update_deployment(&d, NextFire::Set(None), DeploymentChange::Archived)
+        .await
+        .unwrap();
+    assert_eq!(
+        types_of(&*store, "whep_1").await,
+        [
+            "deployment.created",
+            "deployment.updated",
+            "deployment_run.started",
+            "deployment_run.succeeded",
+            "deployment_run.started",
+            "deployment_run.failed",
+            "deployment.paused",
+            "deployment_run.started",
+            "deployment_run.failed",
+            "deployment.unpaused",
+            "deployment.archived",
+        ]
+    );
+    let rows = store
+        .list_webhook_deliveries("whep_1", &all())
+        .await
+        .unwrap();
+    let data: serde_json::Value = serde_json::from_str(&rows[2].payload).unwrap();
+    assert_eq!(data["data"]["id"], "drun_1", "a run's events name the run");
+    let data: serde_json::Value = serde_json::from_str(&rows[6].payload).unwrap();
+    assert_eq!(data["data"]["id"], "depl_1");
 }

@@ -134,6 +134,26 @@ def test_manual_run_starts_a_session_listed_by_deployment(client, agent, environ
     client.beta.deployments.archive(d.id)
 
 
+
+def test_a_deployment_can_start_an_outcome(client, agent, environment):
+    # The scripted model reads the outcome's description as its script and the rubric's
+    # `grade` lines as the grader's verdicts.
+    outcome = {"type": "user.define_outcome", "description": "say Report written.",
+               "rubric": {"type": "text", "content": "grade satisfied Report is complete."}, "max_iterations": 2}
+    d = client.beta.deployments.create(name="graded", agent=agent.id, environment_id=environment.id,
+                                       initial_events=[outcome])
+    assert d.initial_events[0].type == "user.define_outcome"
+    r = client.beta.deployments.run(d.id)
+    assert r.error is None and r.session_id
+    done = wait_for("the graded session", lambda: (s := client.beta.sessions.retrieve(r.session_id)).status == "idle"
+                    and s.outcome_evaluations and s.outcome_evaluations[0].result == "satisfied" and s)
+    assert done.outcome_evaluations[0].explanation == "Report is complete."
+    # Two outcomes cannot start one session: refused when the deployment is saved.
+    with pytest.raises(anthropic.BadRequestError):
+        client.beta.deployments.create(name="two", agent=agent.id, environment_id=environment.id,
+                                       initial_events=[outcome, outcome])
+    client.beta.deployments.archive(d.id)
+
 def test_schedule_fires_pauses_and_resumes(client, agent, environment):
     d = client.beta.deployments.create(
         name="every-2s", agent=agent.id, environment_id=environment.id, initial_events=HELLO,
