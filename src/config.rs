@@ -197,6 +197,12 @@ impl Config {
             std::env::var("MAST_SECRET_KEY_FILE").ok(),
         )?;
         self.files = self.files.with_env()?;
+        // Context compaction.
+        self.engine.compaction = self.engine.compaction.with_env(
+            std::env::var("MAST_CONTEXT_WINDOW").ok().as_deref(),
+            std::env::var("MAST_CONTEXT_WINDOWS").ok().as_deref(),
+            std::env::var("MAST_COMPACTION_THRESHOLD").ok().as_deref(),
+        )?;
         Ok(self)
     }
 }

@@ -41,6 +41,8 @@ pub mod kind {
     pub const THREAD_STATUS_TERMINATED: &str = "session.thread_status_terminated";
     pub const THREAD_MESSAGE_SENT: &str = "agent.thread_message_sent";
     pub const THREAD_MESSAGE_RECEIVED: &str = "agent.thread_message_received";
+    // Context compaction.
+    pub const AGENT_THREAD_CONTEXT_COMPACTED: &str = "agent.thread_context_compacted";
 }
 
 /// Every persisted event type clients may filter on (`types[]`); `session.deleted` is never

@@ -33,6 +33,7 @@ pub const LOOP_KINDS: &[&str] = &[
     kind::USER_CUSTOM_TOOL_RESULT,
     kind::USER_TOOL_RESULT,
     kind::THREAD_MESSAGE_RECEIVED,
+    kind::AGENT_THREAD_CONTEXT_COMPACTED,
 ];
 
 /// How a thread's context ends, which decides the loop's next step.
@@ -82,6 +83,13 @@ pub struct Transcript {
     /// The messages are lent out for a model request: how long they and the last one's
     /// content were, to take back off what [`Transcript::lend`] appended.
     lent: Option<(usize, usize)>,
+    /// Context compaction: the size of the context the provider reported for the last
+    /// response (its input and output tokens), unknown before one and after a boundary.
+    reported_tokens: Option<u64>,
+    /// Context compaction: bytes of content added since the last response.
+    added_bytes: usize,
+    /// Context compaction: boundaries applied since the last response.
+    compactions_in_row: u32,
 }
 
 fn push(messages: &mut Vec<Message>, role: Role, mut content: Vec<Value>) {
@@ -205,6 +213,7 @@ impl Transcript {
             kind::AGENT_TOOL_RESULT | kind::USER_TOOL_RESULT => self.result(ev, "tool_use_id"),
             kind::USER_CUSTOM_TOOL_RESULT => self.result(ev, "custom_tool_use_id"),
             kind::AGENT_MCP_TOOL_RESULT => self.result(ev, "mcp_tool_use_id"),
+            kind::AGENT_THREAD_CONTEXT_COMPACTED => self.compacted(ev),
             _ => {}
         }
     }
@@ -218,11 +227,13 @@ impl Transcript {
         if ev.internal.as_ref().and_then(|i| i.get("is_error")) == Some(&json!(true)) {
             b["is_error"] = json!(true);
         }
+        self.added_bytes += json_bytes(&b);
         self.results.insert(call, b);
     }
 
     fn input(&mut self, ev: &EventRecord) {
         let blocks = input_blocks(ev);
+        self.added_bytes += blocks.iter().map(json_bytes).sum::<usize>();
         if self.open.is_empty() {
             push(&mut self.messages, Role::User, blocks);
         } else {
@@ -235,6 +246,7 @@ impl Transcript {
 
     fn result(&mut self, ev: &EventRecord, id_key: &str) {
         if let Some((id, b)) = result_block(ev, id_key) {
+            self.added_bytes += json_bytes(&b);
             self.results.insert(id, b);
         }
     }
@@ -279,6 +291,77 @@ impl Transcript {
             .filter(|d| !d.is_null());
         self.last_stop = Some((stop, details));
         self.after_response = true;
+        let usage = ev.body.get("model_usage");
+        let tokens = |k: &str| {
+            usage
+                .and_then(|u| u.get(k))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        self.reported_tokens = Some(
+            tokens("input_tokens")
+                + tokens("cache_creation_input_tokens")
+                + tokens("cache_read_input_tokens")
+                + tokens("output_tokens"),
+        );
+        self.added_bytes = 0;
+        self.compactions_in_row = 0;
+    }
+
+    /// A compaction boundary (`agent.thread_context_compacted`, whose private part holds the
+    /// summary and how many of the newest messages stay verbatim): the model sees the
+    /// summary, then those messages. The boundary was chosen on this same fold, so replaying
+    /// the log lands on the same messages.
+    fn compacted(&mut self, ev: &EventRecord) {
+        let Some(internal) = &ev.internal else {
+            return;
+        };
+        let Some(summary) = internal.get("summary").and_then(Value::as_str) else {
+            return;
+        };
+        let keep = internal
+            .get("keep")
+            .and_then(Value::as_u64)
+            .map_or(0, |k| k as usize)
+            .min(self.messages.len());
+        let tail = self.messages.split_off(self.messages.len() - keep);
+        self.messages = vec![Message {
+            role: Role::User,
+            content: vec![json!({"type": "text", "text": crate::models::summarise::boundary_text(summary)})],
+        }];
+        for m in tail {
+            push(&mut self.messages, m.role, m.content);
+        }
+        self.reported_tokens = None;
+        self.added_bytes = 0;
+        self.compactions_in_row += 1;
+    }
+
+    /// The closed messages and what the context appends to them (results of answered calls,
+    /// input deferred behind them), for choosing a compaction boundary.
+    pub fn parts(&self) -> (&[Message], Vec<Value>) {
+        (&self.messages, self.closing())
+    }
+
+    /// Boundaries applied since the last model response.
+    pub fn compactions_in_row(&self) -> u32 {
+        self.compactions_in_row
+    }
+
+    /// The estimated size in tokens of the context a request would send now: the provider's
+    /// count for the last response plus a quarter token per byte added since; without such a
+    /// count (no response yet, or a boundary since), a quarter token per byte of the whole
+    /// context plus `overhead_bytes` (the system prompt and tool definitions).
+    pub fn estimated_tokens(&self, overhead_bytes: usize) -> u64 {
+        match self.reported_tokens {
+            Some(reported) => reported + (self.added_bytes / BYTES_PER_TOKEN) as u64,
+            None => {
+                let bytes: usize = self.messages.iter().map(message_bytes).sum::<usize>()
+                    + self.closing().iter().map(json_bytes).sum::<usize>()
+                    + overhead_bytes;
+                (bytes / BYTES_PER_TOKEN) as u64
+            }
+        }
     }
 
     /// Moves the open calls' results, then the input deferred behind them, into a user
@@ -402,6 +485,19 @@ impl Transcript {
             dangling_request: self.started.clone(),
         }
     }
+}
+
+/// The bytes of text that make one token, roughly, in the compaction estimate.
+pub const BYTES_PER_TOKEN: usize = 4;
+
+/// The size of a content block as JSON text.
+pub fn json_bytes(v: &Value) -> usize {
+    serde_json::to_string(v).map_or(0, |t| t.len())
+}
+
+/// The size of a message's content as JSON text.
+pub fn message_bytes(m: &Message) -> usize {
+    m.content.iter().map(json_bytes).sum()
 }
 
 /// Builds the context of one thread from its whole log (in sequence order): the reference

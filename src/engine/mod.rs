@@ -8,6 +8,7 @@ pub mod backoff;
 pub mod bodies;
 pub mod budget;
 mod cluster;
+pub mod compaction;
 pub mod context;
 pub mod credentials;
 pub mod delegation;
@@ -83,6 +84,8 @@ pub struct EngineConfig {
     pub mcp_connect_timeout: Duration,
     /// How long one MCP tool call may take before it is cut off as an error.
     pub mcp_call_timeout: Duration,
+    /// Context compaction: context windows and the threshold that triggers a summary.
+    pub compaction: compaction::CompactionConfig,
 }
 
 impl Default for EngineConfig {
@@ -101,6 +104,7 @@ impl Default for EngineConfig {
             single_replica: false,
             mcp_connect_timeout: Duration::from_secs(10),
             mcp_call_timeout: Duration::from_secs(120),
+            compaction: Default::default(),
         }
     }
 }
