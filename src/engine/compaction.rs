@@ -84,12 +84,9 @@ impl CompactionConfig {
         threshold: Option<&str>,
     ) -> anyhow::Result<Self> {
         if let Some(w) = window.filter(|w| !w.trim().is_empty()) {
-            self.default_window = w
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| anyhow::anyhow!("MAST_CONTEXT_WINDOW must be a positive number of tokens"))?;
+            self.default_window = w.trim().parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                anyhow::anyhow!("MAST_CONTEXT_WINDOW must be a positive number of tokens")
+            })?;
         }
         if let Some(json) = windows.filter(|j| !j.trim().is_empty()) {
             let parsed: BTreeMap<String, u64> = serde_json::from_str(json).map_err(|e| {
@@ -130,8 +127,9 @@ fn ids_of<'a>(blocks: impl Iterator<Item = &'a Value>, ty: &str, key: &str) -> V
 /// size stays within `keep_bytes`, or else the fewest. None when no cut is allowed.
 pub fn choose_cut(messages: &[Message], closing: &[Value], keep_bytes: usize) -> Option<usize> {
     let mut uses: HashSet<String> = HashSet::new();
-    let mut unanswered: HashSet<String> =
-        ids_of(closing.iter(), "tool_result", "tool_use_id").into_iter().collect();
+    let mut unanswered: HashSet<String> = ids_of(closing.iter(), "tool_result", "tool_use_id")
+        .into_iter()
+        .collect();
     let mut kept = closing.iter().map(json_bytes).sum::<usize>();
     let mut best = None;
     for i in (1..messages.len()).rev() {
@@ -225,14 +223,16 @@ impl Loop<'_> {
         let keep = messages.len() - cut;
         let kept_bytes = messages[cut..].iter().map(message_bytes).sum::<usize>()
             + closing.iter().map(json_bytes).sum::<usize>();
-        let text_budget = (window as usize * BYTES_PER_TOKEN * 3 / 4)
-            .saturating_sub(summarise::SYSTEM.len());
+        let text_budget =
+            (window as usize * BYTES_PER_TOKEN * 3 / 4).saturating_sub(summarise::SYSTEM.len());
         let mut request = ModelRequest {
             model: model.clone(),
             system: Some(summarise::SYSTEM.to_string()),
             messages: vec![Message {
                 role: Role::User,
-                content: vec![json!({"type": "text", "text": summarise::request_text(&head, text_budget)})],
+                content: vec![
+                    json!({"type": "text", "text": summarise::request_text(&head, text_budget)}),
+                ],
             }],
             tools: vec![],
             max_tokens: SUMMARY_MAX_TOKENS.min(self.inner.config.max_tokens),
@@ -298,8 +298,8 @@ impl Loop<'_> {
             Waited::Done(Ok(resp)) => resp,
         };
         let summary = text_of(&resp.content);
-        let after =
-            ((summarise::boundary_text(&summary).len() + kept_bytes + overhead) / BYTES_PER_TOKEN) as u64;
+        let after = ((summarise::boundary_text(&summary).len() + kept_bytes + overhead)
+            / BYTES_PER_TOKEN) as u64;
         if summary.trim().is_empty() || after > limit {
             self.end_span(&start_id, resp.usage, false, None).await?;
             let msg = format!(
@@ -310,7 +310,8 @@ impl Loop<'_> {
         }
         tracing::info!(session_id = %self.sid, thread_id = %self.thread, before, after, keep, "context compacted");
         let mark = boundary(&summary, keep, self.last_seq, before);
-        self.end_span(&start_id, resp.usage, false, Some(mark)).await?;
+        self.end_span(&start_id, resp.usage, false, Some(mark))
+            .await?;
         Ok(true)
     }
 
@@ -476,7 +477,11 @@ mod tests {
             (None, None, Some("1.5")),
             (None, None, Some("x")),
         ] {
-            assert!(CompactionConfig::default().with_env(bad.0, bad.1, bad.2).is_err());
+            assert!(
+                CompactionConfig::default()
+                    .with_env(bad.0, bad.1, bad.2)
+                    .is_err()
+            );
         }
     }
 }

@@ -327,7 +327,9 @@ impl Transcript {
         let tail = self.messages.split_off(self.messages.len() - keep);
         self.messages = vec![Message {
             role: Role::User,
-            content: vec![json!({"type": "text", "text": crate::models::summarise::boundary_text(summary)})],
+            content: vec![
+                json!({"type": "text", "text": crate::models::summarise::boundary_text(summary)}),
+            ],
         }];
         for m in tail {
             push(&mut self.messages, m.role, m.content);
@@ -669,6 +671,100 @@ mod tests {
         assert_eq!(c.tail, Tail::User);
         assert_eq!(c.messages.len(), 3);
         assert_eq!(c.messages[2].content[0]["text"], "second");
+    }
+
+    #[test]
+    fn a_compaction_boundary_replaces_older_messages_with_its_summary() {
+        let response = |seq: i64, content: Value, stop: &str, input: u64| {
+            ev(
+                seq,
+                kind::SPAN_END,
+                json!({"model_usage": {"input_tokens": input, "output_tokens": 2}}),
+                Some(json!({"content": content, "stop_reason": stop})),
+                true,
+            )
+        };
+        let events = vec![
+            ev(
+                1,
+                kind::USER_MESSAGE,
+                json!({"content": text("first")}),
+                None,
+                true,
+            ),
+            ev(2, kind::SPAN_START, json!({}), None, true),
+            response(
+                3,
+                json!([{"type":"tool_use","id":"t1","name":"t","input":{}}]),
+                "tool_use",
+                100,
+            ),
+            ev(
+                4,
+                kind::AGENT_TOOL_RESULT,
+                json!({"tool_use_id":"t1","content": text("result")}),
+                None,
+                true,
+            ),
+            ev(5, kind::SPAN_START, json!({}), None, true),
+            response(6, json!([{"type":"text","text":"done"}]), "end_turn", 200),
+            ev(
+                7,
+                kind::USER_MESSAGE,
+                json!({"content": text("second")}),
+                None,
+                true,
+            ),
+            // The summarisation request's span has no content: it is not a response.
+            ev(8, kind::SPAN_START, json!({}), None, true),
+            ev(
+                9,
+                kind::SPAN_END,
+                json!({"model_usage": {"input_tokens": 7}}),
+                None,
+                true,
+            ),
+            ev(
+                10,
+                kind::AGENT_THREAD_CONTEXT_COMPACTED,
+                json!({}),
+                Some(json!({"summary": "S", "keep": 2})),
+                true,
+            ),
+        ];
+        let before = build(&events[..7]);
+        assert_eq!(before.messages.len(), 5);
+        let c = build(&events);
+        assert_incremental(&events);
+        assert_eq!(c.tail, Tail::User);
+        assert_eq!(c.dangling_request, None);
+        // The summary, then the two newest messages verbatim (the summary merges into none:
+        // the kept part starts with the assistant's answer).
+        assert_eq!(c.messages.len(), 3);
+        assert_eq!(c.messages[0].role, Role::User);
+        let summary = c.messages[0].content[0]["text"].as_str().unwrap();
+        assert!(
+            summary.contains("S") && summary.contains("context-summary"),
+            "{summary}"
+        );
+        assert_eq!(c.messages[1..], before.messages[3..]);
+        // Before the boundary the estimate is the last response's count plus the bytes added
+        // since; after it, the bytes of the whole (smaller) context.
+        let mut t = Transcript::default();
+        for e in in_order(&events[..7]) {
+            t.apply(e);
+        }
+        let added = json_bytes(&json!({"type":"text","text":"second"})) / BYTES_PER_TOKEN;
+        assert_eq!(t.estimated_tokens(0), 202 + added as u64);
+        for e in in_order(&events[7..]) {
+            t.apply(e);
+        }
+        let bytes: usize = c.messages.iter().map(message_bytes).sum();
+        assert_eq!(
+            t.estimated_tokens(40),
+            ((bytes + 40) / BYTES_PER_TOKEN) as u64
+        );
+        assert_eq!(t.compactions_in_row(), 1);
     }
 
     #[test]
