@@ -104,7 +104,7 @@ async fn main() {
     };
     let mut servers = Vec::new();
     for _ in 0..args.replicas.max(1) {
-        servers.push(server::start_server_with(db.as_deref(), &server_env).await);
+        servers.push(server::start_server(db.as_deref(), &server_env).await);
     }
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(256)
