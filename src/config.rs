@@ -213,6 +213,12 @@ impl Config {
         )?;
         self.files = self.files.with_env()?;
         self.webhooks = self.webhooks.with_env()?;
+        // Context compaction.
+        self.engine.compaction = self.engine.compaction.with_env(
+            std::env::var("MAST_CONTEXT_WINDOW").ok().as_deref(),
+            std::env::var("MAST_CONTEXT_WINDOWS").ok().as_deref(),
+            std::env::var("MAST_COMPACTION_THRESHOLD").ok().as_deref(),
+        )?;
         Ok(self)
     }
 }

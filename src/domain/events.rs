@@ -44,6 +44,8 @@ pub mod kind {
     pub const OUTCOME_EVALUATION_START: &str = "span.outcome_evaluation_start";
     pub const OUTCOME_EVALUATION_ONGOING: &str = "span.outcome_evaluation_ongoing";
     pub const OUTCOME_EVALUATION_END: &str = "span.outcome_evaluation_end";
+    // Context compaction.
+    pub const AGENT_THREAD_CONTEXT_COMPACTED: &str = "agent.thread_context_compacted";
 }
 
 /// Every persisted event type clients may filter on (`types[]`); `session.deleted` is never

@@ -35,6 +35,7 @@ pub const LOOP_KINDS: &[&str] = &[
     kind::THREAD_MESSAGE_RECEIVED,
     kind::USER_DEFINE_OUTCOME,
     kind::OUTCOME_EVALUATION_END,
+    kind::AGENT_THREAD_CONTEXT_COMPACTED,
 ];
 
 /// How a thread's context ends, which decides the loop's next step.
@@ -84,6 +85,13 @@ pub struct Transcript {
     /// The messages are lent out for a model request: how long they and the last one's
     /// content were, to take back off what [`Transcript::lend`] appended.
     lent: Option<(usize, usize)>,
+    /// Context compaction: the size of the context the provider reported for the last
+    /// response (its input and output tokens), unknown before one and after a boundary.
+    reported_tokens: Option<u64>,
+    /// Context compaction: bytes of content added since the last response.
+    added_bytes: usize,
+    /// Context compaction: boundaries applied since the last response.
+    compactions_in_row: u32,
 }
 
 fn push(messages: &mut Vec<Message>, role: Role, mut content: Vec<Value>) {
@@ -216,6 +224,7 @@ impl Transcript {
                 let text = crate::domain::outcome::feedback_text(&ev.body);
                 self.outcome_input(text)
             }
+            kind::AGENT_THREAD_CONTEXT_COMPACTED => self.compacted(ev),
             _ => {}
         }
     }
@@ -229,6 +238,7 @@ impl Transcript {
         if ev.internal.as_ref().and_then(|i| i.get("is_error")) == Some(&json!(true)) {
             b["is_error"] = json!(true);
         }
+        self.added_bytes += json_bytes(&b);
         self.results.insert(call, b);
     }
 
@@ -244,6 +254,7 @@ impl Transcript {
     }
 
     fn input_blocks(&mut self, blocks: Vec<Value>) {
+        self.added_bytes += blocks.iter().map(json_bytes).sum::<usize>();
         if self.open.is_empty() {
             push(&mut self.messages, Role::User, blocks);
         } else {
@@ -256,6 +267,7 @@ impl Transcript {
 
     fn result(&mut self, ev: &EventRecord, id_key: &str) {
         if let Some((id, b)) = result_block(ev, id_key) {
+            self.added_bytes += json_bytes(&b);
             self.results.insert(id, b);
         }
     }
@@ -300,6 +312,79 @@ impl Transcript {
             .filter(|d| !d.is_null());
         self.last_stop = Some((stop, details));
         self.after_response = true;
+        let usage = ev.body.get("model_usage");
+        let tokens = |k: &str| {
+            usage
+                .and_then(|u| u.get(k))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        self.reported_tokens = Some(
+            tokens("input_tokens")
+                + tokens("cache_creation_input_tokens")
+                + tokens("cache_read_input_tokens")
+                + tokens("output_tokens"),
+        );
+        self.added_bytes = 0;
+        self.compactions_in_row = 0;
+    }
+
+    /// A compaction boundary (`agent.thread_context_compacted`, whose private part holds the
+    /// summary and how many of the newest messages stay verbatim): the model sees the
+    /// summary, then those messages. The boundary was chosen on this same fold, so replaying
+    /// the log lands on the same messages.
+    fn compacted(&mut self, ev: &EventRecord) {
+        let Some(internal) = &ev.internal else {
+            return;
+        };
+        let Some(summary) = internal.get("summary").and_then(Value::as_str) else {
+            return;
+        };
+        let keep = internal
+            .get("keep")
+            .and_then(Value::as_u64)
+            .map_or(0, |k| k as usize)
+            .min(self.messages.len());
+        let tail = self.messages.split_off(self.messages.len() - keep);
+        self.messages = vec![Message {
+            role: Role::User,
+            content: vec![
+                json!({"type": "text", "text": crate::models::summarise::boundary_text(summary)}),
+            ],
+        }];
+        for m in tail {
+            push(&mut self.messages, m.role, m.content);
+        }
+        self.reported_tokens = None;
+        self.added_bytes = 0;
+        self.compactions_in_row += 1;
+    }
+
+    /// The closed messages and what the context appends to them (results of answered calls,
+    /// input deferred behind them), for choosing a compaction boundary.
+    pub fn parts(&self) -> (&[Message], Vec<Value>) {
+        (&self.messages, self.closing())
+    }
+
+    /// Boundaries applied since the last model response.
+    pub fn compactions_in_row(&self) -> u32 {
+        self.compactions_in_row
+    }
+
+    /// The estimated size in tokens of the context a request would send now: the provider's
+    /// count for the last response plus a quarter token per byte added since; without such a
+    /// count (no response yet, or a boundary since), a quarter token per byte of the whole
+    /// context plus `overhead_bytes` (the system prompt and tool definitions).
+    pub fn estimated_tokens(&self, overhead_bytes: usize) -> u64 {
+        match self.reported_tokens {
+            Some(reported) => reported + (self.added_bytes / BYTES_PER_TOKEN) as u64,
+            None => {
+                let bytes: usize = self.messages.iter().map(message_bytes).sum::<usize>()
+                    + self.closing().iter().map(json_bytes).sum::<usize>()
+                    + overhead_bytes;
+                (bytes / BYTES_PER_TOKEN) as u64
+            }
+        }
     }
 
     /// Moves the open calls' results, then the input deferred behind them, into a user
@@ -423,6 +508,19 @@ impl Transcript {
             dangling_request: self.started.clone(),
         }
     }
+}
+
+/// The bytes of text that make one token, roughly, in the compaction estimate.
+pub const BYTES_PER_TOKEN: usize = 4;
+
+/// The size of a content block as JSON text.
+pub fn json_bytes(v: &Value) -> usize {
+    serde_json::to_string(v).map_or(0, |t| t.len())
+}
+
+/// The size of a message's content as JSON text.
+pub fn message_bytes(m: &Message) -> usize {
+    m.content.iter().map(json_bytes).sum()
 }
 
 /// Builds the context of one thread from its whole log (in sequence order): the reference
@@ -594,6 +692,100 @@ mod tests {
         assert_eq!(c.tail, Tail::User);
         assert_eq!(c.messages.len(), 3);
         assert_eq!(c.messages[2].content[0]["text"], "second");
+    }
+
+    #[test]
+    fn a_compaction_boundary_replaces_older_messages_with_its_summary() {
+        let response = |seq: i64, content: Value, stop: &str, input: u64| {
+            ev(
+                seq,
+                kind::SPAN_END,
+                json!({"model_usage": {"input_tokens": input, "output_tokens": 2}}),
+                Some(json!({"content": content, "stop_reason": stop})),
+                true,
+            )
+        };
+        let events = vec![
+            ev(
+                1,
+                kind::USER_MESSAGE,
+                json!({"content": text("first")}),
+                None,
+                true,
+            ),
+            ev(2, kind::SPAN_START, json!({}), None, true),
+            response(
+                3,
+                json!([{"type":"tool_use","id":"t1","name":"t","input":{}}]),
+                "tool_use",
+                100,
+            ),
+            ev(
+                4,
+                kind::AGENT_TOOL_RESULT,
+                json!({"tool_use_id":"t1","content": text("result")}),
+                None,
+                true,
+            ),
+            ev(5, kind::SPAN_START, json!({}), None, true),
+            response(6, json!([{"type":"text","text":"done"}]), "end_turn", 200),
+            ev(
+                7,
+                kind::USER_MESSAGE,
+                json!({"content": text("second")}),
+                None,
+                true,
+            ),
+            // The summarisation request's span has no content: it is not a response.
+            ev(8, kind::SPAN_START, json!({}), None, true),
+            ev(
+                9,
+                kind::SPAN_END,
+                json!({"model_usage": {"input_tokens": 7}}),
+                None,
+                true,
+            ),
+            ev(
+                10,
+                kind::AGENT_THREAD_CONTEXT_COMPACTED,
+                json!({}),
+                Some(json!({"summary": "S", "keep": 2})),
+                true,
+            ),
+        ];
+        let before = build(&events[..7]);
+        assert_eq!(before.messages.len(), 5);
+        let c = build(&events);
+        assert_incremental(&events);
+        assert_eq!(c.tail, Tail::User);
+        assert_eq!(c.dangling_request, None);
+        // The summary, then the two newest messages verbatim (the summary merges into none:
+        // the kept part starts with the assistant's answer).
+        assert_eq!(c.messages.len(), 3);
+        assert_eq!(c.messages[0].role, Role::User);
+        let summary = c.messages[0].content[0]["text"].as_str().unwrap();
+        assert!(
+            summary.contains("S") && summary.contains("context-summary"),
+            "{summary}"
+        );
+        assert_eq!(c.messages[1..], before.messages[3..]);
+        // Before the boundary the estimate is the last response's count plus the bytes added
+        // since; after it, the bytes of the whole (smaller) context.
+        let mut t = Transcript::default();
+        for e in in_order(&events[..7]) {
+            t.apply(e);
+        }
+        let added = json_bytes(&json!({"type":"text","text":"second"})) / BYTES_PER_TOKEN;
+        assert_eq!(t.estimated_tokens(0), 202 + added as u64);
+        for e in in_order(&events[7..]) {
+            t.apply(e);
+        }
+        let bytes: usize = c.messages.iter().map(message_bytes).sum();
+        assert_eq!(
+            t.estimated_tokens(40),
+            ((bytes + 40) / BYTES_PER_TOKEN) as u64
+        );
+        assert_eq!(t.compactions_in_row(), 1);
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod backoff;
 pub mod bodies;
 pub mod budget;
 mod cluster;
+pub mod compaction;
 pub mod context;
 pub mod credentials;
 pub mod delegation;
@@ -101,6 +102,8 @@ pub struct EngineConfig {
     pub mcp_call_timeout: Duration,
     /// Outcomes: the grader's model and prompt, the heartbeat while grading.
     pub outcomes: outcomes::OutcomeConfig,
+    /// Context compaction: context windows and the threshold that triggers a summary.
+    pub compaction: compaction::CompactionConfig,
 }
 
 impl Default for EngineConfig {
@@ -121,6 +124,7 @@ impl Default for EngineConfig {
             mcp_connect_timeout: Duration::from_secs(10),
             mcp_call_timeout: Duration::from_secs(120),
             outcomes: Default::default(),
+            compaction: Default::default(),
         }
     }
 }

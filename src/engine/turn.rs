@@ -233,7 +233,9 @@ impl<'a> Loop<'a> {
     /// 7. **rescheduled** — a retry delay ended: back to running.
     /// 8. **queued input** — unless calls are outstanding, queued messages are taken into the
     ///    next model request (or only marked consumed when no request follows).
-    /// 9. **the context's tail** — the user spoke last: call the model; the model stopped at
+    /// 9. **the context's tail** — the user spoke last: call the model (compacting the
+    ///    context first when it would pass the model's window threshold, see
+    ///    `engine::compaction`); the model stopped at
     ///    `max_tokens` / `pause_turn`: continue it (a bounded number of times); it refused:
     ///    idle with `refusal`; its context overflowed: fail the turn; calls outstanding: run
     ///    the next one here, hand it to a worker, wait for delegates, close an orphaned
@@ -365,6 +367,10 @@ impl<'a> Loop<'a> {
             }
             match ctx.tail {
                 Tail::User => {
+                    // Context compaction: a boundary (or a stop) first, then a fresh look.
+                    if self.compact_if_needed(&mut consumed).await? {
+                        continue;
+                    }
                     let messages = self.transcript.lend();
                     self.call_model(messages, consumed).await?
                 }

@@ -7,6 +7,7 @@ pub mod openai;
 pub mod registry;
 pub mod scripted;
 pub mod sse;
+pub mod summarise;
 
 use std::time::Duration;
 

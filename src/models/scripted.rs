@@ -13,6 +13,9 @@
 //!   grader, the n-th `grade` line is its verdict on iteration n (the last one repeats);
 //!   `grade raw <text>` answers `<text>` as it is. No `grade` line: `satisfied`. A
 //!   `grade sleep <ms>` line makes the grader take that long (it is not a verdict).
+//!
+//! A context-compaction request (see `models::summarise`) is not a script: it is answered
+//! with a short fixed summary naming how long the summarised text was.
 
 use std::time::Duration;
 
@@ -209,6 +212,28 @@ fn json_str_len(s: &str) -> usize {
         .sum::<usize>()
 }
 
+/// The scripted answer to a summarisation request: short and deterministic, so a test can
+/// recognise it in later requests; usage is estimated like any other request's.
+fn summary(req: &ModelRequest) -> ModelResponse {
+    let chars: usize = req
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .map(json_len)
+        .sum();
+    let text = format!("Scripted summary of {chars} characters of earlier conversation.");
+    ModelResponse {
+        usage: ModelUsage {
+            input_tokens: estimate_tokens(chars + super::summarise::SYSTEM.len()),
+            output_tokens: estimate_tokens(text.len()),
+            ..ModelUsage::default()
+        },
+        content: vec![json!({"type": "text", "text": text})],
+        stop_reason: "end_turn".into(),
+        stop_details: None,
+    }
+}
+
 #[async_trait]
 impl ModelClient for Scripted {
     async fn complete(
@@ -216,6 +241,9 @@ impl ModelClient for Scripted {
         req: &ModelRequest,
         deltas: DeltaSink<'_>,
     ) -> Result<ModelResponse, ModelError> {
+        if req.system.as_deref() == Some(super::summarise::SYSTEM) {
+            return Ok(summary(req));
+        }
         let (script, step_index) = script_and_step(req);
         if let Some((verdict, sleep_ms)) = grader_answer(&script) {
             tokio::time::sleep(Duration::from_millis(sleep_ms)).await;

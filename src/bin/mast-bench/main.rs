@@ -10,12 +10,14 @@
 //!   the store's floor (raw single-row JSON inserts) measured in the same run;
 //! - `fanout`: S subscribers on one session: delay from an event's `processed_at` to arrival;
 //! - `idle`: server RSS with K sessions idle on `requires_action`;
-//! - `active`: N sessions running at once on a slow model: server RSS and event delay.
+//! - `active`: N sessions running at once on a slow model: server RSS and event delay;
+//! - `compaction`: a turn that compacts the context beside one that does not.
 //!
 //! Run: `cargo build --release && ulimit -n 65536 && target/release/mast-bench --scenario all`.
 
 mod active;
 mod api;
+mod compaction;
 mod fanout;
 mod floor;
 mod history;
@@ -34,8 +36,9 @@ use api::{Agent, Api};
     about = "Benchmarks a real mast server with the scripted model"
 )]
 struct Args {
-    /// latency | realistic | history | throughput | fanout | idle | active | all
-    /// (`all` runs every scenario but `active`, which has a server of its own: run it alone)
+    /// latency | realistic | history | throughput | fanout | idle | active | compaction | all
+    /// (`all` runs every scenario but `active` and `compaction`, which have servers of their
+    /// own: run them alone)
     #[arg(long, default_value = "all")]
     scenario: String,
     /// Measured turns in the latency scenario (after 20 warm-up turns).
@@ -76,6 +79,9 @@ struct Args {
     /// How long each active session's model takes, in ms.
     #[arg(long, default_value_t = 30_000)]
     active_sleep_ms: u64,
+    /// Measured turns of the compaction scenario (after 10 warm-up turns).
+    #[arg(long, default_value_t = 200)]
+    compaction_turns: usize,
     /// Server processes on one Postgres database (DATABASE_URL); the throughput scenario
     /// posts each session's messages to one replica and streams it from the next.
     #[arg(long, default_value_t = 1)]
@@ -91,9 +97,14 @@ async fn main() {
     if args.replicas > 1 && db.is_none() {
         panic!("--replicas needs DATABASE_URL: replicas share one Postgres");
     }
+    // The compaction scenario's server has a small context window for the scripted model.
+    let server_env = match args.scenario.as_str() {
+        "compaction" => compaction::server_env(),
+        _ => vec![],
+    };
     let mut servers = Vec::new();
     for _ in 0..args.replicas.max(1) {
-        servers.push(server::start_server(db.as_deref()).await);
+        servers.push(server::start_server(db.as_deref(), &server_env).await);
     }
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(256)
@@ -165,6 +176,9 @@ async fn main() {
             args.active_sleep_ms,
         )
         .await;
+    }
+    if args.scenario == "compaction" {
+        compaction::run(api, server, args.compaction_turns).await;
     }
     drop(apis);
     drop(servers);

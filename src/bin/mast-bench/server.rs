@@ -106,8 +106,9 @@ pub async fn drop_database(admin: &str, db: &str) {
     }
 }
 
-/// Starts `mast serve` on a free port and waits until it answers.
-pub async fn start_server(database: Option<&str>) -> Server {
+/// Starts `mast serve` on a free port, with `env` added to its environment, and waits until
+/// it answers.
+pub async fn start_server(database: Option<&str>, env: &[(&str, String)]) -> Server {
     let bin: PathBuf = std::env::current_exe().unwrap().with_file_name("mast");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -124,6 +125,7 @@ pub async fn start_server(database: Option<&str>) -> Server {
     ])
     .arg(&dir)
     .env("MAST_LOG", "warn")
+    .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
     .stdout(Stdio::null())
     .stderr(Stdio::inherit());
     let backend = match database {

@@ -19,6 +19,9 @@ MAX_TURNS = 4
 SERVER_ENV = {
     "MAST_PRICES": json.dumps({"mast-scripted": SCRIPTED_PRICE}),
     "MAST_MAX_TURNS": str(MAX_TURNS),
+    # The usage reported below (270,000 tokens a request) would pass the 200,000-token
+    # window's compaction threshold: a 1M window keeps these turns free of summarisations.
+    "MAST_CONTEXT_WINDOWS": json.dumps({"claude-sonnet-4-5": 1_000_000}),
 }
 
 # What the Messages API below reports for every request: cache writes split by lifetime.
