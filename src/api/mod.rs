@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod auth;
+pub mod console;
 pub mod docs;
 pub mod edge;
 pub mod environment_keys;
@@ -129,6 +130,8 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .merge(docs::router())
+        // Web console (static files; data comes through the authenticated API).
+        .merge(console::router())
         .route("/openapi.json", get(openapi_json))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
