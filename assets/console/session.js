@@ -185,9 +185,8 @@ export function sessionPage(root, sessionId, threadId) {
   async function post(events, errEl) {
     errEl.textContent = "";
     try {
-      const r = await api("POST", `${base}/events`, { body: { events } });
-      // The echo arrives on the stream too; ingesting the response shows it at once either way.
-      for (const ev of r.data || []) ingest(ev);
+      // Shown when the stream echoes it, so the transcript keeps the log's order.
+      await api("POST", `${base}/events`, { body: { events } });
       return true;
     } catch (e) {
       errEl.textContent = e.message;
