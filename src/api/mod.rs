@@ -6,6 +6,7 @@
 pub mod agents;
 pub mod auth;
 pub mod deployments;
+pub mod console;
 pub mod docs;
 pub mod edge;
 pub mod environment_keys;
@@ -144,6 +145,8 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .merge(docs::router())
+        // Web console (static files; data comes through the authenticated API).
+        .merge(console::router())
         .route("/openapi.json", get(openapi_json))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))

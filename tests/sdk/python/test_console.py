@@ -1,0 +1,330 @@
+"""The web console (`/console`) in a real browser: Debian's Chromium driven headless by
+Playwright, against a real `mast serve` (SQLite and Postgres) that a test can restart on the
+same port and data. The page is a client of the public API, so these tests drive it like a
+user and check what it shows against what the SDK sees."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+import uuid
+
+import anthropic
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from conftest import BACKENDS, WEATHER_TOOL, free_port, fresh_postgres
+
+# Generous: a loaded CI machine is slow; the assertions wait on conditions, never on time.
+expect.set_options(timeout=15_000)
+CHROMIUM = os.environ.get("MAST_CHROMIUM", "/usr/bin/chromium")
+# Where the light and dark screenshots go (a temp dir unless the caller names one).
+SHOTS = os.environ.get("MAST_CONSOLE_SCREENSHOTS") or tempfile.mkdtemp(prefix="mast-console-shots-")
+
+
+class Server:
+    """A `mast serve` process that can be stopped and started again on the same port and data."""
+
+    def __init__(self, backend, messages_api):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.data_dir = tempfile.mkdtemp(prefix="mast-console-")
+        self.env = dict(os.environ, ANTHROPIC_BASE_URL=messages_api, ANTHROPIC_API_KEY="test", MAST_LOG="warn")
+        self.env.pop("DATABASE_URL", None)
+        if backend == "postgres":
+            self.env["DATABASE_URL"] = fresh_postgres()
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen([os.environ.get("MAST_BIN", "target/debug/mast"), "serve", "--listen",
+                                      f"127.0.0.1:{self.port}", "--data-dir", self.data_dir], env=self.env)
+        deadline = time.time() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(self.base + "/healthz", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            if time.time() > deadline or self.proc.poll() is not None:
+                raise RuntimeError("mast did not start")
+            time.sleep(0.05)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def srv(request, messages_api):
+    s = Server(request.param, messages_api)
+    yield s
+    s.stop()
+    shutil.rmtree(s.data_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    # No skip: without Chromium the suite fails (scripts/test installs it).
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def sdk(srv):
+    return anthropic.Anthropic(base_url=srv.base, api_key="console-test", _strict_response_validation=True, max_retries=0)
+
+
+@pytest.fixture
+def env_id(sdk):
+    return sdk.beta.environments.create(name="console-" + uuid.uuid4().hex[:8]).id
+
+
+def open_page(browser, srv, scheme="light"):
+    ctx = browser.new_context(base_url=srv.base, color_scheme=scheme, viewport={"width": 1280, "height": 860})
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "Content Security Policy" in m.text else None)
+    page.errors = errors
+    page.goto("/console/")
+    page.get_by_label("API key").fill("console-test")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+    return page
+
+
+def events_of(page, type_):
+    return page.locator(f'#transcript li[data-type="{type_}"]')
+
+
+def scripted(sdk, name, **extra):
+    return sdk.beta.agents.create(name=name, model="mast-scripted", **extra)
+
+
+def test_shell_is_static_with_strict_headers(srv):
+    with urllib.request.urlopen(srv.base + "/console/") as r:
+        assert r.headers["content-type"].startswith("text/html")
+        csp = r.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "connect-src 'self'" in csp and "frame-ancestors 'none'" in csp
+        assert "unsafe-inline" not in csp
+        assert r.headers["x-content-type-options"] == "nosniff"
+        assert r.headers["cache-control"] == "no-cache"
+        etag = r.headers["etag"]
+    req = urllib.request.Request(srv.base + "/console/", headers={"if-none-match": etag})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req)
+    assert e.value.code == 304
+    with urllib.request.urlopen(srv.base + "/console/app.js") as r:
+        assert r.headers["content-type"].startswith("text/javascript")
+
+
+def test_sign_in_create_session_answer_a_custom_tool(browser, srv, sdk, env_id):
+    agent = scripted(sdk, "weather-" + uuid.uuid4().hex[:6], tools=[WEATHER_TOOL])
+    page = open_page(browser, srv)
+    page.locator("#new-session summary").click()
+    page.locator("#new-agent").select_option(agent.id)
+    page.locator("#new-env").select_option(env_id)
+    page.get_by_label("Title").fill("Paris weather")
+    page.get_by_role("button", name="Create session").click()
+    expect(page.locator("#conn")).to_have_text("live")
+    sid = page.url.split("#/sessions/")[1]
+    assert sdk.beta.sessions.retrieve(sid).agent.id == agent.id
+
+    page.get_by_label("Message").fill('call get_weather {"city":"Paris"}\n---\nsay It is {{result}} in Paris.')
+    page.get_by_label("Message").press("Control+Enter")
+    call = events_of(page, "agent.custom_tool_use")
+    expect(call).to_contain_text("get_weather")
+    expect(call).to_contain_text('"city": "Paris"')
+    # HTML in a result shows as text, not markup.
+    call.get_by_label("Result for get_weather").fill("sunny <b>and</b> <img src=x onerror=\"window.__pwned=1\">")
+    call.get_by_role("button", name="Send result").click()
+    final = events_of(page, "agent.message").last
+    expect(final).to_contain_text('It is sunny <b>and</b> <img src=x onerror="window.__pwned=1"> in Paris.')
+    expect(page.locator("#session-status")).to_have_text("idle")
+    assert page.locator("#transcript b, #transcript img").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    expect(call.locator(".actions")).to_be_empty()
+    # Every event the API has is on the page exactly once, in order.
+    ids = [e.id for e in sdk.beta.sessions.events.list(sid, limit=1000)]
+    shown = page.locator("#transcript li[data-id]").evaluate_all("ns => ns.map(n => n.dataset.id)")
+    shown_ids = [i for i in shown if i]
+    assert [i for i in ids if i in set(shown_ids)] == shown_ids and len(set(shown_ids)) == len(shown_ids)
+    assert set(ids) - set(shown_ids) <= {e.id for e in sdk.beta.sessions.events.list(sid, limit=1000) if e.type == "span.model_request_start"}
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Download JSON").click()
+    saved = json.loads(open(dl.value.path()).read())
+    assert [e["id"] for e in saved] == ids
+    assert page.errors == []
+    page.context.close()
+
+
+def test_a_script_in_a_message_shows_as_text(browser, srv, sdk, env_id):
+    sess = sdk.beta.sessions.create(agent=scripted(sdk, "echo").id, environment_id=env_id)
+    page = open_page(browser, srv)
+    page.goto(f"/console/#/sessions/{sess.id}")
+    expect(page.locator("#conn")).to_have_text("live")
+    html = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
+    sdk.beta.sessions.events.send(sess.id, events=[{"type": "user.message", "content": [{"type": "text", "text": "say " + html}]}])
+    expect(events_of(page, "agent.message").locator(".text")).to_have_text(html)
+    expect(events_of(page, "user.message")).to_contain_text("say " + html)
+    assert page.locator("#transcript script, #transcript img").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    page.context.close()
+
+
+def test_allow_and_deny_pending_confirmations(browser, srv, sdk, env_id):
+    agent = scripted(sdk, "asker", tools=[{"type": "agent_toolset_20260401",
+                                          "configs": [{"name": "bash", "permission_policy": {"type": "always_ask"}}]}])
+    sess = sdk.beta.sessions.create(agent=agent.id, environment_id=env_id)
+    page = open_page(browser, srv)
+    page.goto(f"/console/#/sessions/{sess.id}")
+    expect(page.locator("#conn")).to_have_text("live")
+    page.get_by_label("Message").fill("call bash " + json.dumps({"command": "echo allowed-ran"})
+                                      + "\n---\ncall bash " + json.dumps({"command": "echo never"}) + "\n---\nsay last: {{result}}")
+    page.get_by_role("button", name="Send", exact=True).click()
+    first = events_of(page, "agent.tool_use").first
+    expect(first.locator(".pending-label")).to_have_text("Needs your confirmation")
+    first.get_by_role("button", name="Allow").click()
+    expect(events_of(page, "agent.tool_result").first).to_contain_text("allowed-ran")
+    second = events_of(page, "agent.tool_use").nth(1)
+    second.get_by_label("Deny message").fill("not <i>this</i> one")
+    second.get_by_role("button", name="Deny").click()
+    expect(events_of(page, "user.tool_confirmation").nth(1)).to_contain_text("not <i>this</i> one")
+    expect(events_of(page, "agent.message").last).to_contain_text("last:")
+    expect(page.locator("#session-status")).to_have_text("idle")
+    kinds = [(e.type, getattr(e, "result", None)) for e in sdk.beta.sessions.events.list(sess.id) if e.type == "user.tool_confirmation"]
+    assert kinds == [("user.tool_confirmation", "allow"), ("user.tool_confirmation", "deny")]
+    page.context.close()
+
+
+def test_interrupt_a_slow_turn(browser, srv, sdk, env_id):
+    sess = sdk.beta.sessions.create(agent=scripted(sdk, "slow").id, environment_id=env_id)
+    page = open_page(browser, srv)
+    page.goto(f"/console/#/sessions/{sess.id}")
+    expect(page.locator("#conn")).to_have_text("live")
+    # Many words spread over a minute: the first fragments stream at once.
+    page.get_by_label("Message").fill("sleep 60000\nsay " + "word " * 600)
+    page.get_by_label("Message").press("Control+Enter")
+    expect(page.locator("#session-status")).to_have_text("running")
+    # The streaming preview appears in place before the message is complete.
+    expect(page.locator("#transcript li.preview .text")).to_contain_text("word word")
+    page.locator("#transcript").click()
+    page.keyboard.press("Escape")
+    expect(events_of(page, "user.interrupt")).to_have_count(1)
+    expect(page.locator("#session-status")).to_have_text("idle")
+    expect(page.locator("#transcript li.preview")).to_have_count(0)
+    assert sdk.beta.sessions.retrieve(sess.id).status == "idle"
+    assert not [e for e in sdk.beta.sessions.events.list(sess.id) if e.type == "agent.message"]
+    page.context.close()
+
+
+def test_open_a_delegate_thread(browser, srv, sdk, env_id):
+    analyst = scripted(sdk, "analyst")
+    coord = scripted(sdk, "lead", multiagent={"type": "coordinator", "agents": [analyst.id]})
+    sess = sdk.beta.sessions.create(agent=coord.id, environment_id=env_id)
+    page = open_page(browser, srv)
+    page.goto(f"/console/#/sessions/{sess.id}")
+    expect(page.locator("#conn")).to_have_text("live")
+    page.get_by_label("Message").fill("call send_to_agent " + json.dumps({"agent": "analyst", "message": "say numbers look fine"})
+                                      + "\n---\nsay summary: {{result}}")
+    page.get_by_label("Message").press("Control+Enter")
+    expect(events_of(page, "agent.message").last).to_contain_text("summary:")
+    expect(events_of(page, "session.thread_created")).to_contain_text("analyst")
+    page.locator("#threads").get_by_role("link", name="analyst").click()
+    expect(page).to_have_url(re.compile(r"/threads/sthr_"))
+    expect(page.locator("#conn")).to_have_text("live")
+    expect(events_of(page, "agent.message")).to_contain_text("numbers look fine")
+    expect(page.locator(".session-head .title")).to_contain_text("analyst")
+    page.context.close()
+
+
+def test_survives_a_server_restart_mid_stream(browser, srv, sdk, env_id):
+    sess = sdk.beta.sessions.create(agent=scripted(sdk, "restart").id, environment_id=env_id)
+    page = open_page(browser, srv)
+    page.goto(f"/console/#/sessions/{sess.id}")
+    expect(page.locator("#conn")).to_have_text("live")
+    sdk.beta.sessions.events.send(sess.id, events=[{"type": "user.message", "content": [{"type": "text", "text": "say before"}]}])
+    expect(events_of(page, "agent.message")).to_have_count(1)
+    expect(page.locator("#session-status")).to_have_text("idle")
+    srv.stop()
+    expect(page.locator("#conn")).to_have_text("reconnecting…")
+    srv.start()
+    # Sent as soon as the server is back: the page may not have reconnected yet, so these
+    # events can only come from the history it re-reads — none missing, none twice.
+    sdk.beta.sessions.events.send(sess.id, events=[{"type": "user.message", "content": [{"type": "text", "text": "say after"}]}])
+    expect(events_of(page, "agent.message")).to_have_count(2, timeout=20000)
+    expect(events_of(page, "agent.message").last).to_contain_text("after")
+    expect(page.locator("#conn")).to_have_text("live")
+    want = [e.id for e in sdk.beta.sessions.events.list(sess.id, limit=1000) if e.type != "span.model_request_start"]
+    expect(page.locator("#transcript li[data-id]")).to_have_count(len(want))
+    shown = page.locator("#transcript li[data-id]").evaluate_all("ns => ns.map(n => n.dataset.id)")
+    assert sorted(shown) == sorted(want)
+    page.context.close()
+
+
+def test_a_5000_event_session_stays_responsive(browser, srv, sdk, env_id):
+    sess = sdk.beta.sessions.create(agent=scripted(sdk, "bulk").id, environment_id=env_id)
+    # Many queued user messages per request; the agent folds them into few turns.
+    with sdk.beta.sessions.events.stream(sess.id) as st:
+        for batch in range(50):
+            sdk.beta.sessions.events.send(sess.id, events=[
+                {"type": "user.message", "content": [{"type": "text", "text": f"say m{batch}-{i}"}]} for i in range(100)])
+        for ev in st:
+            if ev.type == "session.status_idle" and sdk.beta.sessions.retrieve(sess.id).status == "idle":
+                break
+    total = len(list(sdk.beta.sessions.events.list(sess.id, limit=1000)))
+    assert total >= 5000
+    page = open_page(browser, srv)
+    page.goto(f"/console/#/sessions/{sess.id}")
+    expect(page.locator("#conn")).to_have_text("live", timeout=30000)
+    expect(events_of(page, "user.message").last).to_contain_text("say m49-99")
+    # Windowed: only the newest rows are in the DOM.
+    assert page.locator("#transcript li").count() <= 400
+    more = page.get_by_role("button", name="Show earlier")
+    expect(more).to_be_visible()
+    before = page.locator("#transcript li").count()
+    t0 = time.time()
+    more.click()
+    expect(page.locator("#transcript li")).not_to_have_count(before, timeout=5000)
+    page.get_by_label("Message").fill("still responsive")
+    expect(page.get_by_label("Message")).to_have_value("still responsive", timeout=5000)
+    assert time.time() - t0 < 10, "a click on a 5,000-event page answers quickly (loose bound)"
+    page.context.close()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_screenshots(browser, srv, sdk, env_id, scheme):
+    agent = scripted(sdk, "weather-bot", tools=[WEATHER_TOOL], system="You report the weather.")
+    sdk.beta.agents.update(agent.id, version=agent.version, system="You report the weather, briefly.")
+    sess = sdk.beta.sessions.create(agent=agent.id, environment_id=env_id, title="Weather in Paris")
+    page = open_page(browser, srv, scheme)
+    page.goto(f"/console/#/sessions/{sess.id}")
+    expect(page.locator("#conn")).to_have_text("live")
+    page.get_by_label("Message").fill('think\ncall get_weather {"city":"Paris"}\n---\nsay It is {{result}} in Paris.')
+    page.get_by_label("Message").press("Control+Enter")
+    call = events_of(page, "agent.custom_tool_use")
+    call.get_by_label("Result for get_weather").fill("sunny, 21 °C")
+    page.screenshot(path=os.path.join(SHOTS, f"session-pending-{scheme}.png"))
+    call.get_by_role("button", name="Send result").click()
+    expect(events_of(page, "agent.message").last).to_contain_text("It is sunny")
+    page.screenshot(path=os.path.join(SHOTS, f"session-{scheme}.png"))
+    page.goto("/console/#/sessions")
+    expect(page.locator("#sessions")).to_contain_text("Weather in Paris")
+    page.screenshot(path=os.path.join(SHOTS, f"sessions-{scheme}.png"))
+    page.goto(f"/console/#/agents/{agent.id}")
+    expect(page.locator("#diff")).to_contain_text("+ You report the weather, briefly.")
+    page.screenshot(path=os.path.join(SHOTS, f"agent-diff-{scheme}.png"))
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.goto(f"/console/#/sessions/{sess.id}")
+    expect(events_of(page, "agent.message").last).to_be_visible()
+    page.screenshot(path=os.path.join(SHOTS, f"session-phone-{scheme}.png"))
+    assert page.errors == []
+    page.context.close()
