@@ -44,6 +44,8 @@ pub struct Config {
     pub hooks: Vec<ConfiguredHook>,
     /// Webhook delivery: retries, timeouts, rotation overlap (`MAST_WEBHOOK_*`).
     pub webhooks: crate::engine::webhooks::WebhooksConfig,
+    /// Webhook endpoints of the config file's `[[webhooks]]` tables, put in place at start.
+    pub webhook_endpoints: Vec<ConfiguredWebhook>,
 }
 
 /// A boolean setting: `1`, `true`, `yes` or `on` turn it on; `0`, `false`, `no`, `off` or an
@@ -85,6 +87,7 @@ impl Config {
             files: crate::files::FilesConfig::default(),
             hooks: Vec::new(),
             webhooks: crate::engine::webhooks::WebhooksConfig::default(),
+            webhook_endpoints: Vec::new(),
         }
     }
 
@@ -293,6 +296,56 @@ pub fn load_hooks(file: Option<&std::path::Path>) -> anyhow::Result<Vec<Configur
         let mut hook = create.validate().map_err(|e| fail(e.message))?;
         hook.id = format!("hook_config_{n}");
         out.push(ConfiguredHook { hook, secret });
+    }
+    Ok(out)
+}
+
+/// A webhook endpoint of the config file: a `[[webhooks]]` table with the fields of
+/// `POST /v1/mast/webhook_endpoints` (`signing_secret` required, so receivers can be set up
+/// ahead) and the `workspace` it belongs to (default: the default workspace).
+#[derive(Debug, Clone)]
+pub struct ConfiguredWebhook {
+    /// `whep_config_<n>`: its place in the file, from 1.
+    pub id: String,
+    pub workspace: String,
+    pub endpoint: crate::domain::webhook::WebhookEndpointCreate,
+}
+
+/// Reads the `[[webhooks]]` tables of the config file. Each is checked fully when the server
+/// puts it in place; here only its shape, so a bad one stops the start naming it.
+pub fn load_webhooks(file: Option<&std::path::Path>) -> anyhow::Result<Vec<ConfiguredWebhook>> {
+    #[derive(serde::Deserialize)]
+    struct WebhooksFile {
+        #[serde(default)]
+        webhooks: Vec<toml::Table>,
+    }
+    let Some(path) = file else {
+        return Ok(Vec::new());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let parsed: WebhooksFile =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, mut table) in parsed.webhooks.into_iter().enumerate() {
+        let n = i + 1;
+        let fail = |why: String| anyhow::anyhow!("{}: [[webhooks]] #{n}: {why}", path.display());
+        let workspace = match table.remove("workspace") {
+            None => crate::api::auth::DEFAULT_WORKSPACE.to_string(),
+            Some(toml::Value::String(w)) if !w.is_empty() => w,
+            Some(_) => return Err(fail("`workspace` is a workspace id".into())),
+        };
+        let endpoint: crate::domain::webhook::WebhookEndpointCreate = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e| fail(e.to_string()))?;
+        if endpoint.signing_secret.is_none() {
+            return Err(fail("`signing_secret` (`whsec_…`) is required".into()));
+        }
+        out.push(ConfiguredWebhook {
+            id: format!("whep_config_{n}"),
+            workspace,
+            endpoint,
+        });
     }
     Ok(out)
 }

@@ -338,6 +338,10 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         state_guard,
         config.webhooks.clone(),
     ));
+    webhooks
+        .put_configured(&config.webhook_endpoints)
+        .await
+        .map_err(|e| anyhow::anyhow!("the config file's [[webhooks]]: {e}"))?;
     let state = AppState(Arc::new(Shared {
         store: store.clone(),
         // Replicas on Postgres hear every key change (the store announces it), so they may

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use mast::cli::{
     AgentsCommand, Cli, Command, EnvironmentsCommand, HooksCommand, KeysCommand, SessionsCommand,
-    SkillsCommand,
+    SkillsCommand, WebhooksCommand,
 };
 use tracing_subscriber::EnvFilter;
 
@@ -128,6 +128,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 mast::config::load_prices(prices_env.as_deref(), file.as_deref())?;
             // Hooks (issue 20).
             config.hooks = mast::config::load_hooks(file.as_deref())?;
+            config.webhook_endpoints = mast::config::load_webhooks(file.as_deref())?;
             config.engine.outcomes = mast::engine::outcomes::OutcomeConfig::load(file.as_deref())?;
             let config = config.with_env_tuning()?;
             let listener = tokio::net::TcpListener::bind(config.listen)
@@ -210,6 +211,29 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             HooksCommand::List { server } => mast::cli::hooks::list(&server).await?,
             HooksCommand::Delete { id, server } => mast::cli::hooks::delete(&server, &id).await?,
         },
+        Command::Webhooks { command } => {
+            use mast::cli::webhooks as wh;
+            match command {
+                WebhooksCommand::Create { args, server } => wh::create(&server, &args).await?,
+                WebhooksCommand::List { server } => wh::list(&server).await?,
+                WebhooksCommand::Enable { id, server } => {
+                    wh::set_enabled(&server, &id, true).await?
+                }
+                WebhooksCommand::Disable { id, server } => {
+                    wh::set_enabled(&server, &id, false).await?
+                }
+                WebhooksCommand::RotateSecret { id, server } => {
+                    wh::rotate_secret(&server, &id).await?
+                }
+                WebhooksCommand::Deliveries { id, server } => wh::deliveries(&server, &id).await?,
+                WebhooksCommand::Replay {
+                    endpoint,
+                    delivery,
+                    server,
+                } => wh::replay(&server, &endpoint, &delivery).await?,
+                WebhooksCommand::Delete { id, server } => wh::delete(&server, &id).await?,
+            }
+        }
         Command::Completions { shell } => mast::cli::completions(shell, &mut std::io::stdout()),
         Command::Openapi => {
             use std::io::Write as _;

@@ -5,8 +5,8 @@
 
 pub mod agents;
 pub mod auth;
-pub mod deployments;
 pub mod console;
+pub mod deployments;
 pub mod docs;
 pub mod edge;
 pub mod environment_keys;

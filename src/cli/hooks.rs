@@ -13,9 +13,9 @@ pub struct CreateArgs {
     /// The event: `pre_tool_use`.
     #[arg(long, default_value = "pre_tool_use")]
     pub event: String,
-    /// The endpoint the signed call is POSTed to.
-    #[arg(long)]
-    pub url: String,
+    /// The endpoint the signed call is POSTed to (`--url` is the server's address).
+    #[arg(long = "endpoint-url")]
+    pub endpoint_url: String,
     /// Tool names it sees: exact names (`bash`, `write|edit`) or a regular expression searched
     /// in the name (`^mcp__`); every tool when left out.
     #[arg(long)]
@@ -41,7 +41,7 @@ pub fn create_body(args: &CreateArgs) -> Value {
         (None, Some(e)) => json!({"type": "environment", "environment_id": e}),
         (None, None) => json!({"type": "workspace"}),
     };
-    let mut body = json!({"event": args.event, "url": args.url, "scope": scope});
+    let mut body = json!({"event": args.event, "url": args.endpoint_url, "scope": scope});
     if let Some(m) = &args.matcher {
         body["matcher"] = json!(m);
     }
@@ -102,7 +102,7 @@ mod tests {
     fn create_flags_become_the_api_body() {
         let args = CreateArgs {
             event: "pre_tool_use".into(),
-            url: "https://h.example/x".into(),
+            endpoint_url: "https://h.example/x".into(),
             matcher: Some("write|edit".into()),
             agent: Some("agent_1".into()),
             environment: None,

@@ -20,6 +20,7 @@ pub mod keys;
 pub mod sessions;
 pub mod skills;
 pub mod store;
+pub mod webhooks;
 
 /// Mast: a self-hostable server for the Claude Managed Agents API.
 #[derive(Debug, Parser)]
@@ -133,6 +134,11 @@ pub enum Command {
         #[command(subcommand)]
         command: HooksCommand,
     },
+    /// Webhook endpoints on a running server (Mast's own API for them).
+    Webhooks {
+        #[command(subcommand)]
+        command: WebhooksCommand,
+    },
     /// Print a shell completion script (`mast completions bash > /etc/bash_completion.d/mast`).
     Completions {
         /// The shell.
@@ -168,6 +174,67 @@ pub enum HooksCommand {
     /// Delete a hook.
     Delete {
         /// The hook's id.
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+/// `mast webhooks ...`.
+#[derive(Debug, Subcommand)]
+pub enum WebhooksCommand {
+    /// Create an endpoint; prints it with its signing secret (shown only this once).
+    Create {
+        #[command(flatten)]
+        args: webhooks::CreateArgs,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// List the workspace's endpoints.
+    List {
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Start delivering to an endpoint again.
+    Enable {
+        /// The endpoint's id.
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Stop delivering to an endpoint (its queued deliveries wait).
+    Disable {
+        /// The endpoint's id.
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Give an endpoint a new signing secret; prints it (the old one signs for a while too).
+    RotateSecret {
+        /// The endpoint's id.
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// List an endpoint's deliveries: status, attempts, last answer.
+    Deliveries {
+        /// The endpoint's id.
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Queue a delivery again, with the same payload and `webhook-id`.
+    Replay {
+        /// The endpoint's id.
+        endpoint: String,
+        /// The delivery's id.
+        delivery: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Delete an endpoint with its deliveries.
+    Delete {
+        /// The endpoint's id.
         id: String,
         #[command(flatten)]
         server: ServerArgs,

@@ -283,10 +283,24 @@ mod tests {
 
     /// The README's checkpoint cost figures: copies the tree `MAST_MEASURE_TREE` names (next
     /// to it, so on the same filesystem) and prints what it took; the copy must be complete.
+    /// Without it (as in the suite, which runs ignored tests too) it copies a generated tree
+    /// of 200 files in nested directories.
     #[test]
     #[ignore = "a measurement: MAST_MEASURE_TREE=<dir> cargo test --lib measure_copy -- --ignored --nocapture"]
     fn measure_copy() {
-        let src = PathBuf::from(std::env::var("MAST_MEASURE_TREE").expect("MAST_MEASURE_TREE"));
+        let generated = tempfile::tempdir().unwrap();
+        let src = match std::env::var("MAST_MEASURE_TREE") {
+            Ok(dir) => PathBuf::from(dir),
+            Err(_) => {
+                let root = generated.path().join("tree");
+                for i in 0..200 {
+                    let dir = root.join(format!("d{}", i % 7)).join(format!("e{}", i % 3));
+                    std::fs::create_dir_all(&dir).unwrap();
+                    std::fs::write(dir.join(format!("f{i}")), vec![i as u8; 4096 + i]).unwrap();
+                }
+                root
+            }
+        };
         let beside = tempfile::tempdir_in(src.parent().unwrap()).unwrap();
         let dst = beside.path().join("copy");
         let started = std::time::Instant::now();

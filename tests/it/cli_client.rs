@@ -528,4 +528,81 @@ backend_tests!(
     send_waits_for_the_turn_and_says_what_is_wrong,
     tail_resumes_after_a_server_restart,
     tail_resumes_after_a_dropped_connection,
+    webhooks_and_hooks_are_managed_from_the_command_line,
 );
+
+async fn webhooks_and_hooks_are_managed_from_the_command_line(b: Backend) {
+    let s = TestServer::start(b).await;
+    let url = "http://127.0.0.1:9/in";
+    let made = run(
+        &s.url,
+        None,
+        &[
+            "webhooks",
+            "create",
+            "--endpoint-url",
+            url,
+            "--event-type",
+            "session.idled",
+            "--event-type",
+            "agent.created",
+        ],
+    )
+    .await;
+    assert!(made.status.success(), "{}", stderr(&made));
+    let endpoint: Value = serde_json::from_str(&stdout(&made)).unwrap();
+    let id = endpoint["id"].as_str().unwrap().to_string();
+    let first_secret = endpoint["signing_secret"].as_str().unwrap().to_string();
+    assert!(first_secret.starts_with("whsec_"));
+    let listed = stdout(&run(&s.url, None, &["webhooks", "list"]).await);
+    assert_eq!(
+        listed.trim(),
+        format!("{id}\tenabled\t{url}\tsession.idled,agent.created")
+    );
+    assert!(
+        run(&s.url, None, &["webhooks", "disable", &id])
+            .await
+            .status
+            .success()
+    );
+    let shown = s
+        .client
+        .get(&format!("/v1/mast/webhook_endpoints/{id}"))
+        .await
+        .ok();
+    assert_eq!(shown["enabled"], false);
+    assert!(
+        shown["signing_secret"].is_null(),
+        "shown only when made: {shown}"
+    );
+    let rotated = run(&s.url, None, &["webhooks", "rotate-secret", &id]).await;
+    let rotated: Value = serde_json::from_str(&stdout(&rotated)).unwrap();
+    let second = rotated["signing_secret"].as_str().unwrap();
+    assert!(second.starts_with("whsec_") && second != first_secret);
+    let none = run(&s.url, None, &["webhooks", "deliveries", &id]).await;
+    assert!(none.status.success() && stdout(&none).is_empty());
+    // A bad event type is the server's 400, said on stderr.
+    let bad = run(
+        &s.url,
+        None,
+        &[
+            "webhooks",
+            "create",
+            "--endpoint-url",
+            url,
+            "--event-type",
+            "session.nope",
+        ],
+    )
+    .await;
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("session.nope"), "{}", stderr(&bad));
+    assert!(
+        run(&s.url, None, &["webhooks", "delete", &id])
+            .await
+            .status
+            .success()
+    );
+    let gone = run(&s.url, None, &["webhooks", "list"]).await;
+    assert!(stdout(&gone).is_empty());
+}

@@ -192,6 +192,67 @@ impl Webhooks {
         Ok(Some(out))
     }
 
+    /// Puts the config file's endpoints in place (at start): each is created under its fixed
+    /// id, or brought back to what the file says (URL, types, description, enabled flag,
+    /// secret) when it exists. Checked like an API request; the first bad one is the error.
+    pub async fn put_configured(
+        &self,
+        list: &[crate::config::ConfiguredWebhook],
+    ) -> Result<(), OpError> {
+        for c in list {
+            let e = &c.endpoint;
+            let at = |why: String| Invalid::new(format!("`{}`: {why}", c.id));
+            self.check_url(&e.url)?;
+            webhook::check_event_types(&e.event_types)?;
+            if let Some(d) = &e.description {
+                webhook::check_description(d)?;
+            }
+            let secret = SigningSecret::parse(e.signing_secret.as_deref().unwrap_or_default())
+                .map_err(|why| at(format!("`signing_secret`: {why}")))?;
+            let now = time::now();
+            let existing = self.store.get_webhook_endpoint(&c.workspace, &c.id).await?;
+            let mut rec = existing.clone().unwrap_or_else(|| EndpointRecord {
+                id: c.id.clone(),
+                workspace_id: c.workspace.clone(),
+                url: String::new(),
+                event_types: vec![],
+                description: None,
+                enabled: true,
+                secret: vec![],
+                previous_secret: None,
+                previous_until: None,
+                created_at: now,
+                updated_at: now,
+            });
+            rec.url = e.url.clone();
+            rec.event_types = e.event_types.clone();
+            rec.description = e.description.clone();
+            rec.enabled = e.enabled.unwrap_or(true);
+            // Sealing is randomised: keep the stored secret when it opens to the same one.
+            let same_secret = existing.as_ref().is_some_and(|x| {
+                self.cipher.as_ref().is_ok_and(|cipher| {
+                    cipher.open(&x.secret, &c.id).is_ok_and(|plain| {
+                        SigningSecret::parse(&String::from_utf8_lossy(&plain)).ok()
+                            == Some(secret.clone())
+                    })
+                })
+            });
+            if !same_secret {
+                rec.secret = self.seal(&secret, &c.id)?;
+            }
+            if existing.as_ref() == Some(&rec) {
+                continue;
+            }
+            rec.updated_at = now;
+            if existing.is_some() {
+                self.store.update_webhook_endpoint(&rec).await?;
+            } else {
+                self.store.insert_webhook_endpoint(&rec).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// The settings deliveries run with.
     pub fn config(&self) -> &WebhooksConfig {
         &self.config

@@ -14,6 +14,7 @@ use crate::store::memory::{
     Decision, MemoryChange, MemoryStoreFilter, MemoryVersionFilter, MemoryWrite,
     MemoryWriteOutcome, RedactOutcome, StoreState, actor_ids, decide, redacted,
 };
+use crate::store::webhooks::WebhookEvent;
 use crate::store::{Scan, StoreError, StoreResult};
 
 const MEMORY_COLS: &str = "id, store_id, path, content, content_sha256, content_size, version_id, \
@@ -103,6 +104,7 @@ impl PgStore {
         s: &MemoryStore,
         at: Micros,
     ) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO memory_stores (id, workspace_id, body, created_at, updated_at) \
              VALUES ($1, $2, $3::json, $4, $4)",
@@ -111,8 +113,11 @@ impl PgStore {
         .bind(ws)
         .bind(serde_json::to_string(s)?)
         .bind(at)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        let created = WebhookEvent::new("memory_store.created", ws, &s.id);
+        super::webhooks::emit(&mut tx, &[created]).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -137,7 +142,8 @@ impl PgStore {
         at: Micros,
         archived: bool,
     ) -> StoreResult<()> {
-        sqlx::query(
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query(
             "UPDATE memory_stores SET body = $1::json, updated_at = $2, \
              archived_at = COALESCE(archived_at, $3) WHERE workspace_id = $4 AND id = $5",
         )
@@ -146,8 +152,15 @@ impl PgStore {
         .bind(archived.then_some(at))
         .bind(ws)
         .bind(&s.id)
-        .execute(&self.pool)
-        .await?;
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        // Only archiving has a webhook type (there is no `memory_store.updated`).
+        if archived && n == 1 {
+            let archived = WebhookEvent::new("memory_store.archived", ws, &s.id);
+            super::webhooks::emit(&mut tx, &[archived]).await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -192,6 +205,8 @@ impl PgStore {
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
+            let deleted = WebhookEvent::new("memory_store.deleted", ws, id);
+            super::webhooks::emit(&mut tx, &[deleted]).await?;
         }
         tx.commit().await?;
         Ok(n > 0)

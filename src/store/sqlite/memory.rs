@@ -10,6 +10,7 @@ use crate::store::memory::{
     Decision, MemoryStoreFilter, MemoryVersionFilter, MemoryWrite, MemoryWriteOutcome,
     RedactOutcome, StoreState, actor_ids, decide, redacted,
 };
+use crate::store::webhooks::WebhookEvent;
 use crate::store::{Scan, StoreError, StoreResult};
 
 const MEMORY_COLS: &str = "id, store_id, path, content, content_sha256, content_size, version_id, \
@@ -86,7 +87,10 @@ pub(super) fn insert_store(
          VALUES (?1, ?2, ?3, ?4, ?4)",
     )?
     .execute(params![s.id, ws, serde_json::to_string(s)?, at])?;
-    Ok(())
+    super::webhooks::emit(
+        conn,
+        &[WebhookEvent::new("memory_store.created", ws, &s.id)],
+    )
 }
 
 pub(super) fn get_store(conn: &Connection, ws: &str, id: &str) -> StoreResult<Option<MemoryStore>> {
@@ -104,17 +108,25 @@ pub(super) fn update_store(
     at: Micros,
     archived: bool,
 ) -> StoreResult<()> {
-    conn.prepare_cached(
-        "UPDATE memory_stores SET body = ?1, updated_at = ?2, \
-         archived_at = COALESCE(archived_at, ?3) WHERE workspace_id = ?4 AND id = ?5",
-    )?
-    .execute(params![
-        serde_json::to_string(s)?,
-        at,
-        archived.then_some(at),
-        ws,
-        s.id
-    ])?;
+    let n = conn
+        .prepare_cached(
+            "UPDATE memory_stores SET body = ?1, updated_at = ?2, \
+             archived_at = COALESCE(archived_at, ?3) WHERE workspace_id = ?4 AND id = ?5",
+        )?
+        .execute(params![
+            serde_json::to_string(s)?,
+            at,
+            archived.then_some(at),
+            ws,
+            s.id
+        ])?;
+    // Only archiving has a webhook type (there is no `memory_store.updated`).
+    if archived && n == 1 {
+        super::webhooks::emit(
+            conn,
+            &[WebhookEvent::new("memory_store.archived", ws, &s.id)],
+        )?;
+    }
     Ok(())
 }
 
@@ -152,6 +164,7 @@ pub(super) fn delete_store(conn: &Connection, ws: &str, id: &str) -> StoreResult
         .execute([id])?;
     conn.prepare_cached("DELETE FROM memory_stores WHERE workspace_id = ?1 AND id = ?2")?
         .execute([ws, id])?;
+    super::webhooks::emit(conn, &[WebhookEvent::new("memory_store.deleted", ws, id)])?;
     Ok(true)
 }
 

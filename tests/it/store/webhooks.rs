@@ -19,6 +19,7 @@ backend_tests!(
     attempts_retry_deliver_and_fail,
     replay_queues_the_same_event_again,
     deployment_changes_and_runs_write_their_events,
+    memory_store_changes_write_their_events,
 );
 
 fn endpoint(id: &str, types: &[&str], enabled: bool) -> EndpointRecord {
@@ -704,4 +705,47 @@ async fn deployment_changes_and_runs_write_their_events(b: Backend) {
     assert_eq!(data["data"]["id"], "drun_1", "a run's events name the run");
     let data: serde_json::Value = serde_json::from_str(&rows[6].payload).unwrap();
     assert_eq!(data["data"]["id"], "depl_1");
+}
+
+async fn memory_store_changes_write_their_events(b: Backend) {
+    use mast::domain::memory::{MemoryStore, MemoryStoreTag};
+    let (store, _d) = open(b).await;
+    let types = [
+        "memory_store.created",
+        "memory_store.archived",
+        "memory_store.deleted",
+    ];
+    store
+        .insert_webhook_endpoint(&endpoint("whep_1", &types, true))
+        .await
+        .unwrap();
+    let now = time::format(time::now());
+    let mut m = MemoryStore {
+        tag: MemoryStoreTag::Tag,
+        id: "memstore_1".into(),
+        name: "notes".into(),
+        description: String::new(),
+        metadata: Default::default(),
+        created_at: now.clone(),
+        updated_at: now.clone(),
+        archived_at: None,
+    };
+    store
+        .insert_memory_store(WS, &m, time::now())
+        .await
+        .unwrap();
+    // A rename reports nothing; archiving does.
+    m.name = "renamed".into();
+    store
+        .update_memory_store(WS, &m, time::now(), false)
+        .await
+        .unwrap();
+    m.archived_at = Some(now.clone());
+    store
+        .update_memory_store(WS, &m, time::now(), true)
+        .await
+        .unwrap();
+    assert!(store.delete_memory_store(WS, "memstore_1").await.unwrap());
+    assert!(!store.delete_memory_store(WS, "memstore_1").await.unwrap());
+    assert_eq!(types_of(&*store, "whep_1").await, types);
 }
