@@ -325,10 +325,14 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     .with_files(files.clone())
     .with_secrets(vaults.secret_cipher());
     // Hooks (issue 20): their signing secrets are sealed with the vaults' key.
-    let hooks = Arc::new(
+    let hooks =
         engine::hooks::Hooks::new(store.clone(), vaults.secret_cipher(), toolbox.netguard())
-            .with_configured(config.hooks.clone()),
-    );
+            .with_configured(config.hooks.clone());
+    // On Postgres other replicas change hooks too: the cache trusts only what it hears.
+    let hooks = Arc::new(match config.database_url {
+        Some(_) => hooks.with_changes(hub.clone()),
+        None => hooks,
+    });
     let engine = engine.with_hooks(hooks.clone());
     // Webhooks: secrets sealed with the vaults' key; deliveries pass the tools' egress rules.
     let state_guard = toolbox.netguard();

@@ -49,7 +49,7 @@ fn not_found(id: &str) -> ApiError {
 
 /// Create a hook.
 ///
-/// Mast's own addition: registers an endpoint asked, with a Standard Webhooks-signed POST, before each matching tool call runs (`pre_tool_use`). The response carries the hook's `signing_secret` (`whsec_…`) — the only time it is shown.
+/// Mast's own addition: registers an endpoint asked, with a Standard Webhooks-signed POST, at one point of every matching session: before a tool call runs (`pre_tool_use`), after it ran (`post_tool_use`), when a user message is sent (`user_prompt_submit`), when the agent would stop (`stop`), when a coordinator delegates (`subagent_start`) and when a delegate would stop (`subagent_stop`). The response carries the hook's `signing_secret` (`whsec_…`) — the only time it is shown.
 #[utoipa::path(post, path = "/v1/mast/hooks", tag = "hooks", operation_id = "hooks_create", request_body = HookCreate,
     responses((status = 200, body = Hook), (status = 400, body = super::openapi::ErrorBody)))]
 async fn create(
@@ -101,7 +101,7 @@ async fn delete(
     Workspace(ws): Workspace,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<HookDeleted>> {
-    if !app.store.delete_hook(&ws, &id).await? {
+    if !app.hooks.delete(&ws, &id).await? {
         return Err(not_found(&id));
     }
     Ok(axum::Json(HookDeleted {

@@ -10,14 +10,16 @@ use super::client::Api;
 /// What `mast hooks create` sends.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CreateArgs {
-    /// The event: `pre_tool_use`.
+    /// The event: `pre_tool_use`, `post_tool_use`, `user_prompt_submit`, `stop`,
+    /// `subagent_start` or `subagent_stop`.
     #[arg(long, default_value = "pre_tool_use")]
     pub event: String,
     /// The endpoint the signed call is POSTed to (`--url` is the server's address).
     #[arg(long = "endpoint-url")]
     pub endpoint_url: String,
-    /// Tool names it sees: exact names (`bash`, `write|edit`) or a regular expression searched
-    /// in the name (`^mcp__`); every tool when left out.
+    /// Names it sees (tools for `pre_tool_use`/`post_tool_use`, delegates for
+    /// `subagent_start`/`subagent_stop`): exact names (`bash`, `write|edit`) or a regular
+    /// expression searched in the name (`^mcp__`); every one when left out.
     #[arg(long)]
     pub matcher: Option<String>,
     /// Only threads running this agent.
@@ -29,7 +31,9 @@ pub struct CreateArgs {
     /// How long one call may take (100–60000 ms; default 5000).
     #[arg(long)]
     pub timeout_ms: Option<u64>,
-    /// Let calls go on when the endpoint fails or times out (the default denies them).
+    /// Let the session go on as if allowed when the endpoint fails or times out
+    /// (`failure_mode: allow`, the default of `stop` and `subagent_stop` hooks; for the others
+    /// a failure denies the call, withholds the result, or blocks the message or delegation).
     #[arg(long)]
     pub fail_open: bool,
 }

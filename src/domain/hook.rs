@@ -1,10 +1,10 @@
 //! Hooks (Mast's own addition, beyond the upstream API): an HTTP endpoint of the user's that
-//! the loop asks, signed like a webhook, before a tool call runs (`pre_tool_use`), so a rule
-//! holds every time instead of living in a prompt. Wire types, validation, the tool-name
-//! matcher and the pure function that combines hooks' answers with the permission policy.
+//! the loop asks, signed like a webhook, at fixed points of a session — before and after a
+//! tool call, when a user message arrives, when a thread would stop, when a delegate starts —
+//! so a rule holds every time instead of living in a prompt. Wire types, validation and the
+//! matcher; what endpoints answer is in [`super::hook_answer`].
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::invalid::{Invalid, Valid, check_len};
@@ -15,22 +15,75 @@ type_tag!(
     HookTag = "hook"
 );
 
-/// Events a hook can be configured for. Only those in [`BUILT_EVENTS`] are accepted today;
-/// the rest are refused with a 400 naming them, never stored and ignored.
-pub const EVENTS: &[&str] = &[
-    PRE_TOOL_USE,
-    "post_tool_use",
-    "user_prompt_submit",
-    "stop",
-    "subagent_start",
-    "subagent_stop",
-];
+/// The points of a session a hook can be asked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HookEvent {
+    /// Before a built-in or MCP tool call runs: allow, deny, ask, defer, or rewrite its input.
+    PreToolUse,
+    /// After a built-in or MCP tool call ran, before the model sees its result: replace or
+    /// annotate the result (the stored original is kept).
+    PostToolUse,
+    /// When a `user.message` is sent: allow or block it (a block refuses the request).
+    UserPromptSubmit,
+    /// When the primary thread's model ends its turn by itself: allow, or block the stop
+    /// with a reason the model is given to keep working.
+    Stop,
+    /// When a coordinator delegates (`send_to_agent`): allow, or block the delegation with a
+    /// reason the coordinator's model sees.
+    SubagentStart,
+    /// When a delegate's model ends its turn by itself: like `stop`, for the delegate.
+    SubagentStop,
+}
 
-/// The event asked before a built-in or MCP tool call runs.
-pub const PRE_TOOL_USE: &str = "pre_tool_use";
+impl HookEvent {
+    /// Every event, in documentation order.
+    pub const ALL: [HookEvent; 6] = [
+        HookEvent::PreToolUse,
+        HookEvent::PostToolUse,
+        HookEvent::UserPromptSubmit,
+        HookEvent::Stop,
+        HookEvent::SubagentStart,
+        HookEvent::SubagentStop,
+    ];
 
-/// The events this server calls hooks for.
-pub const BUILT_EVENTS: &[&str] = &[PRE_TOOL_USE];
+    /// The wire word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::PreToolUse => "pre_tool_use",
+            HookEvent::PostToolUse => "post_tool_use",
+            HookEvent::UserPromptSubmit => "user_prompt_submit",
+            HookEvent::Stop => "stop",
+            HookEvent::SubagentStart => "subagent_start",
+            HookEvent::SubagentStop => "subagent_stop",
+        }
+    }
+
+    /// The event named `word`.
+    pub fn parse(word: &str) -> Option<HookEvent> {
+        Self::ALL.into_iter().find(|e| e.as_str() == word)
+    }
+
+    /// What a matcher is matched against, for the events that have a name to match.
+    pub fn matched_name(self) -> Option<&'static str> {
+        match self {
+            HookEvent::PreToolUse | HookEvent::PostToolUse => Some("the tool's name"),
+            HookEvent::SubagentStart | HookEvent::SubagentStop => Some("the delegate's name"),
+            HookEvent::UserPromptSubmit | HookEvent::Stop => None,
+        }
+    }
+
+    /// What a hook of this event does when it times out, errs or answers nonsense, unless
+    /// configured otherwise. A guardrail that is down does not open, except at a stop: a
+    /// stop hook that fails cannot tell the model how to go on, so keeping the thread
+    /// working would only repeat the failure until the turn's request limit.
+    pub fn default_failure_mode(self) -> FailureMode {
+        match self {
+            HookEvent::Stop | HookEvent::SubagentStop => FailureMode::Allow,
+            _ => FailureMode::Deny,
+        }
+    }
+}
 
 /// Shortest and longest per-call timeout, and the default, in milliseconds.
 pub const TIMEOUT_MS: (u64, u64, u64) = (100, 60_000, 5_000);
@@ -51,10 +104,12 @@ pub enum HookScope {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureMode {
-    /// The call is denied (the default: a guardrail that is down does not open).
+    /// The strict outcome: the tool call is denied, its result withheld from the model, the
+    /// message or delegation blocked, the stop refused (the default, but for `stop` and
+    /// `subagent_stop`: see [`HookEvent::default_failure_mode`]).
     #[default]
     Deny,
-    /// The call goes on as if the hook had allowed it.
+    /// The session goes on as if the hook had allowed it.
     Allow,
 }
 
@@ -64,9 +119,10 @@ pub struct Hook {
     #[serde(rename = "type")]
     pub tag: HookTag,
     pub id: String,
-    /// `pre_tool_use` (see [`EVENTS`]).
-    pub event: String,
-    /// Which tool names it sees (see [`Matcher`]); null matches every tool.
+    pub event: HookEvent,
+    /// Which names it sees (see [`Matcher`]): tool names for `pre_tool_use` and
+    /// `post_tool_use`, the delegate's name for `subagent_start` and `subagent_stop`; null
+    /// matches every one (and is the only value for the other events).
     pub matcher: Option<String>,
     pub scope: HookScope,
     /// The http(s) endpoint the signed call is POSTed to.
@@ -84,6 +140,9 @@ pub struct Hook {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, expecting = "a hook object")]
 pub struct HookCreate {
+    /// One of `pre_tool_use`, `post_tool_use`, `user_prompt_submit`, `stop`,
+    /// `subagent_start`, `subagent_stop` (read as text, so a wrong one gets a 400 listing them).
+    #[schema(value_type = HookEvent)]
     pub event: String,
     #[serde(default)]
     pub matcher: Option<String>,
@@ -93,6 +152,7 @@ pub struct HookCreate {
     pub url: String,
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Defaults to `deny`, or `allow` for `stop` and `subagent_stop`.
     #[serde(default)]
     pub failure_mode: Option<FailureMode>,
 }
@@ -100,21 +160,22 @@ pub struct HookCreate {
 impl HookCreate {
     /// Validates the body into a hook (without id, time or secret, which the caller sets).
     pub fn validate(self) -> Valid<Hook> {
-        if !EVENTS.contains(&self.event.as_str()) {
+        let Some(event) = HookEvent::parse(&self.event) else {
+            let all: Vec<&str> = HookEvent::ALL.iter().map(|e| e.as_str()).collect();
             return Err(Invalid::new(format!(
                 "`event` must be one of {}; got `{}`",
-                EVENTS.join(", "),
+                all.join(", "),
                 self.event
             )));
-        }
-        if !BUILT_EVENTS.contains(&self.event.as_str()) {
-            return Err(Invalid::new(format!(
-                "hooks for `{}` are not supported by this server yet (supported: {})",
-                self.event,
-                BUILT_EVENTS.join(", ")
-            )));
-        }
-        if let Some(m) = &self.matcher {
+        };
+        let matcher = self.matcher.filter(|m| !m.is_empty());
+        if let Some(m) = &matcher {
+            if event.matched_name().is_none() {
+                return Err(Invalid::new(format!(
+                    "`matcher` does not apply to `{}` hooks, which see no tool or delegate name; leave it out",
+                    event.as_str()
+                )));
+            }
             Matcher::parse(m)?;
         }
         match &self.scope {
@@ -135,12 +196,14 @@ impl HookCreate {
         Ok(Hook {
             tag: HookTag::Tag,
             id: String::new(),
-            event: self.event,
-            matcher: self.matcher.filter(|m| !m.is_empty()),
+            event,
+            matcher,
             scope: self.scope.unwrap_or(HookScope::Workspace),
             url: self.url,
             timeout_ms,
-            failure_mode: self.failure_mode.unwrap_or_default(),
+            failure_mode: self
+                .failure_mode
+                .unwrap_or_else(|| event.default_failure_mode()),
             created_at: String::new(),
             signing_secret: None,
         })
@@ -157,19 +220,20 @@ impl Hook {
         }
     }
 
-    /// Whether the hook sees a call of tool `name` (a stored matcher always parses).
-    pub fn matches_tool(&self, name: &str) -> bool {
-        match &self.matcher {
-            None => true,
-            Some(m) => Matcher::parse(m).is_ok_and(|m| m.matches(name)),
+    /// Whether the hook sees `name` (a tool's or a delegate's; a stored matcher always
+    /// parses). Events without a name (`None`) are seen by every hook of the event.
+    pub fn matches(&self, name: Option<&str>) -> bool {
+        match (&self.matcher, name) {
+            (None, _) | (_, None) => true,
+            (Some(m), Some(name)) => Matcher::parse(m).is_ok_and(|m| m.matches(name)),
         }
     }
 }
 
-/// A matcher on tool names. A string made only of letters, digits, `_`, `-` and `|` is a
-/// list of exact names (`bash`, `write|edit`); `*` matches everything; anything else is a
-/// regular expression searched in the name (`^mcp__`, `^(read|glob)$`), anchored only where
-/// it anchors itself. MCP tools are named `mcp__<server>__<tool>`.
+/// A matcher on tool or delegate names. A string made only of letters, digits, `_`, `-` and
+/// `|` is a list of exact names (`bash`, `write|edit`); `*` matches everything; anything else
+/// is a regular expression searched in the name (`^mcp__`, `^(read|glob)$`), anchored only
+/// where it anchors itself. MCP tools are named `mcp__<server>__<tool>`.
 #[derive(Debug)]
 pub enum Matcher {
     Any,
@@ -205,7 +269,7 @@ impl Matcher {
             })
     }
 
-    /// Whether tool `name` matches.
+    /// Whether `name` matches.
     pub fn matches(&self, name: &str) -> bool {
         match self {
             Matcher::Any => true,
@@ -215,178 +279,9 @@ impl Matcher {
     }
 }
 
-/// A `pre_tool_use` decision, ordered by precedence (a later variant wins).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PreDecision {
-    Allow,
-    Ask,
-    Defer,
-    Deny,
-}
-
-impl PreDecision {
-    /// The wire word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PreDecision::Allow => "allow",
-            PreDecision::Ask => "ask",
-            PreDecision::Defer => "defer",
-            PreDecision::Deny => "deny",
-        }
-    }
-}
-
-/// What a hook endpoint answers to `pre_tool_use` (a 2xx with an empty body is `allow`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PreAnswer {
-    pub decision: PreDecision,
-    #[serde(default)]
-    pub reason: Option<String>,
-    #[serde(default)]
-    pub updated_input: Option<serde_json::Map<String, Value>>,
-}
-
-/// One hook's part in a call's decision, as the `agent.tool_use` event records it under
-/// `evaluation.hooks`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HookVerdict {
-    pub hook_id: String,
-    pub decision: PreDecision,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// The input this hook asked to run instead.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub updated_input: Option<Value>,
-    /// Set when the hook did not answer usably: why; `decision` is then its failure mode.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub failed: Option<String>,
-}
-
-/// The permission policy's decision, reduced to what combining needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PolicyDecision {
-    Allow,
-    Ask,
-    Deny,
-}
-
-/// Who decided a combined result.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Combined {
-    /// The policy's decision stands (hooks allowed or asked no more than it did).
-    Policy(PolicyDecision),
-    /// A hook made it stricter: ask, defer, or deny with the hook's reason.
-    Hook {
-        decision: PreDecision,
-        reason: String,
-    },
-}
-
-/// Combines the policy's decision with the hooks' verdicts: deny > defer > ask > allow. A
-/// hook's `allow` never loosens the policy (its ask or deny stands); a hook's `deny` holds
-/// even under `always_allow`. The first hook (in the order given) with the winning decision
-/// supplies the reason.
-pub fn combine(policy: PolicyDecision, hooks: &[HookVerdict]) -> Combined {
-    let policy_rank = match policy {
-        PolicyDecision::Allow => PreDecision::Allow,
-        PolicyDecision::Ask => PreDecision::Ask,
-        PolicyDecision::Deny => PreDecision::Deny,
-    };
-    let strictest = hooks.iter().map(|h| h.decision).max();
-    match strictest {
-        Some(d) if d > policy_rank => {
-            let h = hooks
-                .iter()
-                .find(|h| h.decision == d)
-                .expect("the max is present");
-            let reason = h
-                .failed
-                .clone()
-                .or_else(|| h.reason.clone())
-                .unwrap_or_else(|| format!("hook {} decided {}", h.hook_id, d.as_str()));
-            Combined::Hook {
-                decision: d,
-                reason,
-            }
-        }
-        _ => Combined::Policy(policy),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use PolicyDecision as P;
-    use PreDecision as D;
-
-    fn v(d: PreDecision) -> HookVerdict {
-        HookVerdict {
-            hook_id: format!("hook_{}", d.as_str()),
-            decision: d,
-            reason: Some(format!("because {}", d.as_str())),
-            updated_input: None,
-            failed: None,
-        }
-    }
-
-    fn decided(policy: PolicyDecision, hooks: &[PreDecision]) -> String {
-        let vs: Vec<_> = hooks.iter().map(|d| v(*d)).collect();
-        match combine(policy, &vs) {
-            Combined::Policy(P::Allow) => "policy allow".into(),
-            Combined::Policy(P::Ask) => "policy ask".into(),
-            Combined::Policy(P::Deny) => "policy deny".into(),
-            Combined::Hook { decision, reason } => format!("hook {} ({reason})", decision.as_str()),
-        }
-    }
-
-    #[test]
-    fn precedence_table() {
-        let cases: &[(PolicyDecision, &[PreDecision], &str)] = &[
-            (P::Allow, &[], "policy allow"),
-            (P::Allow, &[D::Allow], "policy allow"),
-            (P::Allow, &[D::Ask], "hook ask (because ask)"),
-            (P::Allow, &[D::Defer], "hook defer (because defer)"),
-            // a hook's deny holds under always_allow
-            (P::Allow, &[D::Deny], "hook deny (because deny)"),
-            // a hook's allow never skips the policy's ask or deny
-            (P::Ask, &[D::Allow], "policy ask"),
-            (P::Deny, &[D::Allow], "policy deny"),
-            (P::Ask, &[D::Ask], "policy ask"),
-            (P::Ask, &[D::Defer], "hook defer (because defer)"),
-            (P::Deny, &[D::Defer, D::Ask], "policy deny"),
-            // deny > defer > ask > allow across hooks, whatever their order
-            (
-                P::Allow,
-                &[D::Allow, D::Ask, D::Defer],
-                "hook defer (because defer)",
-            ),
-            (
-                P::Allow,
-                &[D::Deny, D::Allow, D::Defer],
-                "hook deny (because deny)",
-            ),
-            (P::Allow, &[D::Ask, D::Allow], "hook ask (because ask)"),
-            (P::Ask, &[D::Allow, D::Deny], "hook deny (because deny)"),
-        ];
-        for (policy, hooks, want) in cases {
-            assert_eq!(&decided(*policy, hooks), want, "{policy:?} + {hooks:?}");
-        }
-    }
-
-    #[test]
-    fn a_failed_hook_gives_its_failure_as_the_reason() {
-        let mut h = v(D::Deny);
-        h.failed = Some("hook hook_x did not answer: timed out".into());
-        assert_eq!(
-            combine(P::Allow, &[h]),
-            Combined::Hook {
-                decision: D::Deny,
-                reason: "hook hook_x did not answer: timed out".into()
-            }
-        );
-    }
 
     #[test]
     fn matchers_are_exact_lists_or_searched_regexes() {
@@ -403,21 +298,63 @@ mod tests {
         assert!(Matcher::parse("(unclosed").is_err());
     }
 
-    #[test]
-    fn unbuilt_events_and_bad_timeouts_are_refused() {
-        let create = |event: &str, timeout_ms: Option<u64>| HookCreate {
+    fn create(event: &str, matcher: Option<&str>, timeout_ms: Option<u64>) -> HookCreate {
+        HookCreate {
             event: event.into(),
-            matcher: None,
+            matcher: matcher.map(str::to_string),
             scope: None,
             url: "https://example.com/h".into(),
             timeout_ms,
             failure_mode: None,
-        };
-        assert!(create("pre_tool_use", None).validate().is_ok());
-        let e = create("stop", None).validate().unwrap_err();
-        assert!(e.message.contains("not supported"), "{}", e.message);
-        assert!(create("nope", None).validate().is_err());
-        assert!(create("pre_tool_use", Some(10)).validate().is_err());
-        assert!(create("pre_tool_use", Some(60_001)).validate().is_err());
+        }
+    }
+
+    #[test]
+    fn every_event_is_accepted_with_its_default_failure_mode() {
+        // (event, matcher allowed, default failure mode)
+        let cases = [
+            ("pre_tool_use", true, FailureMode::Deny),
+            ("post_tool_use", true, FailureMode::Deny),
+            ("user_prompt_submit", false, FailureMode::Deny),
+            ("stop", false, FailureMode::Allow),
+            ("subagent_start", true, FailureMode::Deny),
+            ("subagent_stop", true, FailureMode::Allow),
+        ];
+        for (event, matcher_allowed, mode) in cases {
+            let hook = create(event, None, None).validate().unwrap();
+            assert_eq!(hook.event.as_str(), event);
+            assert_eq!(hook.failure_mode, mode, "{event}");
+            let with_matcher = create(event, Some("worker|bash"), None).validate();
+            assert_eq!(with_matcher.is_ok(), matcher_allowed, "{event}");
+            if let Err(e) = with_matcher {
+                assert!(e.message.contains("does not apply"), "{}", e.message);
+            }
+        }
+        // An empty matcher is no matcher, for every event.
+        assert!(create("stop", Some(""), None).validate().is_ok());
+    }
+
+    #[test]
+    fn unknown_events_and_bad_timeouts_are_refused() {
+        let e = create("nope", None, None).validate().unwrap_err();
+        assert!(e.message.contains("subagent_stop"), "{}", e.message);
+        assert!(create("pre_tool_use", None, Some(10)).validate().is_err());
+        assert!(
+            create("pre_tool_use", None, Some(60_001))
+                .validate()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn names_are_matched_only_where_the_event_has_one() {
+        let mut hook = create("subagent_start", Some("^rev"), None)
+            .validate()
+            .unwrap();
+        assert!(hook.matches(Some("reviewer")));
+        assert!(!hook.matches(Some("coder")));
+        hook.matcher = None;
+        assert!(hook.matches(Some("coder")));
+        assert!(hook.matches(None));
     }
 }

@@ -10,9 +10,10 @@ pub mod environment;
 pub mod events;
 pub mod fields;
 pub mod file;
-// Hooks (Mast's own addition, issue 20).
 pub mod fork;
+// Hooks (Mast's own addition, issue 20): their configuration, and what endpoints answer.
 pub mod hook;
+pub mod hook_answer;
 pub mod ids;
 pub mod invalid;
 pub mod memory;

@@ -73,6 +73,11 @@ impl Engine {
             self.inner.hub.keys_changed();
             return;
         }
+        if signal == Signal::HooksChanged {
+            // Sent by the store too; this replica's own changes already dropped its cache.
+            self.inner.hub.hooks_changed();
+            return;
+        }
         if origin == self.inner.owner {
             return;
         }
@@ -93,7 +98,7 @@ impl Engine {
             } => self.interrupt_here(&session_id, thread_id.as_deref()),
             Signal::WorkQueued { environment_id } => self.inner.hub.work.queued(&environment_id),
             Signal::Deleted { session_id } => self.inner.hub.deleted_here(&session_id),
-            Signal::KeysChanged => {}
+            Signal::KeysChanged | Signal::HooksChanged => {}
         }
     }
 

@@ -92,6 +92,8 @@ pub struct Transcript {
     added_bytes: usize,
     /// Context compaction: boundaries applied since the last response.
     compactions_in_row: u32,
+    /// The turn goes on because a stop hook blocked one of its stops (until new input).
+    stop_hook_active: bool,
 }
 
 fn push(messages: &mut Vec<Message>, role: Role, mut content: Vec<Value>) {
@@ -107,8 +109,12 @@ fn push(messages: &mut Vec<Message>, role: Role, mut content: Vec<Value>) {
 /// The event's content blocks without empty text blocks: providers reject those, and one in
 /// the log must not break every later turn.
 fn non_empty_content(ev: &EventRecord) -> Vec<Value> {
-    ev.body
-        .get("content")
+    non_empty(ev.body.get("content"))
+}
+
+/// Content blocks of `content` (an array) without empty text blocks.
+fn non_empty(content: Option<&Value>) -> Vec<Value> {
+    content
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -123,10 +129,15 @@ fn non_empty_content(ev: &EventRecord) -> Vec<Value> {
 
 fn result_block(ev: &EventRecord, id_key: &str) -> Option<(String, Value)> {
     let id = ev.body.get(id_key)?.as_str()?.to_string();
+    // What `post_tool_use` hooks gave the model instead of the recorded result, if anything.
+    let shown = ev
+        .internal
+        .as_ref()
+        .and_then(|i| i.get("model_result"))
+        .unwrap_or(&ev.body);
     // A tool may return empty text; models reject empty text blocks, so they are dropped.
-    let content = non_empty_content(ev);
-    let is_error = ev
-        .body
+    let content = non_empty(shown.get("content"));
+    let is_error = shown
         .get("is_error")
         .and_then(Value::as_bool)
         .unwrap_or(false);
@@ -243,14 +254,21 @@ impl Transcript {
     }
 
     fn input(&mut self, ev: &EventRecord) {
+        self.stop_hook_active = false;
         self.input_blocks(input_blocks(ev));
     }
 
     /// Outcome text the model sees as user input (none: the event asks nothing of it).
     fn outcome_input(&mut self, text: Option<String>) {
         if let Some(t) = text {
+            self.stop_hook_active = false;
             self.input_blocks(vec![json!({"type": "text", "text": t})]);
         }
+    }
+
+    /// Whether the turn goes on because a stop hook blocked one of its stops.
+    pub fn stop_hook_active(&self) -> bool {
+        self.stop_hook_active
     }
 
     fn input_blocks(&mut self, blocks: Vec<Value>) {
@@ -327,6 +345,16 @@ impl Transcript {
         );
         self.added_bytes = 0;
         self.compactions_in_row = 0;
+        // A stop hook kept the turn going: its reason is the model's next input.
+        if let Some(reason) = internal
+            .get("stop_hook")
+            .and_then(|h| h.get("reason"))
+            .and_then(Value::as_str)
+        {
+            let text = format!("Stop hook feedback: {reason}");
+            self.input_blocks(vec![json!({"type": "text", "text": text})]);
+            self.stop_hook_active = true;
+        }
     }
 
     /// A compaction boundary (`agent.thread_context_compacted`, whose private part holds the
@@ -829,5 +857,97 @@ mod tests {
         assert_eq!(c.tail, Tail::AwaitingTools(vec!["b".into()]));
         assert_eq!(c.dangling_request.as_deref(), Some("sevt_6"));
         assert_eq!(c.messages.len(), 2, "queued input is not in the context");
+    }
+
+    #[test]
+    fn a_blocked_stop_is_the_models_next_input_until_new_input() {
+        let events = vec![
+            ev(
+                1,
+                kind::USER_MESSAGE,
+                json!({"content": text("fix it")}),
+                None,
+                true,
+            ),
+            ev(2, kind::SPAN_START, json!({}), None, true),
+            ev(
+                3,
+                kind::SPAN_END,
+                json!({}),
+                Some(json!({"content": text("done"), "stop_reason": "end_turn",
+                             "stop_hook": {"hook_id": "hook_1", "reason": "run the tests first"}})),
+                true,
+            ),
+        ];
+        assert_incremental(&events);
+        let c = build(&events);
+        assert_eq!(c.tail, Tail::User, "the model is asked again");
+        assert_eq!(
+            c.messages[2].content[0]["text"],
+            "Stop hook feedback: run the tests first"
+        );
+        let mut t = Transcript::default();
+        for e in &events {
+            t.apply(e);
+        }
+        assert!(t.stop_hook_active());
+        // A stop without a hook's block keeps the flag (the turn still goes on because of it).
+        t.apply(&ev(4, kind::SPAN_START, json!({}), None, true));
+        t.apply(&ev(
+            5,
+            kind::SPAN_END,
+            json!({}),
+            Some(json!({"content": text("tests pass"), "stop_reason": "end_turn"})),
+            true,
+        ));
+        assert!(t.stop_hook_active());
+        assert!(matches!(t.outline().tail, Tail::Assistant { .. }));
+        t.apply(&ev(
+            6,
+            kind::USER_MESSAGE,
+            json!({"content": text("next")}),
+            None,
+            true,
+        ));
+        assert!(!t.stop_hook_active(), "new input starts a fresh turn");
+    }
+
+    #[test]
+    fn the_model_sees_what_post_hooks_made_of_a_result() {
+        let events = vec![
+            ev(
+                1,
+                kind::USER_MESSAGE,
+                json!({"content": text("go")}),
+                None,
+                true,
+            ),
+            ev(2, kind::SPAN_START, json!({}), None, true),
+            ev(
+                3,
+                kind::SPAN_END,
+                json!({}),
+                Some(
+                    json!({"content":[{"type":"tool_use","id":"sevt_9","name":"bash","input":{}}],"stop_reason":"tool_use"}),
+                ),
+                true,
+            ),
+            ev(
+                4,
+                kind::AGENT_TOOL_RESULT,
+                json!({"tool_use_id":"sevt_9","content": text("token=abc"), "is_error": false,
+                       "hooks": [{"hook_id": "hook_1"}]}),
+                Some(
+                    json!({"model_result": {"content": text("token=[redacted]"), "is_error": true}}),
+                ),
+                true,
+            ),
+        ];
+        assert_incremental(&events);
+        let c = build(&events);
+        let result = &c.messages[2].content[0];
+        assert_eq!(result["type"], "tool_result");
+        assert_eq!(result["content"][0]["text"], "token=[redacted]");
+        assert_eq!(result["is_error"], true);
     }
 }

@@ -219,6 +219,8 @@ pub struct Send {
     pub target: Target,
     pub message: String,
     pub thread_id: Option<String>,
+    /// What `subagent_start` hooks said of it (recorded on `agent.thread_message_sent`).
+    pub hooks: Option<Value>,
 }
 
 /// Checks a `send_to_agent` call's input against the roster (what does not depend on the
@@ -282,6 +284,7 @@ pub fn parse_send(
         target,
         message,
         thread_id,
+        hooks: None,
     })
 }
 
@@ -506,6 +509,9 @@ fn start(
         primary,
         now,
     );
+    if let Some(hooks) = &s.hooks {
+        sent.body["hooks"] = hooks.clone();
+    }
     sent.id = s.call.clone();
     out.push(sent);
     out.push(server_event(

@@ -1,7 +1,8 @@
-//! `pre_tool_use` hooks in the loop: after a model response and before its calls are
-//! recorded, every built-in or MCP call is put to the hooks that match it (no transaction
-//! is open while they answer), and their verdicts are folded into the permission decision
-//! that [`super::model_step`] records and enforces.
+//! `pre_tool_use` and `subagent_start` hooks in the loop: after a model response and before
+//! its calls are recorded, every built-in or MCP call is put to the `pre_tool_use` hooks that
+//! match it, and every delegation (`send_to_agent`) to the `subagent_start` hooks (no
+//! transaction is open while they answer). Their verdicts are folded into the permission
+//! decision (or the delegation) that [`super::model_step`] records and enforces.
 //!
 //! Durability: nothing about a call is recorded until its hooks have answered, so a crash
 //! (or shutdown) while a hook call is outstanding loses the unrecorded response; the resumed
@@ -11,20 +12,45 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::{Value, json};
 
-use super::delegation::{LIST_AGENTS, SEND_TO_AGENT};
-use super::hooks::{PreCall, PreOutcome};
+use super::delegation::{self, LIST_AGENTS, SEND_TO_AGENT, Target};
+use super::hooks::{HookContext, PreOutcome, ToolCallRef};
 use super::permissions::{self, Decision};
+use super::state::EngineState;
 use super::turn::{Loop, RunError, Waited};
-use crate::domain::hook::{Combined, HookVerdict, PolicyDecision, PreDecision, combine};
+use crate::domain::hook::HookEvent;
+use crate::domain::hook_answer::{
+    Combined, GateDecision, GateOutcome, GateVerdict, HookVerdict, PolicyDecision, PreDecision,
+    combine,
+};
 use crate::domain::ids::new_id;
+use crate::domain::multiagent::ADVISOR_NAME;
 use crate::domain::tools::Tool;
 use crate::models::Block;
 
-/// The ids a response's tool calls get (in block order) and what hooks said of each.
+/// The ids a response's tool calls get (in block order), what `pre_tool_use` hooks said of
+/// each built-in or MCP call, and what `subagent_start` hooks said of each delegation.
 #[derive(Default)]
 pub(super) struct PreHooks {
     pub ids: VecDeque<String>,
     pub outcomes: HashMap<String, PreOutcome>,
+    pub delegations: HashMap<String, GateOutcome>,
+}
+
+/// What hooks said of one call: `pre_tool_use` of a built-in or MCP call, `subagent_start`
+/// of a delegation.
+pub(super) struct CallHooks {
+    pub pre: Option<PreOutcome>,
+    pub delegation: Option<GateOutcome>,
+}
+
+impl PreHooks {
+    /// What hooks said of call `id`.
+    pub fn take(&mut self, id: &str) -> CallHooks {
+        CallHooks {
+            pre: self.outcomes.remove(id),
+            delegation: self.delegations.remove(id),
+        }
+    }
 }
 
 /// A permission decision after hooks: the decision to record and enforce, the input the
@@ -35,10 +61,36 @@ pub(super) struct Hooked {
     pub defer: bool,
 }
 
+/// A call a hook is asked about before it is recorded.
+enum Ask {
+    Tool {
+        id: String,
+        name: String,
+        server: Option<String>,
+        input: Value,
+    },
+    Delegation {
+        id: String,
+        name: String,
+        fields: Value,
+    },
+}
+
 impl Loop<'_> {
+    /// Where this thread's hooks are asked.
+    pub(super) fn hook_ctx(&self) -> HookContext<'_> {
+        HookContext {
+            workspace_id: &self.workspace_id,
+            session_id: &self.sid,
+            thread_id: &self.thread,
+            agent_id: &self.agent.id,
+            environment_id: &self.environment_id,
+        }
+    }
+
     /// Gives each tool call of `blocks` its event id and asks the matching `pre_tool_use`
-    /// hooks about the built-in and MCP ones. Without configured hooks this costs one store
-    /// read per response with calls.
+    /// hooks about the built-in and MCP ones, and the `subagent_start` hooks about each
+    /// delegation. Without configured hooks this costs nothing (their lists are cached).
     pub(super) async fn ask_pre_hooks(
         &self,
         blocks: &[Value],
@@ -55,49 +107,156 @@ impl Loop<'_> {
             };
             let id = new_id("sevt");
             pre.ids.push_back(id.clone());
-            if let Some((tool_name, server)) = self.hooked_name(name) {
-                let input = input.cloned().unwrap_or_else(|| json!({}));
-                asks.push((id, tool_name, server, input));
+            let input = input.cloned().unwrap_or_else(|| json!({}));
+            if self.roster.is_some() && name == SEND_TO_AGENT {
+                asks.push(Ask::Delegation {
+                    id,
+                    name: String::new(),
+                    fields: input,
+                });
+            } else if let Some((tool_name, server)) = self.hooked_name(name) {
+                asks.push(Ask::Tool {
+                    id,
+                    name: tool_name,
+                    server,
+                    input,
+                });
             }
         }
         let Some(hooks) = self.inner.hooks.clone().filter(|_| !asks.is_empty()) else {
             return Ok(pre);
         };
-        let (ws, env) = (self.workspace_id.clone(), self.environment_id.clone());
-        let (sid, thread, agent) = (self.sid.clone(), self.thread.clone(), self.agent.id.clone());
+        let ws = &self.workspace_id;
+        let tools = asks.iter().any(|a| matches!(a, Ask::Tool { .. }))
+            && hooks.any(ws, HookEvent::PreToolUse).await;
+        let delegations = asks.iter().any(|a| matches!(a, Ask::Delegation { .. }))
+            && hooks.any(ws, HookEvent::SubagentStart).await;
+        if !tools && !delegations {
+            return Ok(pre);
+        }
+        if delegations {
+            asks = self.describe_delegations(asks).await?;
+        }
+        let ctx = self.hook_ctx();
         let work = async {
-            let mut out = HashMap::new();
-            for (id, tool_name, server, input) in &asks {
-                let call = PreCall {
-                    workspace_id: &ws,
-                    session_id: &sid,
-                    thread_id: &thread,
-                    agent_id: &agent,
-                    environment_id: &env,
-                    tool_use_id: id,
-                    tool_name,
-                    mcp_server_name: server.as_deref(),
-                    input,
-                };
-                out.insert(id.clone(), hooks.pre_tool_use(&call).await);
+            let mut tools_out = HashMap::new();
+            let mut delegations_out = HashMap::new();
+            for ask in &asks {
+                match ask {
+                    Ask::Tool {
+                        id,
+                        name,
+                        server,
+                        input,
+                    } if tools => {
+                        let call = ToolCallRef {
+                            tool_use_id: id,
+                            tool_name: name,
+                            mcp_server_name: server.as_deref(),
+                            input,
+                        };
+                        tools_out.insert(id.clone(), hooks.pre_tool_use(&ctx, &call).await);
+                    }
+                    Ask::Delegation { id, name, fields } if delegations && !name.is_empty() => {
+                        let event = HookEvent::SubagentStart;
+                        let outcome = hooks.gate(&ctx, event, Some(name), fields.clone()).await;
+                        delegations_out.insert(id.clone(), outcome);
+                    }
+                    _ => {}
+                }
             }
-            out
+            (tools_out, delegations_out)
         };
-        pre.outcomes = match self.interruptible(work).await? {
-            Waited::Done(out) => out,
+        match self.interruptible(work).await? {
+            Waited::Done((tools_out, delegations_out)) => {
+                pre.outcomes = tools_out;
+                pre.delegations = delegations_out;
+            }
             // The interrupt is handled next; no call of this response may run unasked.
-            Waited::Interrupted => asks
-                .into_iter()
-                .map(|(id, ..)| (id, interrupted()))
-                .collect(),
-        };
+            Waited::Interrupted => {
+                for ask in asks {
+                    match ask {
+                        Ask::Tool { id, .. } => {
+                            pre.outcomes.insert(id, interrupted());
+                        }
+                        Ask::Delegation { id, .. } => {
+                            pre.delegations.insert(id, interrupted_gate());
+                        }
+                    }
+                }
+            }
+        }
         Ok(pre)
     }
 
+    /// Fills in each delegation's delegate name and the `subagent_start` payload fields
+    /// (the delegation's own input stood in for them). A call that names no one the
+    /// coordinator can delegate to is left nameless: it is refused when it is sorted, and
+    /// no hook is asked about it. A thread continued by id is looked up in the session.
+    async fn describe_delegations(&self, asks: Vec<Ask>) -> Result<Vec<Ask>, RunError> {
+        let Some(roster) = &self.roster else {
+            return Ok(asks);
+        };
+        let models = self.inner.models.clone();
+        let routable = move |m: &str| models.check_routable(m);
+        let mut state: Option<EngineState> = None;
+        let mut out = Vec::with_capacity(asks.len());
+        for ask in asks {
+            let Ask::Delegation { id, fields, .. } = ask else {
+                out.push(ask);
+                continue;
+            };
+            let Ok(send) = delegation::parse_send(&id, &fields, roster, &self.agent, &routable)
+            else {
+                out.push(Ask::Delegation {
+                    id,
+                    name: String::new(),
+                    fields,
+                });
+                continue;
+            };
+            let (name, agent_id) = match &send.target {
+                Target::Agent(Some(a)) => (a.name.clone(), Some(a.snapshot.id.clone())),
+                Target::Inline { agent, .. } => (agent.name.clone(), None),
+                Target::Advisor(_) => (ADVISOR_NAME.to_string(), None),
+                Target::Agent(None) => {
+                    if state.is_none() {
+                        let rec = self
+                            .hold(self.inner.store.get_session_by_id(&self.sid))
+                            .await?
+                            .ok_or(RunError::Gone)?;
+                        state = Some(EngineState::of(&rec)?);
+                    }
+                    let thread = send.thread_id.as_deref().unwrap_or_default();
+                    let name = state
+                        .as_ref()
+                        .and_then(|st| st.threads.get(thread))
+                        .map(|t| t.agent_name.clone())
+                        .unwrap_or_default();
+                    let agent_id = roster
+                        .agents
+                        .iter()
+                        .find(|a| a.name == name)
+                        .map(|a| a.snapshot.id.clone());
+                    (name, agent_id)
+                }
+            };
+            let fields = json!({
+                "tool_use_id": id,
+                "subagent_name": name,
+                "subagent_agent_id": agent_id,
+                "subagent_thread_id": send.thread_id,
+                "message": send.message,
+            });
+            out.push(Ask::Delegation { id, name, fields });
+        }
+        Ok(out)
+    }
+
     /// The name hooks match a call of `name` on, and its MCP server: built-in tools by name,
-    /// MCP tools as `mcp__<server>__<tool>`; None for calls hooks do not see (custom tools,
-    /// which the client runs itself, and the delegation tools).
-    fn hooked_name(&self, name: &str) -> Option<(String, Option<String>)> {
+    /// MCP tools as `mcp__<server>__<tool>`; None for calls tool hooks do not see (custom
+    /// tools, which the client runs itself, and the delegation tools).
+    pub(super) fn hooked_name(&self, name: &str) -> Option<(String, Option<String>)> {
         let custom = self
             .agent
             .tools
@@ -114,6 +273,20 @@ impl Loop<'_> {
         }
         permissions::is_builtin(&self.agent.tools, name).then(|| (name.to_string(), None))
     }
+}
+
+/// The gate verdict standing in for `subagent_start` hooks not asked because of an
+/// interrupt: the delegation does not start.
+fn interrupted_gate() -> GateOutcome {
+    let mut o = GateOutcome::default();
+    o.push(GateVerdict {
+        hook_id: "*".into(),
+        event: HookEvent::SubagentStart,
+        decision: GateDecision::Block,
+        reason: None,
+        failed: Some("the thread was interrupted while its hooks were being asked".into()),
+    });
+    o
 }
 
 /// The verdict standing in for hooks that were not asked because of an interrupt.

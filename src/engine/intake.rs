@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use std::collections::BTreeSet;
 
+use super::hooks::PostOutcome;
 use super::state::{
     self, EngineState, LeaseGrant, PendingKind, ThreadStatus, grant_lease, set_status, status_of,
     work_item_for,
@@ -78,10 +79,12 @@ fn not_pending(i: usize, field: &str, id: &str, what: &str) -> StoreError {
 }
 
 /// Applies a validated batch to the locked row. Client echoes come first in the output, in
-/// request order; status events caused by the batch follow.
+/// request order; status events caused by the batch follow. `post` holds, by batch index,
+/// what `post_tool_use` hooks said of a `user.tool_result` (recorded with it).
 pub fn accept(
     rec: &mut SessionRecord,
     batch: &[ClientEvent],
+    post: &[Option<PostOutcome>],
     lease: Option<&LeaseGrant>,
     now: Micros,
 ) -> Result<(TxnOutput, Accepted), StoreError> {
@@ -92,7 +95,11 @@ pub fn accept(
     let mut events = Vec::with_capacity(batch.len() + 1);
     for (i, ev) in batch.iter().enumerate() {
         let follows_result = i > 0 && batch[i - 1].is_tool_result();
-        events.push(intake.take(i, ev, follows_result, now)?);
+        let mut echo = intake.take(i, ev, follows_result, now)?;
+        if let Some(Some(p)) = post.get(i) {
+            p.clone().annotate(&mut echo.body, &mut echo.internal);
+        }
+        events.push(echo);
     }
     events.extend(intake.stop_delegates(now));
     events.extend(intake.restart_answered_delegates(now));

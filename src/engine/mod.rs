@@ -19,7 +19,9 @@ mod fixtures;
 mod fork_checkpoint;
 pub mod fork_point;
 pub mod history;
-/// `pre_tool_use` hooks in the loop (issue 20).
+/// `post_tool_use`, `stop` and `subagent_stop` hooks in the loop (issue 20).
+mod hook_after;
+/// `pre_tool_use` and `subagent_start` hooks in the loop (issue 20).
 mod hook_step;
 /// The hooks service (issue 20).
 pub mod hooks;

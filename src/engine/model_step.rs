@@ -8,8 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::{Value, json};
 
 use super::delegation::{self, LIST_AGENTS, SEND_TO_AGENT};
-use super::hook_step::{self, Hooked, PreHooks};
-use super::hooks::PreOutcome;
+use super::hook_step::{self, CallHooks, Hooked, PreHooks};
 use super::intake::server_event;
 use super::mcp::connect::Reach;
 use super::permissions;
@@ -362,6 +361,20 @@ impl Loop<'_> {
         let pre = self.ask_pre_hooks(&resp.content, cut_short).await?;
         let calls = self.sort_calls(resp.content, cut_short, pre, now);
         out.extend(calls.events);
+        let answered_now = !calls.refused.is_empty()
+            || !calls.mcp_refused.is_empty()
+            || !calls.listings.is_empty();
+        let mut ends_turn = response_ends_turn(
+            stop,
+            !calls.pending.is_empty(),
+            answered_now || calls.runs_here,
+        )
+        .map(|reason| {
+            let details = (reason == StopReason::Refusal)
+                .then(|| resp.stop_details.clone())
+                .flatten();
+            (reason, details)
+        });
         let mut end = server_event(
             kind::SPAN_END,
             events::span_end(start_id, &resp.usage, false),
@@ -371,10 +384,22 @@ impl Loop<'_> {
         end.internal = Some(
             json!({ "content": calls.content, "stop_reason": resp.stop_reason, "stop_details": resp.stop_details }),
         );
+        // The model ended its turn by itself: `stop` (or `subagent_stop`) hooks may keep it
+        // working, with their reason recorded for the context (see `Transcript::response`).
+        if matches!(ends_turn, Some((StopReason::EndTurn, _)))
+            && let Some(gate) = self.ask_stop_hooks(&said).await?
+        {
+            if let Some(recorded) = gate.recorded() {
+                end.body["hooks"] = recorded;
+            }
+            if let Some((hook_id, reason)) = gate.blocked
+                && let Some(internal) = end.internal.as_mut()
+            {
+                internal["stop_hook"] = json!({ "hook_id": hook_id, "reason": reason });
+                ends_turn = None;
+            }
+        }
         out.push(end);
-        let answered_now = !calls.refused.is_empty()
-            || !calls.mcp_refused.is_empty()
-            || !calls.listings.is_empty();
         for (id, msg) in calls.mcp_refused {
             let mut e = server_event(
                 kind::AGENT_MCP_TOOL_RESULT,
@@ -395,17 +420,6 @@ impl Loop<'_> {
             e.answers = Some((id, Answer::Result.as_str()));
             out.push(e);
         }
-        let ends_turn = response_ends_turn(
-            stop,
-            !calls.pending.is_empty(),
-            answered_now || calls.runs_here,
-        )
-        .map(|reason| {
-            let details = (reason == StopReason::Refusal)
-                .then(|| resp.stop_details.clone())
-                .flatten();
-            (reason, details)
-        });
         let mut ender = self.ender();
         if ender.child.is_some() {
             ender.reply = Some(said);
@@ -489,7 +503,7 @@ impl Loop<'_> {
             let mut b = block.clone();
             b["id"] = json!(id);
             calls.content.push(b);
-            let hooked = pre.outcomes.remove(&id);
+            let hooked = pre.take(&id);
             self.sort_call(&mut calls, id, name, input, hooked, now);
         }
         calls
@@ -504,7 +518,7 @@ impl Loop<'_> {
         id: String,
         name: String,
         input: Value,
-        hooked: Option<PreOutcome>,
+        hooked: CallHooks,
         now: time::Micros,
     ) {
         let thread = &self.thread;
@@ -535,7 +549,24 @@ impl Loop<'_> {
             let models = self.inner.models.clone();
             let routable = move |m: &str| models.check_routable(m);
             match delegation::parse_send(&id, &input, roster, &self.agent, &routable) {
-                Ok(s) => calls.sends.push(s),
+                Ok(mut s) => match hooked.delegation {
+                    Some(gate) if gate.blocked.is_some() => {
+                        let (_, reason) = gate.blocked.clone().unwrap_or_default();
+                        let msg = format!(
+                            "A subagent_start hook refused this delegation: {reason}. Nothing was sent; choose another approach."
+                        );
+                        let mut refused = delegation::refuse(&id, &name, &input, &msg, thread, now);
+                        if let Some(use_event) = refused.first_mut() {
+                            use_event.body["evaluated_permission"] = json!("deny");
+                            use_event.body["hooks"] = gate.recorded().unwrap_or_default();
+                        }
+                        calls.events.extend(refused);
+                    }
+                    gate => {
+                        s.hooks = gate.and_then(|g| g.recorded());
+                        calls.sends.push(s)
+                    }
+                },
                 Err(msg) => calls
                     .events
                     .extend(delegation::refuse(&id, &name, &input, &msg, thread, now)),
@@ -546,7 +577,7 @@ impl Loop<'_> {
             // answered by the client with `user.tool_result`).
             let Hooked {
                 decision, input, ..
-            } = hook_step::apply(hooked, input, |_| {
+            } = hook_step::apply(hooked.pre, input, |_| {
                 permissions::decide_mcp(&self.agent.tools, &target.server, &target.tool)
             });
             let body =
@@ -581,7 +612,7 @@ impl Loop<'_> {
                 decision,
                 input,
                 defer,
-            } = hook_step::apply(hooked, input, |i| {
+            } = hook_step::apply(hooked.pre, input, |i| {
                 permissions::decide(&self.agent.tools, &name, i, &self.egress)
             });
             let for_worker = self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());

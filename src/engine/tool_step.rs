@@ -224,6 +224,21 @@ impl Loop<'_> {
         if let Some(note) = super::outputs::register(self.inner, &self.sid).await {
             output.content.push(content::text(note));
         }
+        let post = match self
+            .ask_post_hooks(
+                &call.id,
+                &call.name,
+                None,
+                &call.input,
+                &output.content,
+                output.is_error,
+            )
+            .await?
+        {
+            Waited::Done(post) => post,
+            // interrupt() closes the running call.
+            Waited::Interrupted => return Ok(()),
+        };
         let repo_errors = std::mem::take(&mut self.repo_errors);
         let thread = self.thread.clone();
         self.commit(
@@ -252,6 +267,9 @@ impl Loop<'_> {
                     &thread,
                     time::now(),
                 );
+                if let Some(post) = post {
+                    post.annotate(&mut e.body, &mut e.internal);
+                }
                 e.answers = Some((call.id, Answer::Result.as_str()));
                 let mut out = vec![e];
                 for body in repo_errors {
@@ -311,6 +329,20 @@ impl Loop<'_> {
         metrics::histogram!(crate::telemetry::TOOL_DURATION,
             "tool" => "mcp", "is_error" => if outcome.is_error { "true" } else { "false" })
         .record(started.elapsed().as_secs_f64());
+        let post = match self
+            .ask_post_hooks(
+                &call.id,
+                &target.tool,
+                Some(&target.server),
+                &call.input,
+                &outcome.content,
+                outcome.is_error,
+            )
+            .await?
+        {
+            Waited::Done(post) => post,
+            Waited::Interrupted => return Ok(()),
+        };
         let thread = self.thread.clone();
         let failure = outcome.failure;
         self.commit(
@@ -323,6 +355,9 @@ impl Loop<'_> {
                     &thread,
                     now,
                 );
+                if let Some(post) = post {
+                    post.annotate(&mut e.body, &mut e.internal);
+                }
                 e.answers = Some((call.id, Answer::Result.as_str()));
                 let mut out = vec![e];
                 if let Some(f) = failure {

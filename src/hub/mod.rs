@@ -71,7 +71,10 @@ pub struct Hub {
     /// may have been missed): key lookups cached before then are not trusted.
     keys_epoch: AtomicU64,
     /// Whether key changes are being heard (the replica signal listener is connected).
+    /// Hook changes are announced on the same channel, so this says the same of them.
     keys_heard: AtomicBool,
+    /// Bumped whenever hooks may have changed in the store (see [`Hub::hooks_changed`]).
+    hooks_epoch: AtomicU64,
 }
 
 /// How long after the last word from another replica this one keeps signalling.
@@ -290,10 +293,24 @@ impl Hub {
             .then(|| self.keys_epoch.load(Ordering::SeqCst))
     }
 
-    /// Notes whether key changes are heard from now on; either way, what was cached before
-    /// may have missed one.
+    /// Notes that hooks may have changed: cached hook lists from before are stale.
+    pub fn hooks_changed(&self) {
+        self.hooks_epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The current hook epoch (see [`Hub::hooks_changed`]), or None while changes cannot be
+    /// heard (nothing cached may be trusted then).
+    pub fn hooks_epoch(&self) -> Option<u64> {
+        self.keys_heard
+            .load(Ordering::SeqCst)
+            .then(|| self.hooks_epoch.load(Ordering::SeqCst))
+    }
+
+    /// Notes whether key and hook changes are heard from now on; either way, what was
+    /// cached before may have missed one.
     pub fn keys_heard(&self, heard: bool) {
         self.keys_changed();
+        self.hooks_changed();
         self.keys_heard.store(heard, Ordering::SeqCst);
     }
 

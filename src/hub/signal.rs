@@ -19,6 +19,9 @@ pub enum Signal {
     /// API keys were created or revoked (by any process writing the store, the CLI
     /// included): cached key lookups must not be trusted any more.
     KeysChanged,
+    /// Hooks were created or deleted (by any replica): cached hook lists must not be
+    /// trusted any more.
+    HooksChanged,
     /// The sender is alive: sent every few seconds, and at once to a replica newly heard.
     /// A `greeting` (sent by a replica whose listener just connected) is always answered, so
     /// a newcomer learns of every other replica before it has anything to tell them.
@@ -42,6 +45,7 @@ impl Signal {
             Signal::WorkQueued { environment_id } => format!("{origin} q {environment_id}"),
             Signal::Deleted { session_id } => format!("{origin} d {session_id}"),
             Signal::KeysChanged => format!("{origin} k -"),
+            Signal::HooksChanged => format!("{origin} x -"),
             Signal::Hello { greeting: false } => format!("{origin} h -"),
             Signal::Hello { greeting: true } => format!("{origin} h new"),
         }
@@ -69,6 +73,7 @@ impl Signal {
             ("q", None) => Signal::WorkQueued { environment_id: id },
             ("d", None) => Signal::Deleted { session_id: id },
             ("k", None) if id == "-" => Signal::KeysChanged,
+            ("x", None) if id == "-" => Signal::HooksChanged,
             ("h", None) if id == "-" => Signal::Hello { greeting: false },
             ("h", None) if id == "new" => Signal::Hello { greeting: true },
             _ => return None,
@@ -105,6 +110,7 @@ mod tests {
             Signal::Hello { greeting: false },
             Signal::Hello { greeting: true },
             Signal::KeysChanged,
+            Signal::HooksChanged,
         ] {
             assert_eq!(Signal::decode(&s.encode("runner_x")), Some(("runner_x", s)));
         }

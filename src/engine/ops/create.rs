@@ -167,6 +167,7 @@ impl Engine {
         let now = time::now();
         let mut draft = self.draft(ws, checked, agent, &env, now)?;
         super::memory_attach::add_to_body(&mut draft.session, memory).map_err(internal)?;
+        self.gate_initial_prompts(&draft).await?;
         let rec = self.commit_draft(draft).await?;
         Ok(views::session(&rec, now)?)
     }
@@ -395,6 +396,28 @@ impl Engine {
             events,
             work,
         })
+    }
+
+    /// Puts the drafted session's initial `user.message`s to the `user_prompt_submit` hooks
+    /// (a block refuses the creation, so nothing is written).
+    async fn gate_initial_prompts(&self, draft: &Draft) -> Result<(), OpError> {
+        let messages: Vec<(usize, &[serde_json::Value])> = draft
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.kind == kind::USER_MESSAGE)
+            .filter_map(|(i, e)| Some((i, e.body.get("content")?.as_array()?.as_slice())))
+            .collect();
+        let s = &draft.session;
+        let session = super::input_hooks::HookedSession {
+            workspace_id: &s.workspace_id,
+            session_id: &s.id,
+            primary_thread_id: &draft.thread.id,
+            agent_id: &s.agent_id,
+            environment_id: &s.environment_id,
+        };
+        self.gate_prompts(&session, "initial_events", &messages)
+            .await
     }
 
     /// Writes the drafted rows, tells the environment's workers about a first work item and

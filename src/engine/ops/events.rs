@@ -22,12 +22,13 @@ impl Engine {
     ) -> Result<Vec<EventRecord>, OpError> {
         self.check_file_sources(ws, "events", &batch).await?;
         self.resolve_rubrics(ws, "events", &mut batch).await?;
+        let post = self.hook_batch(ws, id, &batch).await?;
         let n = batch.len();
         let lease = self.lease_grant();
         let decided = {
             let batch = batch.clone();
             decide(&self.inner, ws, id, move |rec| {
-                intake::accept(rec, &batch, lease.as_ref(), time::now())
+                intake::accept(rec, &batch, &post, lease.as_ref(), time::now())
             })
             .await
         };

@@ -9,6 +9,7 @@ mod create;
 mod error;
 mod events;
 mod fork;
+mod input_hooks;
 mod memory_attach;
 mod outcome_rubrics;
 mod resources;

@@ -1,9 +1,9 @@
 //! Hooks (migration 0016; bodies are `json`, sealed secrets `bytea`).
 
 use sqlx::postgres::{PgRow, Postgres};
-use sqlx::{QueryBuilder, Row};
+use sqlx::{QueryBuilder, Row, Transaction};
 
-use super::{PgStore, push_scan};
+use super::{KEYS_SIGNAL_ORIGIN, PgStore, push_scan};
 use crate::domain::hook::Hook;
 use crate::domain::time::Micros;
 use crate::store::{HookRecord, Scan, StoreResult};
@@ -16,6 +16,17 @@ fn record(row: &PgRow) -> StoreResult<HookRecord> {
     })
 }
 
+/// Tells every replica on this database that hooks changed, when `tx` commits (Postgres
+/// delivers a notification only on commit, after the change is visible).
+async fn hooks_changed(tx: &mut Transaction<'_, Postgres>) -> StoreResult<()> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(crate::store::notify::CHANNEL)
+        .bind(crate::hub::Signal::HooksChanged.encode(KEYS_SIGNAL_ORIGIN))
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 impl PgStore {
     pub(super) async fn insert_hook_pg(
         &self,
@@ -23,18 +34,21 @@ impl PgStore {
         rec: &HookRecord,
         at: Micros,
     ) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO hooks (id, workspace_id, event, body, secret, created_at) \
              VALUES ($1, $2, $3, $4::json, $5, $6)",
         )
         .bind(&rec.hook.id)
         .bind(ws)
-        .bind(&rec.hook.event)
+        .bind(rec.hook.event.as_str())
         .bind(serde_json::to_string(&rec.hook)?)
         .bind(&rec.sealed_secret)
         .bind(at)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        hooks_changed(&mut tx).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -78,12 +92,17 @@ impl PgStore {
     }
 
     pub(super) async fn delete_hook_pg(&self, ws: &str, id: &str) -> StoreResult<bool> {
+        let mut tx = self.pool.begin().await?;
         let n = sqlx::query("DELETE FROM hooks WHERE workspace_id = $1 AND id = $2")
             .bind(ws)
             .bind(id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?
             .rows_affected();
+        if n > 0 {
+            hooks_changed(&mut tx).await?;
+        }
+        tx.commit().await?;
         Ok(n > 0)
     }
 }

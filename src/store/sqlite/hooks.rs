@@ -27,7 +27,7 @@ pub(super) fn insert_hook(
     .execute(params![
         rec.hook.id,
         ws,
-        rec.hook.event,
+        rec.hook.event.as_str(),
         serde_json::to_string(&rec.hook)?,
         rec.sealed_secret,
         at

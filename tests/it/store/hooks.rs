@@ -1,7 +1,7 @@
 //! Hooks (issue 20): CRUD with their sealed secrets, workspace isolation, pages, and the
 //! lookup the loop makes by event (oldest first).
 
-use mast::domain::hook::{FailureMode, Hook, HookScope, HookTag};
+use mast::domain::hook::{FailureMode, Hook, HookEvent, HookScope, HookTag};
 use mast::domain::time;
 use mast::store::{Direction, HookRecord};
 
@@ -19,7 +19,7 @@ fn hook(id: &str, event: &str) -> HookRecord {
         hook: Hook {
             tag: HookTag::Tag,
             id: id.into(),
-            event: event.into(),
+            event: HookEvent::parse(event).expect("an event"),
             matcher: Some("write|edit".into()),
             scope: HookScope::Agent {
                 agent_id: "agent_x".into(),

@@ -1,7 +1,8 @@
 """Hooks (Mast's own addition, issue 20) through the official SDK with strict response
 validation: a real hook receiver that verifies every call's Standard Webhooks signature and
 answers `pre_tool_use` decisions; deny (the reason reaches the model), rewrite, ask, defer,
-precedence, a timeout failing closed, and a delegate's call going through the hook."""
+precedence, a timeout failing closed, and a delegate's call going through the hook. The other
+events are in test_hook_events.py."""
 
 import json
 import threading
@@ -71,12 +72,12 @@ def receiver():
     r.httpd.shutdown()
 
 
-def add_hook(client, receiver, rule, **fields):
-    """Creates a `pre_tool_use` hook whose endpoint answers with `rule`; returns the hook."""
+def add_hook(client, receiver, rule, event="pre_tool_use", **fields):
+    """Creates a hook of `event` whose endpoint answers with `rule`; returns the hook."""
     name = uuid.uuid4().hex[:10]
     receiver.rules[name] = rule
     hook = client.post("/v1/mast/hooks", cast_to=object, body={
-        "event": "pre_tool_use", "url": f"{receiver.base}/{name}", **fields})
+        "event": event, "url": f"{receiver.base}/{name}", **fields})
     assert hook["signing_secret"].startswith("whsec_")
     receiver.secrets[hook["id"]] = hook["signing_secret"]
     hook["name"] = name
@@ -118,7 +119,7 @@ def test_management_api_and_bad_input(client, receiver):
     assert got["matcher"] == "^mcp__|bash" and got["failure_mode"] == "deny" and got["timeout_ms"] == 2000
     listed = client.get("/v1/mast/hooks", cast_to=object)
     assert hook["id"] in [h["id"] for h in listed["data"]]
-    for bad, word in [({"event": "stop"}, "not supported"), ({"event": "pre_tool_use", "matcher": "(x"}, "regular expression"),
+    for bad, word in [({"event": "stop", "matcher": "bash"}, "does not apply"), ({"event": "sometime"}, "subagent_stop"), ({"event": "pre_tool_use", "matcher": "(x"}, "regular expression"),
                       ({"event": "pre_tool_use", "timeout_ms": 5}, "timeout_ms"), ({"event": "pre_tool_use", "bogus": 1}, "bogus"),
                       ({"event": "pre_tool_use", "url": "ftp://x/"}, "url")]:
         with pytest.raises(Exception) as e:

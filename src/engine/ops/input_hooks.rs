@@ -1,0 +1,181 @@
+//! Hooks asked about client input before it is stored (issue 20): `user_prompt_submit`
+//! about each `user.message` (a block refuses the whole request, so nothing is stored), and
+//! `post_tool_use` about each `user.tool_result` answering a built-in call (a self-hosted
+//! worker's result, or a deferred call's), whose verdicts are stored with it.
+//!
+//! The hooks answer while no transaction is open; a workspace without hooks of these events
+//! pays no store read here (their lists are cached).
+
+use serde_json::{Value, json};
+
+use super::OpError;
+use crate::domain::content::plain_text;
+use crate::domain::events::{ClientEvent, kind};
+use crate::domain::hook::HookEvent;
+use crate::domain::invalid::Invalid;
+use crate::domain::session::SessionBodyHead;
+use crate::engine::Engine;
+use crate::engine::delegation::thread_agent;
+use crate::engine::hooks::{HookContext, PostOutcome, ToolCallRef};
+
+/// The session a batch goes to, as hooks need it.
+pub(super) struct HookedSession<'a> {
+    pub workspace_id: &'a str,
+    pub session_id: &'a str,
+    pub primary_thread_id: &'a str,
+    pub agent_id: &'a str,
+    pub environment_id: &'a str,
+}
+
+impl HookedSession<'_> {
+    fn ctx<'b>(&'b self, thread_id: &'b str, agent_id: &'b str) -> HookContext<'b> {
+        HookContext {
+            workspace_id: self.workspace_id,
+            session_id: self.session_id,
+            thread_id,
+            agent_id,
+            environment_id: self.environment_id,
+        }
+    }
+}
+
+impl Engine {
+    /// Puts the `user.message` contents of `messages` (index in the request, content) to the
+    /// `user_prompt_submit` hooks; the first block refuses the request, naming `at[index]`.
+    pub(super) async fn gate_prompts(
+        &self,
+        session: &HookedSession<'_>,
+        at: &str,
+        messages: &[(usize, &[Value])],
+    ) -> Result<(), OpError> {
+        let Some(hooks) = &self.inner.hooks else {
+            return Ok(());
+        };
+        let event = HookEvent::UserPromptSubmit;
+        if messages.is_empty() || !hooks.any(session.workspace_id, event).await {
+            return Ok(());
+        }
+        let ctx = session.ctx(session.primary_thread_id, session.agent_id);
+        for (i, content) in messages {
+            let fields = json!({ "prompt": plain_text(content), "content": content });
+            let gate = hooks.gate(&ctx, event, None, fields).await;
+            if let Some((hook_id, reason)) = gate.blocked {
+                return Err(Invalid::with_code(
+                    "blocked_by_hook",
+                    format!("`{at}[{i}]` was blocked by a user_prompt_submit hook: {reason}"),
+                )
+                .detail("hook_id", hook_id)
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks the hooks about a batch sent to session `id`: `user_prompt_submit` (see
+    /// [`Engine::gate_prompts`]) and `post_tool_use` about each `user.tool_result`
+    /// answering a built-in call. Returns the post outcomes by batch index.
+    pub(super) async fn hook_batch(
+        &self,
+        ws: &str,
+        id: &str,
+        batch: &[ClientEvent],
+    ) -> Result<Vec<Option<PostOutcome>>, OpError> {
+        let mut post = vec![None; batch.len()];
+        let Some(hooks) = &self.inner.hooks else {
+            return Ok(post);
+        };
+        let messages: Vec<(usize, &[Value])> = batch
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match e {
+                ClientEvent::UserMessage { content } => Some((i, content.as_slice())),
+                _ => None,
+            })
+            .collect();
+        let results = batch
+            .iter()
+            .any(|e| matches!(e, ClientEvent::ToolResult { .. }));
+        let prompts = !messages.is_empty() && hooks.any(ws, HookEvent::UserPromptSubmit).await;
+        let results = results && hooks.any(ws, HookEvent::PostToolUse).await;
+        if !prompts && !results {
+            return Ok(post);
+        }
+        // The transaction decides what an unknown session is; hooks have nothing to ask.
+        let Some(rec) = self.inner.store.get_session(ws, id).await? else {
+            return Ok(post);
+        };
+        let head: SessionBodyHead =
+            serde_json::from_str(&rec.body).map_err(|e| OpError::Store(e.into()))?;
+        let session = HookedSession {
+            workspace_id: ws,
+            session_id: id,
+            primary_thread_id: &head.primary_thread_id,
+            agent_id: &rec.agent_id,
+            environment_id: &rec.environment_id,
+        };
+        if prompts {
+            self.gate_prompts(&session, "events", &messages).await?;
+        }
+        if results {
+            for (i, e) in batch.iter().enumerate() {
+                if let ClientEvent::ToolResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                } = e
+                {
+                    post[i] = self
+                        .post_hook_result(&session, tool_use_id, content, is_error.unwrap_or(false))
+                        .await?;
+                }
+            }
+        }
+        Ok(post)
+    }
+
+    /// The `post_tool_use` outcome of a client's result for built-in call `tool_use_id`;
+    /// None when it answers no built-in call (the transaction refuses it) or no hook applies.
+    async fn post_hook_result(
+        &self,
+        session: &HookedSession<'_>,
+        tool_use_id: &str,
+        content: &[Value],
+        is_error: bool,
+    ) -> Result<Option<PostOutcome>, OpError> {
+        let Some(hooks) = &self.inner.hooks else {
+            return Ok(None);
+        };
+        let store = &self.inner.store;
+        let Some(call) = store.get_event(session.session_id, tool_use_id).await? else {
+            return Ok(None);
+        };
+        if call.kind != kind::AGENT_TOOL_USE {
+            return Ok(None);
+        }
+        let thread = call
+            .thread_id
+            .clone()
+            .unwrap_or_else(|| session.primary_thread_id.to_string());
+        // A delegate's calls are its own agent's.
+        let agent_id = match thread == session.primary_thread_id {
+            true => session.agent_id.to_string(),
+            false => store
+                .get_thread(session.session_id, &thread)
+                .await?
+                .and_then(|t| thread_agent(&t.body))
+                .map(|a| a.id)
+                .unwrap_or_else(|| session.agent_id.to_string()),
+        };
+        let name = call.body.get("name").and_then(Value::as_str).unwrap_or("");
+        let input = call.body.get("input").cloned().unwrap_or_else(|| json!({}));
+        let ctx = session.ctx(&thread, &agent_id);
+        let call = ToolCallRef {
+            tool_use_id,
+            tool_name: name,
+            mcp_server_name: None,
+            input: &input,
+        };
+        let outcome = hooks.post_tool_use(&ctx, &call, content, is_error).await;
+        Ok((!outcome.verdicts.is_empty()).then_some(outcome))
+    }
+}
