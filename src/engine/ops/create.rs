@@ -409,10 +409,10 @@ impl Engine {
             .filter_map(|(i, e)| Some((i, e.body.get("content")?.as_array()?.as_slice())))
             .collect();
         let s = &draft.session;
-        let session = super::input_hooks::HookedSession {
+        let session = crate::engine::hooks::HookContext {
             workspace_id: &s.workspace_id,
             session_id: &s.id,
-            primary_thread_id: &draft.thread.id,
+            thread_id: &draft.thread.id,
             agent_id: &s.agent_id,
             environment_id: &s.environment_id,
         };

@@ -18,33 +18,12 @@ use crate::engine::Engine;
 use crate::engine::delegation::thread_agent;
 use crate::engine::hooks::{HookContext, PostOutcome, ToolCallRef};
 
-/// The session a batch goes to, as hooks need it.
-pub(super) struct HookedSession<'a> {
-    pub workspace_id: &'a str,
-    pub session_id: &'a str,
-    pub primary_thread_id: &'a str,
-    pub agent_id: &'a str,
-    pub environment_id: &'a str,
-}
-
-impl HookedSession<'_> {
-    fn ctx<'b>(&'b self, thread_id: &'b str, agent_id: &'b str) -> HookContext<'b> {
-        HookContext {
-            workspace_id: self.workspace_id,
-            session_id: self.session_id,
-            thread_id,
-            agent_id,
-            environment_id: self.environment_id,
-        }
-    }
-}
-
 impl Engine {
     /// Puts the `user.message` contents of `messages` (index in the request, content) to the
     /// `user_prompt_submit` hooks; the first block refuses the request, naming `at[index]`.
     pub(super) async fn gate_prompts(
         &self,
-        session: &HookedSession<'_>,
+        session: &HookContext<'_>,
         at: &str,
         messages: &[(usize, &[Value])],
     ) -> Result<(), OpError> {
@@ -55,10 +34,9 @@ impl Engine {
         if messages.is_empty() || !hooks.any(session.workspace_id, event).await {
             return Ok(());
         }
-        let ctx = session.ctx(session.primary_thread_id, session.agent_id);
         for (i, content) in messages {
             let fields = json!({ "prompt": plain_text(content), "content": content });
-            let gate = hooks.gate(&ctx, event, None, fields).await;
+            let gate = hooks.gate(session, event, None, fields).await;
             if let Some((hook_id, reason)) = gate.blocked {
                 return Err(Invalid::with_code(
                     "blocked_by_hook",
@@ -106,10 +84,11 @@ impl Engine {
         };
         let head: SessionBodyHead =
             serde_json::from_str(&rec.body).map_err(|e| OpError::Store(e.into()))?;
-        let session = HookedSession {
+        // Input goes to the primary thread, of the session's agent.
+        let session = HookContext {
             workspace_id: ws,
             session_id: id,
-            primary_thread_id: &head.primary_thread_id,
+            thread_id: &head.primary_thread_id,
             agent_id: &rec.agent_id,
             environment_id: &rec.environment_id,
         };
@@ -137,7 +116,7 @@ impl Engine {
     /// None when it answers no built-in call (the transaction refuses it) or no hook applies.
     async fn post_hook_result(
         &self,
-        session: &HookedSession<'_>,
+        session: &HookContext<'_>,
         tool_use_id: &str,
         content: &[Value],
         is_error: bool,
@@ -155,9 +134,9 @@ impl Engine {
         let thread = call
             .thread_id
             .clone()
-            .unwrap_or_else(|| session.primary_thread_id.to_string());
+            .unwrap_or_else(|| session.thread_id.to_string());
         // A delegate's calls are its own agent's.
-        let agent_id = match thread == session.primary_thread_id {
+        let agent_id = match thread == session.thread_id {
             true => session.agent_id.to_string(),
             false => store
                 .get_thread(session.session_id, &thread)
@@ -168,7 +147,11 @@ impl Engine {
         };
         let name = call.body.get("name").and_then(Value::as_str).unwrap_or("");
         let input = call.body.get("input").cloned().unwrap_or_else(|| json!({}));
-        let ctx = session.ctx(&thread, &agent_id);
+        let ctx = HookContext {
+            thread_id: &thread,
+            agent_id: &agent_id,
+            ..*session
+        };
         let call = ToolCallRef {
             tool_use_id,
             tool_name: name,

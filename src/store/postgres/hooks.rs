@@ -1,11 +1,12 @@
 //! Hooks (migration 0016; bodies are `json`, sealed secrets `bytea`).
 
 use sqlx::postgres::{PgRow, Postgres};
-use sqlx::{QueryBuilder, Row, Transaction};
+use sqlx::{QueryBuilder, Row};
 
-use super::{KEYS_SIGNAL_ORIGIN, PgStore, push_scan};
+use super::{PgStore, announce, push_scan};
 use crate::domain::hook::Hook;
 use crate::domain::time::Micros;
+use crate::hub::Signal;
 use crate::store::{HookRecord, Scan, StoreResult};
 
 fn record(row: &PgRow) -> StoreResult<HookRecord> {
@@ -14,17 +15,6 @@ fn record(row: &PgRow) -> StoreResult<HookRecord> {
         hook: serde_json::from_str(body)?,
         sealed_secret: row.try_get(1)?,
     })
-}
-
-/// Tells every replica on this database that hooks changed, when `tx` commits (Postgres
-/// delivers a notification only on commit, after the change is visible).
-async fn hooks_changed(tx: &mut Transaction<'_, Postgres>) -> StoreResult<()> {
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(crate::store::notify::CHANNEL)
-        .bind(crate::hub::Signal::HooksChanged.encode(KEYS_SIGNAL_ORIGIN))
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
 }
 
 impl PgStore {
@@ -47,7 +37,7 @@ impl PgStore {
         .bind(at)
         .execute(&mut *tx)
         .await?;
-        hooks_changed(&mut tx).await?;
+        announce(&mut tx, Signal::HooksChanged).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -100,7 +90,7 @@ impl PgStore {
             .await?
             .rows_affected();
         if n > 0 {
-            hooks_changed(&mut tx).await?;
+            announce(&mut tx, Signal::HooksChanged).await?;
         }
         tx.commit().await?;
         Ok(n > 0)

@@ -1,24 +1,12 @@
 //! Workspaces, API keys and environment keys (hashes only).
 
-use sqlx::postgres::Postgres;
-use sqlx::{Row, Transaction};
+use sqlx::Row;
 
-use super::{KEYS_SIGNAL_ORIGIN, PgStore};
+use super::{PgStore, announce};
 use crate::domain::ids::new_id;
 use crate::domain::time::{self, Micros};
+use crate::hub::Signal;
 use crate::store::{KeyKind, KeyRecord, Revocation, StoreResult};
-
-/// Tells every replica on this database that API keys changed, when `tx` commits: Postgres
-/// delivers a notification only on commit (never for a rollback), after the change is
-/// visible, so a replica that hears it and looks again finds the new state.
-async fn keys_changed(tx: &mut Transaction<'_, Postgres>) -> StoreResult<()> {
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(crate::store::notify::CHANNEL)
-        .bind(crate::hub::Signal::KeysChanged.encode(KEYS_SIGNAL_ORIGIN))
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
 
 impl PgStore {
     pub(super) async fn ensure_workspace_pg(&self, name: &str) -> StoreResult<String> {
@@ -63,7 +51,7 @@ impl PgStore {
         .execute(&mut *tx)
         .await?;
         // A first key ends open mode; replicas re-check rather than trust what they cached.
-        keys_changed(&mut tx).await?;
+        announce(&mut tx, Signal::KeysChanged).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -127,7 +115,7 @@ impl PgStore {
                 .rows_affected()
                 > 0;
         if revoked {
-            keys_changed(&mut tx).await?;
+            announce(&mut tx, Signal::KeysChanged).await?;
             tx.commit().await?;
             return Ok(Revocation::Revoked);
         }

@@ -55,9 +55,24 @@ use clock::Clock;
 /// Migrations embedded in the binary.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
-/// The origin named in key signals the store sends: not a replica, since any process writing
-/// the store (the CLI included) sends them.
-const KEYS_SIGNAL_ORIGIN: &str = "store";
+/// The origin named in the change signals the store sends: not a replica, since any process
+/// writing the store (the CLI included) sends them.
+const STORE_SIGNAL_ORIGIN: &str = "store";
+
+/// Tells every replica on this database of a change (API keys, hooks) when `tx` commits:
+/// Postgres delivers a notification only on commit (never for a rollback), after the change
+/// is visible, so a replica that hears it and looks again finds the new state.
+async fn announce(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    signal: crate::hub::Signal,
+) -> StoreResult<()> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(crate::store::notify::CHANNEL)
+        .bind(signal.encode(STORE_SIGNAL_ORIGIN))
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
 
 /// The [`Store`] on Postgres. Cheap to clone (a pool and a shared clock).
 #[derive(Clone)]

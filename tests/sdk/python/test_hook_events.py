@@ -16,6 +16,7 @@ import pytest
 from conftest import PG_ADMIN, fresh_postgres, results, run, text_of
 from test_files import Mast
 from test_hooks import Receiver, add_hook, call, coder, until_idle
+from test_worker import Worker, run_turn, self_hosted
 
 SERVER_ENV = {"MAST_ALLOW_PRIVATE_NETWORK": "1"}
 
@@ -97,6 +98,26 @@ def test_post_tool_use_sees_a_deferred_calls_client_result(client, environment, 
     assert echo.content[0].text == "the client's own output", "the stored result is the client's"
     assert echo.hooks[0]["hook_id"] == post["id"]
     assert final_text(seen) == "got: rewritten by the hook"
+
+
+def test_post_tool_use_sees_a_self_hosted_workers_result(client, server, receiver, tmp_path):
+    env, key = self_hosted(client)
+    agent = coder(client)
+    hook = add_hook(client, receiver, lambda p: (0, {"updated_result": p["tool_result"]["content"][0]["text"].replace("s3cr3t", "***")}),
+                    event="post_tool_use", matcher="bash", scope=of_agent(agent))
+    sess = client.beta.sessions.create(agent=agent.id, environment_id=env.id)
+    worker = Worker(server, env.id, key, tmp_path)
+    try:
+        seen = run_turn(client, sess.id, call("bash", command="echo pw=s3cr3t") + "\n---\nsay model saw: {{result}}")
+    finally:
+        worker.kill()
+    [res] = [e for e in seen if e.type == "user.tool_result"]
+    assert "pw=s3cr3t" in res.content[0].text, "the worker's own result is stored"
+    assert res.hooks[0]["hook_id"] == hook["id"]
+    final = final_text(seen)
+    assert "pw=***" in final and "s3cr3t" not in final
+    [c] = [c for c in receiver.of(hook["name"]) if c["payload"]["session_id"] == sess.id]
+    assert c["verified"] and c["payload"]["tool_input"] == {"command": "echo pw=s3cr3t"}
 
 
 def test_user_prompt_submit_blocks_a_message_and_stores_nothing(client, environment, receiver):
