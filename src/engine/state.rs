@@ -80,44 +80,7 @@ fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
 }
 
-/// Where a child thread is (the primary thread's status is the session's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ThreadStatus {
-    Idle,
-    Running,
-    Rescheduling,
-    Terminated,
-}
-
-impl ThreadStatus {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ThreadStatus::Idle => "idle",
-            ThreadStatus::Running => "running",
-            ThreadStatus::Rescheduling => "rescheduling",
-            ThreadStatus::Terminated => "terminated",
-        }
-    }
-
-    /// Running or retrying.
-    pub fn is_active(self) -> bool {
-        matches!(self, ThreadStatus::Running | ThreadStatus::Rescheduling)
-    }
-
-    /// The status of a wire name.
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            ThreadStatus::Idle,
-            ThreadStatus::Running,
-            ThreadStatus::Rescheduling,
-            ThreadStatus::Terminated,
-        ]
-        .into_iter()
-        .find(|t| t.as_str() == s)
-    }
-}
+pub use crate::domain::thread::ThreadStatus;
 
 /// The runtime state of a child thread, kept on the session row so every decision about it
 /// happens under the session's lock.

@@ -50,7 +50,7 @@ impl Engine {
             let exhausted = (rows.len() as i64) < scan.limit;
             for t in &rows {
                 let v = views::thread(&rec, &st, t, now)?;
-                if statuses.is_empty() || statuses.iter().any(|s| s.as_str() == v.status) {
+                if statuses.is_empty() || statuses.contains(&v.status) {
                     out.push(v);
                     if out.len() >= want {
                         return Ok(out);

@@ -103,7 +103,7 @@ pub fn thread(
                 duration_seconds: seconds(now - t.created_at),
                 startup_seconds: 0.0,
             });
-            (run.status.as_str().to_string(), stats, usage)
+            (run.status, stats, usage)
         }
         _ => {
             let active = active_micros(rec, now);
@@ -112,7 +112,7 @@ pub fn thread(
             usage["list_cost"] =
                 crate::engine::budget::list_cost(rec, st, now).unwrap_or(Value::Null);
             (
-                status_of(rec).as_str().to_string(),
+                ThreadStatus::from(status_of(rec)),
                 Some(ThreadStats {
                     active_seconds: seconds(active),
                     duration_seconds: seconds(rec.terminated_at.unwrap_or(now) - rec.created_at),
@@ -231,7 +231,7 @@ mod tests {
             let rec = fixtures::session(status, &st, false);
             let parent = (which == DELEGATE).then_some(PRIMARY);
             let t = thread(&rec, &st, &thread_row(which, parent), NOW).unwrap();
-            assert_eq!(t.status, shown, "{which} {delegate:?}");
+            assert_eq!(t.status.as_str(), shown, "{which} {delegate:?}");
             assert_eq!(t.usage.is_some(), has_usage, "{which} {delegate:?}");
             assert!(t.stats.is_some(), "{which} {delegate:?}");
         }
