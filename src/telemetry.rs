@@ -28,6 +28,8 @@ pub const SSE_SUBSCRIBERS: &str = "mast_sse_subscribers";
 pub const EVENT_APPEND_DURATION: &str = "mast_event_append_duration_seconds";
 /// Self-hosted work items waiting for a worker, across the store.
 pub const WORK_QUEUED: &str = "mast_work_queue_depth";
+/// Hook lists read from the store (the rest are answered from the in-memory cache).
+pub const HOOK_LIST_READS: &str = "mast_hook_list_reads_total";
 
 /// Buckets for request-sized latencies (1 ms to 5 min).
 const BUCKETS: &[f64] = &[

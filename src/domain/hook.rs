@@ -64,13 +64,10 @@ impl HookEvent {
         Self::ALL.into_iter().find(|e| e.as_str() == word)
     }
 
-    /// What a matcher is matched against, for the events that have a name to match.
-    pub fn matched_name(self) -> Option<&'static str> {
-        match self {
-            HookEvent::PreToolUse | HookEvent::PostToolUse => Some("the tool's name"),
-            HookEvent::SubagentStart | HookEvent::SubagentStop => Some("the delegate's name"),
-            HookEvent::UserPromptSubmit | HookEvent::Stop => None,
-        }
+    /// Whether the event has a name a matcher is matched against: the tool's for tool
+    /// events, the delegate's for delegate events.
+    pub fn takes_matcher(self) -> bool {
+        !matches!(self, HookEvent::UserPromptSubmit | HookEvent::Stop)
     }
 
     /// What a hook of this event does when it times out, errs or answers nonsense, unless
@@ -120,9 +117,10 @@ pub struct Hook {
     pub tag: HookTag,
     pub id: String,
     pub event: HookEvent,
-    /// Which names it sees (see [`Matcher`]): tool names for `pre_tool_use` and
-    /// `post_tool_use`, the delegate's name for `subagent_start` and `subagent_stop`; null
-    /// matches every one (and is the only value for the other events).
+    /// Which names it sees: tool names for `pre_tool_use` and `post_tool_use`, the
+    /// delegate's name for `subagent_start` and `subagent_stop` — exact names (`bash`,
+    /// `write|edit`), `*`, or a regular expression searched in the name (`^mcp__`). Null
+    /// matches every one, and is the only value for the other events.
     pub matcher: Option<String>,
     pub scope: HookScope,
     /// The http(s) endpoint the signed call is POSTed to.
@@ -170,7 +168,7 @@ impl HookCreate {
         };
         let matcher = self.matcher.filter(|m| !m.is_empty());
         if let Some(m) = &matcher {
-            if event.matched_name().is_none() {
+            if !event.takes_matcher() {
                 return Err(Invalid::new(format!(
                     "`matcher` does not apply to `{}` hooks, which see no tool or delegate name; leave it out",
                     event.as_str()

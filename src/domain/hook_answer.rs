@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::content::Place;
 use super::hook::HookEvent;
 
 /// A `pre_tool_use` decision, ordered by precedence (a later variant wins).
@@ -213,8 +214,8 @@ impl GateOutcome {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PostAnswer {
-    /// The result the model sees instead: a string, or an array of `text` (and `image`)
-    /// content blocks.
+    /// The result the model sees instead: a string, or an array of content blocks of a tool
+    /// result (text, image, document, search_result), checked as a client's are.
     #[serde(default)]
     pub updated_result: Option<Value>,
     /// Text the model sees after the result.
@@ -225,6 +226,9 @@ pub struct PostAnswer {
 /// Largest `additional_context`, in bytes.
 const MAX_CONTEXT: usize = 64 * 1024;
 
+/// Most blocks of an `updated_result`.
+const MAX_BLOCKS: usize = 1000;
+
 /// Reads a `post_tool_use` answer body into its verdict parts: the replacement content
 /// blocks (checked), and the additional context.
 pub fn parse_post(body: &str) -> Result<(Option<Vec<Value>>, Option<String>), String> {
@@ -233,15 +237,15 @@ pub fn parse_post(body: &str) -> Result<(Option<Vec<Value>>, Option<String>), St
     }
     let answer: PostAnswer = serde_json::from_str(body)
         .map_err(|e| format!("its answer is not a post_tool_use answer: {e}"))?;
+    // Checked as a client's tool result is: a block the provider would refuse would sit in
+    // the log and fail every later request of the thread.
     let content = match answer.updated_result {
         None => None,
         Some(Value::String(s)) => Some(vec![json!({"type": "text", "text": s})]),
-        Some(Value::Array(blocks)) => {
-            for (i, b) in blocks.iter().enumerate() {
-                check_block(b).map_err(|why| format!("its `updated_result[{i}]` {why}"))?;
-            }
-            Some(blocks)
-        }
+        Some(v @ Value::Array(_)) => Some(
+            super::content::validate("updated_result", Some(&v), Place::ToolResult, 0, MAX_BLOCKS)
+                .map_err(|e| format!("its {}", e.message))?,
+        ),
         Some(_) => {
             return Err(
                 "its `updated_result` must be a string or an array of content blocks".into(),
@@ -256,17 +260,6 @@ pub fn parse_post(body: &str) -> Result<(Option<Vec<Value>>, Option<String>), St
         ));
     }
     Ok((content, answer.additional_context.filter(|c| !c.is_empty())))
-}
-
-/// Checks one replacement content block: `text` with a string, or `image` with a source.
-fn check_block(b: &Value) -> Result<(), &'static str> {
-    match b.get("type").and_then(Value::as_str) {
-        Some("text") if b.get("text").is_some_and(Value::is_string) => Ok(()),
-        Some("text") => Err("is a text block without a string `text`"),
-        Some("image") if b.get("source").is_some_and(Value::is_object) => Ok(()),
-        Some("image") => Err("is an image block without a `source` object"),
-        _ => Err("must be a `text` or `image` content block"),
-    }
 }
 
 /// One hook's part in a tool result, as the result event records it under `hooks`.
@@ -492,7 +485,11 @@ mod tests {
             ),
             (
                 r#"{"updated_result":[{"type":"tool_use"}]}"#,
-                "content block",
+                "must be one of",
+            ),
+            (
+                r#"{"updated_result":[{"type":"text","text":"x","cache_control":{}}]}"#,
+                "cache_control",
             ),
             (r#"{"updated_result":3}"#, "string or an array"),
             (r#"{"decision":"block"}"#, "decision"),

@@ -6,8 +6,9 @@
 //! runner, polls waiting on that environment. Signals are hints: streams re-read the store,
 //! and a periodic check (and one after every reconnect) compares the watched sessions' logs
 //! with what their subscribers have, so a lost signal delays an event, never loses it.
-//! The store itself signals changed API keys (whoever changed them): every replica drops its
-//! cached key lookups on hearing it, and caches none while its listener is disconnected.
+//! The store itself signals changed API keys and hooks (whoever changed them): every replica
+//! drops its cached key lookups or hook lists on hearing it, and caches none while its
+//! listener is disconnected.
 
 use std::sync::atomic::Ordering;
 

@@ -383,6 +383,28 @@ pub fn refuse(
     answered(call, name, input, msg, true, thread, now)
 }
 
+/// A delegation a `subagent_start` hook blocked: the call, recorded as denied with the
+/// hooks' `verdicts`, and an error result giving the model the hook's `reason`.
+pub fn refused_by_hook(
+    call: &str,
+    name: &str,
+    input: &Value,
+    reason: &str,
+    verdicts: Value,
+    thread: &str,
+    now: Micros,
+) -> Vec<NewEvent> {
+    let msg = format!(
+        "A subagent_start hook refused this delegation: {reason}. Nothing was sent; choose another approach."
+    );
+    let mut out = refuse(call, name, input, &msg, thread, now);
+    if let Some(use_event) = out.first_mut() {
+        use_event.body["evaluated_permission"] = json!("deny");
+        use_event.body["hooks"] = verdicts;
+    }
+    out
+}
+
 /// A platform call and its immediate result.
 pub fn answered(
     call: &str,

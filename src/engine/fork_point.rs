@@ -1,8 +1,9 @@
 //! Where a fork of a session's log may end (Mast's own `POST /v1/sessions/{id}/fork`).
 //!
 //! A fork copies a prefix of the log and starts idle, so the prefix must be a point the loop
-//! could rest at: every tool call in it has its result, no model request is half done, and
-//! no input sits queued or consumed later than the prefix's end. The rule: start at the
+//! could rest at: every tool call in it has its result, no model request is half done, no
+//! turn is left going on after a stop hook refused its stop, and no input sits queued or
+//! consumed later than the prefix's end. The rule: start at the
 //! requested event and, while the prefix breaks one of these, move its end back to just
 //! before what breaks it — for an unanswered call, before the model request that made it (so
 //! the response that called the tool goes too, and the assistant turn is never cut in half);
@@ -41,6 +42,9 @@ fn first_clean_end(events: &[EventRecord], end: i64) -> i64 {
     let mut last_span: HashMap<Option<&str>, i64> = HashMap::new();
     let mut calls: Vec<(String, i64)> = Vec::new();
     let mut answered: HashSet<&str> = HashSet::new();
+    // A response whose stop a stop hook refused, by thread (its request's start): the turn
+    // goes on, so the prefix must hold the response to the hook's feedback too.
+    let mut stop_refused: HashMap<Option<&str>, i64> = HashMap::new();
     for ev in events.iter().take_while(|e| e.seq <= end) {
         let thread = ev.thread_id.as_deref();
         let span_of = |last: &HashMap<Option<&str>, i64>| last.get(&thread).copied();
@@ -53,6 +57,15 @@ fn first_clean_end(events: &[EventRecord], end: i64) -> i64 {
                 let start = open_span.remove(&thread).unwrap_or(ev.seq);
                 for id in called(ev) {
                     calls.push((id, start));
+                }
+                stop_refused.remove(&thread);
+                if ev
+                    .internal
+                    .as_ref()
+                    .and_then(|i| i.get("stop_hook"))
+                    .is_some()
+                {
+                    stop_refused.insert(thread, start);
                 }
             }
             kind::AGENT_TOOL_USE | kind::AGENT_CUSTOM_TOOL_USE | kind::AGENT_MCP_TOOL_USE => {
@@ -75,7 +88,7 @@ fn first_clean_end(events: &[EventRecord], end: i64) -> i64 {
             cut = cut.min(ev.seq - 1);
         }
     }
-    for start in open_span.values() {
+    for start in open_span.values().chain(stop_refused.values()) {
         cut = cut.min(start - 1);
     }
     for (id, start) in &calls {
@@ -204,6 +217,29 @@ mod tests {
         for at in [4, 5, 6] {
             assert_eq!(snap(&log, at), 2, "at {at}");
         }
+    }
+
+    #[test]
+    fn a_stop_a_hook_refused_is_no_resting_point_until_the_model_answered() {
+        let mut log: Vec<EventRecord> = turn().into_iter().take(9).collect();
+        // The response at 10 ended the turn, but a stop hook refused the stop.
+        log.push(ev(
+            10,
+            kind::SPAN_END,
+            json!({}),
+            Some(json!({"content": [], "stop_reason": "end_turn",
+                         "stop_hook": {"hook_id": "hook_1", "reason": "run the tests"}})),
+        ));
+        log.push(ev(11, kind::AGENT_MESSAGE, json!({"content": []}), None));
+        log.push(ev(12, kind::SPAN_START, json!({}), None));
+        log.push(response(13, &[]));
+        log.push(ev(14, kind::STATUS_IDLE, json!({}), None));
+        for at in [10, 11, 12] {
+            assert_eq!(snap(&log, at), 8, "at {at}");
+        }
+        // Once the model answered the hook's feedback, the turn may rest there.
+        assert_eq!(snap(&log, 13), 13);
+        assert_eq!(snap(&log, 14), 14);
     }
 
     #[test]

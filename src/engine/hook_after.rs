@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 
 use super::hooks::{PostOutcome, ToolCallRef};
-use super::turn::{Loop, Role, RunError, Waited};
+use super::turn::{Loop, Role, RunError, Waited, store_err};
 use crate::domain::hook::HookEvent;
 use crate::domain::hook_answer::GateOutcome;
 
@@ -29,7 +29,10 @@ impl Loop<'_> {
         let Some(hooks) = self.inner.hooks.clone() else {
             return Ok(Waited::Done(None));
         };
-        if !hooks.any(&self.workspace_id, HookEvent::PostToolUse).await {
+        if !self
+            .hold(hooks.any(&self.workspace_id, HookEvent::PostToolUse))
+            .await?
+        {
             return Ok(Waited::Done(None));
         }
         let tool_name = match server {
@@ -47,15 +50,20 @@ impl Loop<'_> {
             .interruptible(hooks.post_tool_use(&ctx, &call, content, is_error))
             .await?;
         Ok(match asked {
-            Waited::Done(o) => Waited::Done(Some(o)),
+            Waited::Done(o) => Waited::Done(Some(o.map_err(store_err)?)),
             Waited::Interrupted => Waited::Interrupted,
         })
     }
 
     /// Asks the `stop` hooks (the primary thread) or `subagent_stop` hooks (a delegate,
-    /// matched on its name) whether the turn may end, `said` being the model's last text.
-    /// None when no hook applies or an interrupt came first (which ends the turn anyway).
-    pub(super) async fn ask_stop_hooks(&self, said: &str) -> Result<Option<GateOutcome>, RunError> {
+    /// matched on its name) whether the turn may end, `said` being the model's last text and
+    /// `stop_reason` why it stopped. None when no hook applies or an interrupt came first
+    /// (which ends the turn anyway).
+    pub(super) async fn ask_stop_hooks(
+        &self,
+        said: &str,
+        stop_reason: &str,
+    ) -> Result<Option<GateOutcome>, RunError> {
         let Some(hooks) = self.inner.hooks.clone() else {
             return Ok(None);
         };
@@ -63,11 +71,11 @@ impl Loop<'_> {
             Role::Primary => (HookEvent::Stop, None),
             Role::Child { name } => (HookEvent::SubagentStop, Some(name.as_str())),
         };
-        if !hooks.any(&self.workspace_id, event).await {
+        if !self.hold(hooks.any(&self.workspace_id, event)).await? {
             return Ok(None);
         }
         let mut fields = json!({
-            "stop_reason": "end_turn",
+            "stop_reason": stop_reason,
             "last_message": said,
             // The turn goes on because a stop hook blocked an earlier stop of it.
             "stop_hook_active": self.transcript.stop_hook_active(),
@@ -82,7 +90,7 @@ impl Loop<'_> {
                 .interruptible(hooks.gate(&ctx, event, name, fields))
                 .await?
             {
-                Waited::Done(gate) => Some(gate),
+                Waited::Done(gate) => Some(gate.map_err(store_err)?),
                 Waited::Interrupted => None,
             },
         )

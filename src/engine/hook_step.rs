@@ -16,7 +16,7 @@ use super::delegation::{self, LIST_AGENTS, SEND_TO_AGENT, Target};
 use super::hooks::{HookContext, PreOutcome, ToolCallRef};
 use super::permissions::{self, Decision};
 use super::state::EngineState;
-use super::turn::{Loop, RunError, Waited};
+use super::turn::{Loop, RunError, Waited, store_err};
 use crate::domain::hook::HookEvent;
 use crate::domain::hook_answer::{
     Combined, GateDecision, GateOutcome, GateVerdict, HookVerdict, PolicyDecision, PreDecision,
@@ -90,7 +90,8 @@ impl Loop<'_> {
 
     /// Gives each tool call of `blocks` its event id and asks the matching `pre_tool_use`
     /// hooks about the built-in and MCP ones, and the `subagent_start` hooks about each
-    /// delegation. Without configured hooks this costs nothing (their lists are cached).
+    /// delegation. Without hooks of those events this reads nothing (their lists are cached)
+    /// and copies no input.
     pub(super) async fn ask_pre_hooks(
         &self,
         blocks: &[Value],
@@ -100,39 +101,45 @@ impl Loop<'_> {
         if cut_short {
             return Ok(pre);
         }
-        let mut asks = Vec::new();
-        for block in blocks {
-            let Block::ToolUse { name, input } = Block::of(block) else {
-                continue;
-            };
-            let id = new_id("sevt");
-            pre.ids.push_back(id.clone());
-            let input = input.cloned().unwrap_or_else(|| json!({}));
-            if self.roster.is_some() && name == SEND_TO_AGENT {
-                asks.push(Ask::Delegation {
-                    id,
-                    name: String::new(),
-                    fields: input,
-                });
-            } else if let Some((tool_name, server)) = self.hooked_name(name) {
-                asks.push(Ask::Tool {
-                    id,
-                    name: tool_name,
-                    server,
-                    input,
-                });
-            }
-        }
-        let Some(hooks) = self.inner.hooks.clone().filter(|_| !asks.is_empty()) else {
+        let calls: Vec<(&str, Option<&Value>)> = blocks
+            .iter()
+            .filter_map(|b| match Block::of(b) {
+                Block::ToolUse { name, input } => Some((name, input)),
+                _ => None,
+            })
+            .collect();
+        pre.ids = calls.iter().map(|_| new_id("sevt")).collect();
+        let Some(hooks) = self.inner.hooks.clone().filter(|_| !calls.is_empty()) else {
             return Ok(pre);
         };
         let ws = &self.workspace_id;
-        let tools = asks.iter().any(|a| matches!(a, Ask::Tool { .. }))
-            && hooks.any(ws, HookEvent::PreToolUse).await;
-        let delegations = asks.iter().any(|a| matches!(a, Ask::Delegation { .. }))
-            && hooks.any(ws, HookEvent::SubagentStart).await;
+        let delegating = self.roster.is_some();
+        let tools = self.hold(hooks.any(ws, HookEvent::PreToolUse)).await?;
+        let delegations = delegating
+            && calls.iter().any(|(n, _)| *n == SEND_TO_AGENT)
+            && self.hold(hooks.any(ws, HookEvent::SubagentStart)).await?;
         if !tools && !delegations {
             return Ok(pre);
+        }
+        let input_of = |input: Option<&Value>| input.cloned().unwrap_or_else(|| json!({}));
+        let mut asks = Vec::new();
+        for ((name, input), id) in calls.iter().zip(&pre.ids) {
+            if delegating && *name == SEND_TO_AGENT {
+                if delegations {
+                    asks.push(Ask::Delegation {
+                        id: id.clone(),
+                        name: String::new(),
+                        fields: input_of(*input),
+                    });
+                }
+            } else if tools && let Some((tool_name, server)) = self.hooked_name(name) {
+                asks.push(Ask::Tool {
+                    id: id.clone(),
+                    name: tool_name,
+                    server,
+                    input: input_of(*input),
+                });
+            }
         }
         if delegations {
             asks = self.describe_delegations(asks).await?;
@@ -148,27 +155,29 @@ impl Loop<'_> {
                         name,
                         server,
                         input,
-                    } if tools => {
+                    } => {
                         let call = ToolCallRef {
                             tool_use_id: id,
                             tool_name: name,
                             mcp_server_name: server.as_deref(),
                             input,
                         };
-                        tools_out.insert(id.clone(), hooks.pre_tool_use(&ctx, &call).await);
+                        tools_out.insert(id.clone(), hooks.pre_tool_use(&ctx, &call).await?);
                     }
-                    Ask::Delegation { id, name, fields } if delegations && !name.is_empty() => {
+                    // A delegation naming no one it can go to is refused anyway.
+                    Ask::Delegation { name, .. } if name.is_empty() => {}
+                    Ask::Delegation { id, name, fields } => {
                         let event = HookEvent::SubagentStart;
-                        let outcome = hooks.gate(&ctx, event, Some(name), fields.clone()).await;
+                        let outcome = hooks.gate(&ctx, event, Some(name), fields.clone()).await?;
                         delegations_out.insert(id.clone(), outcome);
                     }
-                    _ => {}
                 }
             }
-            (tools_out, delegations_out)
+            Ok::<_, crate::store::StoreError>((tools_out, delegations_out))
         };
         match self.interruptible(work).await? {
-            Waited::Done((tools_out, delegations_out)) => {
+            Waited::Done(done) => {
+                let (tools_out, delegations_out) = done.map_err(store_err)?;
                 pre.outcomes = tools_out;
                 pre.delegations = delegations_out;
             }
@@ -265,13 +274,25 @@ impl Loop<'_> {
         if custom || (self.roster.is_some() && (name == LIST_AGENTS || name == SEND_TO_AGENT)) {
             return None;
         }
+        // Only calls a policy will judge: a disabled or undeclared tool is refused first.
         if let Some(t) = self.mcp_offer.target(name) {
-            return Some((
-                format!("mcp__{}__{}", t.server, t.tool),
-                Some(t.server.clone()),
-            ));
+            let enabled = super::mcp::tool_config(&self.agent.tools, &t.server, &t.tool)
+                .is_some_and(|(enabled, _)| enabled);
+            return enabled.then(|| {
+                (
+                    format!("mcp__{}__{}", t.server, t.tool),
+                    Some(t.server.clone()),
+                )
+            });
         }
-        permissions::is_builtin(&self.agent.tools, name).then(|| (name.to_string(), None))
+        let enabled = self
+            .agent
+            .tools
+            .iter()
+            .find_map(|t| t.builtin_config(name))
+            .is_some_and(|(enabled, _)| enabled);
+        (enabled && permissions::is_builtin(&self.agent.tools, name))
+            .then(|| (name.to_string(), None))
     }
 }
 
@@ -303,7 +324,8 @@ fn interrupted() -> PreOutcome {
     }
 }
 
-/// Folds hooks' verdicts into the policy's decision (see [`combine`]). `decide` is the
+/// Folds hooks' verdicts into the policy's decision (see [`combine`]); `can_defer` says
+/// whether a client may answer the call with `user.tool_result` (else a defer asks the user). `decide` is the
 /// policy, applied to the input that would run: the hooks' rewrite when they allowed or
 /// asked with `updated_input`, the model's own input when a hook deferred (a deferred call's
 /// rewrite is dropped, and `evaluation.hooks` records it). The verdicts are recorded under
@@ -311,6 +333,7 @@ fn interrupted() -> PreOutcome {
 pub(super) fn apply(
     outcome: Option<PreOutcome>,
     input: Value,
+    can_defer: bool,
     decide: impl Fn(&Value) -> Decision,
 ) -> Hooked {
     let Some(outcome) = outcome.filter(|o| !o.verdicts.is_empty()) else {
@@ -337,7 +360,16 @@ pub(super) fn apply(
         Decision::Ask { .. } => PolicyDecision::Ask,
         Decision::Deny { .. } => PolicyDecision::Deny,
     };
-    let mut evaluation = policy.evaluation().cloned().unwrap_or_else(|| json!({}));
+    // Refused before any policy applied (the tool is disabled or not declared): nothing a
+    // hook says changes that, and an `evaluation` without a policy `type` is no SDK shape.
+    let Some(evaluation) = policy.evaluation().cloned() else {
+        return Hooked {
+            decision: policy,
+            input,
+            defer: false,
+        };
+    };
+    let mut evaluation = evaluation;
     evaluation["hooks"] = serde_json::to_value(&outcome.verdicts).unwrap_or_default();
     let dropped = deferred && outcome.verdicts.iter().any(|v| v.updated_input.is_some());
     if dropped {
@@ -353,9 +385,16 @@ pub(super) fn apply(
                 },
                 false,
             ),
-            PreDecision::Defer => {
+            PreDecision::Defer if can_defer => {
                 evaluation["hook_decision"] = json!("defer");
                 (Decision::Ask { evaluation }, true)
+            }
+            // Nobody but the user can answer this call (an MCP call, or a self-hosted call
+            // whose client is the worker): the defer asks the user, and the event says so.
+            PreDecision::Defer => {
+                evaluation["hook_decision"] = json!("ask");
+                evaluation["hook_defer_asked_instead"] = json!(true);
+                (Decision::Ask { evaluation }, false)
             }
             // Allow never outranks the policy, so only ask is left.
             PreDecision::Ask | PreDecision::Allow => {
@@ -405,7 +444,7 @@ mod tests {
 
     #[test]
     fn no_verdicts_leave_the_policy_alone() {
-        let h = apply(None, json!({"command": "ls"}), allow_all);
+        let h = apply(None, json!({"command": "ls"}), true, allow_all);
         assert_eq!(h.decision, allow_all(&json!({})));
         assert!(!h.defer);
     }
@@ -416,7 +455,7 @@ mod tests {
             verdicts: vec![verdict(PreDecision::Deny, None)],
             input: None,
         };
-        let h = apply(Some(o), json!({}), allow_all);
+        let h = apply(Some(o), json!({}), true, allow_all);
         let Decision::Deny { reason, evaluation } = h.decision else {
             panic!("not denied")
         };
@@ -445,7 +484,7 @@ mod tests {
                 allow_all(i)
             }
         };
-        let h = apply(Some(o), json!({"command": "ls"}), deny_rm);
+        let h = apply(Some(o), json!({"command": "ls"}), true, deny_rm);
         assert!(matches!(h.decision, Decision::Deny { ref reason, .. } if reason == "high risk"));
     }
 
@@ -458,12 +497,43 @@ mod tests {
             ],
             input: Some(json!({"command": "pwd"})),
         };
-        let h = apply(Some(o), json!({"command": "ls"}), allow_all);
+        let h = apply(Some(o), json!({"command": "ls"}), true, allow_all);
         assert!(h.defer);
         assert_eq!(h.input, json!({"command": "ls"}));
         let ev = h.decision.evaluation().unwrap();
         assert_eq!(ev["hooks_updated_input_dropped"], true);
         assert_eq!(ev["hook_decision"], "defer");
         assert_eq!(h.decision.label(), "ask");
+    }
+
+    #[test]
+    fn a_defer_nobody_but_the_user_can_answer_asks_and_says_so() {
+        let o = PreOutcome {
+            verdicts: vec![verdict(PreDecision::Defer, None)],
+            input: None,
+        };
+        let h = apply(Some(o), json!({"command": "ls"}), false, allow_all);
+        assert!(!h.defer, "a confirmation, not a client result");
+        let ev = h.decision.evaluation().unwrap();
+        assert_eq!(ev["hook_decision"], "ask");
+        assert_eq!(ev["hook_defer_asked_instead"], true);
+        assert_eq!(h.decision.label(), "ask");
+    }
+
+    #[test]
+    fn hooks_say_nothing_of_a_call_refused_before_any_policy() {
+        let o = PreOutcome {
+            verdicts: vec![verdict(PreDecision::Allow, None)],
+            input: None,
+        };
+        let disabled = |_: &Value| Decision::Deny {
+            evaluation: None,
+            reason: "the `bash` tool is disabled for this agent".into(),
+        };
+        let h = apply(Some(o), json!({}), true, disabled);
+        assert!(
+            h.decision.evaluation().is_none(),
+            "no evaluation without a policy type"
+        );
     }
 }

@@ -387,7 +387,7 @@ impl Loop<'_> {
         // The model ended its turn by itself: `stop` (or `subagent_stop`) hooks may keep it
         // working, with their reason recorded for the context (see `Transcript::response`).
         if matches!(ends_turn, Some((StopReason::EndTurn, _)))
-            && let Some(gate) = self.ask_stop_hooks(&said).await?
+            && let Some(gate) = self.ask_stop_hooks(&said, &resp.stop_reason).await?
         {
             if let Some(recorded) = gate.recorded() {
                 end.body["hooks"] = recorded;
@@ -552,15 +552,10 @@ impl Loop<'_> {
                 Ok(mut s) => match hooked.delegation {
                     Some(gate) if gate.blocked.is_some() => {
                         let (_, reason) = gate.blocked.clone().unwrap_or_default();
-                        let msg = format!(
-                            "A subagent_start hook refused this delegation: {reason}. Nothing was sent; choose another approach."
-                        );
-                        let mut refused = delegation::refuse(&id, &name, &input, &msg, thread, now);
-                        if let Some(use_event) = refused.first_mut() {
-                            use_event.body["evaluated_permission"] = json!("deny");
-                            use_event.body["hooks"] = gate.recorded().unwrap_or_default();
-                        }
-                        calls.events.extend(refused);
+                        let verdicts = gate.recorded().unwrap_or_default();
+                        calls.events.extend(delegation::refused_by_hook(
+                            &id, &name, &input, &reason, verdicts, thread, now,
+                        ));
                     }
                     gate => {
                         s.hooks = gate.and_then(|g| g.recorded());
@@ -577,7 +572,7 @@ impl Loop<'_> {
             // answered by the client with `user.tool_result`).
             let Hooked {
                 decision, input, ..
-            } = hook_step::apply(hooked.pre, input, |_| {
+            } = hook_step::apply(hooked.pre, input, false, |_| {
                 permissions::decide_mcp(&self.agent.tools, &target.server, &target.tool)
             });
             let body =
@@ -608,17 +603,16 @@ impl Loop<'_> {
         } else if permissions::is_builtin(&self.agent.tools, &name) {
             // Policy is decided here, in code, before anything runs.
             // Hooks' verdicts are folded in here too (a hook can only make it stricter).
+            let for_worker = self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
+            // A deferred call waits for the client's `user.tool_result`; in a self-hosted
+            // environment the worker is that client, so there it asks the user instead.
             let Hooked {
                 decision,
                 input,
                 defer,
-            } = hook_step::apply(hooked.pre, input, |i| {
+            } = hook_step::apply(hooked.pre, input, !for_worker, |i| {
                 permissions::decide(&self.agent.tools, &name, i, &self.egress)
             });
-            let for_worker = self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
-            // A deferred call waits for the client's `user.tool_result`; in a self-hosted
-            // environment the worker is that client, so there it asks the user instead.
-            let defer = defer && !for_worker;
             let blocking = matches!(decision, permissions::Decision::Ask { .. })
                 || (for_worker && matches!(decision, permissions::Decision::Allow { .. }));
             let body = json!({ "name": name, "input": input });

@@ -56,11 +56,15 @@ impl Engine {
         }
     }
 
-    /// Claims and fires every due firing (up to a batch).
+    /// Claims every due firing (up to a batch), then fires the claimed ones together, so
+    /// one whose session creation waits (on a slow `user_prompt_submit` hook, say) does not
+    /// hold up the others.
     async fn fire_due(&self) -> StoreResult<()> {
         let store = &self.inner.store;
         let now = time::now();
-        for d in store.due_deployments(now, BATCH).await? {
+        let due = store.due_deployments(now, BATCH).await?;
+        let mut claimed = Vec::with_capacity(due.len());
+        for d in &due {
             if self.inner.shutdown.is_cancelled() {
                 return Ok(());
             }
@@ -76,7 +80,13 @@ impl Engine {
             if !store.claim_deployment_fire(&d.id, expected, next).await? {
                 continue;
             }
-            if let Err(e) = self.fire(&d, Trigger::Schedule(slot)).await {
+            claimed.push((d, slot));
+        }
+        let fired = claimed
+            .iter()
+            .map(|(d, slot)| async move { (d, self.fire(d, Trigger::Schedule(*slot)).await) });
+        for (d, result) in futures_util::future::join_all(fired).await {
+            if let Err(e) = result {
                 tracing::warn!(deployment_id = %d.id, error = %e, "could not record a deployment run");
             }
         }

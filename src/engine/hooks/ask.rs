@@ -1,6 +1,8 @@
 //! Asking the hooks that apply, one event at a time, oldest first, each turning its
-//! endpoint's answer (or failure) into a verdict. Reading the hooks can fail too: then the
-//! event's default failure mode applies, as for a hook that did not answer.
+//! endpoint's answer (or failure) into a verdict. Failing to read which hooks apply is the
+//! store's error, not a hook's verdict: the caller fails as on any store error (the request
+//! gets a 5xx, the runner stops and its step is retried), rather than blaming a hook that may
+//! not exist.
 
 use serde_json::{Value, json};
 
@@ -10,6 +12,7 @@ use crate::domain::hook_answer::{
     GateDecision, GateOutcome, GateVerdict, HookVerdict, ModelResult, PostVerdict, PreDecision,
     parse_gate, parse_post, parse_pre, post_result,
 };
+use crate::store::StoreResult;
 
 /// One built-in or MCP tool call, as hooks see it.
 #[derive(Debug, Clone, Copy)]
@@ -73,22 +76,15 @@ impl PostOutcome {
 impl Hooks {
     /// Asks every `pre_tool_use` hook whose scope and matcher take this call; each sees the
     /// input as rewritten by those before it. A deny ends the asking (nothing outranks it).
-    pub async fn pre_tool_use(&self, ctx: &HookContext<'_>, call: &ToolCallRef<'_>) -> PreOutcome {
-        let event = HookEvent::PreToolUse;
+    pub async fn pre_tool_use(
+        &self,
+        ctx: &HookContext<'_>,
+        call: &ToolCallRef<'_>,
+    ) -> StoreResult<PreOutcome> {
+        let hooks = self
+            .applying(ctx, HookEvent::PreToolUse, Some(call.tool_name))
+            .await?;
         let mut out = PreOutcome::default();
-        let hooks = match self.applying(ctx, event, Some(call.tool_name)).await {
-            Ok(h) => h,
-            Err(e) => {
-                out.verdicts.push(HookVerdict {
-                    hook_id: "*".into(),
-                    decision: PreDecision::Deny,
-                    reason: None,
-                    updated_input: None,
-                    failed: Some(format!("the hooks could not be read: {e}")),
-                });
-                return out;
-            }
-        };
         for asked in &hooks {
             let input = out.input.as_ref().unwrap_or(call.input);
             let payload = ctx.payload(&asked.0, call.fields(input));
@@ -122,7 +118,7 @@ impl Hooks {
                 break;
             }
         }
-        out
+        Ok(out)
     }
 
     /// Asks every `post_tool_use` hook whose scope and matcher take this call about its
@@ -134,25 +130,11 @@ impl Hooks {
         call: &ToolCallRef<'_>,
         content: &[Value],
         is_error: bool,
-    ) -> PostOutcome {
-        let event = HookEvent::PostToolUse;
+    ) -> StoreResult<PostOutcome> {
+        let hooks = self
+            .applying(ctx, HookEvent::PostToolUse, Some(call.tool_name))
+            .await?;
         let mut out = PostOutcome::default();
-        let hooks = match self.applying(ctx, event, Some(call.tool_name)).await {
-            Ok(h) => h,
-            Err(e) => {
-                out.verdicts.push(PostVerdict {
-                    hook_id: "*".into(),
-                    updated_result: None,
-                    additional_context: None,
-                    failed: Some(format!(
-                        "the hooks could not be read ({e}), so the result is withheld"
-                    )),
-                    withheld: true,
-                });
-                out.model = post_result(content, is_error, &out.verdicts);
-                return out;
-            }
-        };
         for asked in &hooks {
             let seen = out
                 .verdicts
@@ -190,7 +172,7 @@ impl Hooks {
             }
         }
         out.model = post_result(content, is_error, &out.verdicts);
-        out
+        Ok(out)
     }
 
     /// Asks every hook of gate `event` whose scope (and, for delegates, matcher on `name`)
@@ -202,25 +184,9 @@ impl Hooks {
         event: HookEvent,
         name: Option<&str>,
         fields: Value,
-    ) -> GateOutcome {
+    ) -> StoreResult<GateOutcome> {
+        let hooks = self.applying(ctx, event, name).await?;
         let mut out = GateOutcome::default();
-        let hooks = match self.applying(ctx, event, name).await {
-            Ok(h) => h,
-            Err(e) => {
-                let decision = match event.default_failure_mode() {
-                    FailureMode::Deny => GateDecision::Block,
-                    FailureMode::Allow => GateDecision::Allow,
-                };
-                out.push(GateVerdict {
-                    hook_id: "*".into(),
-                    event,
-                    decision,
-                    reason: None,
-                    failed: Some(format!("the hooks could not be read: {e}")),
-                });
-                return out;
-            }
-        };
         for asked in &hooks {
             let payload = ctx.payload(&asked.0, fields.clone());
             let verdict = self.ask_gate(asked, event, &payload).await;
@@ -230,7 +196,7 @@ impl Hooks {
                 break;
             }
         }
-        out
+        Ok(out)
     }
 
     async fn ask_gate(&self, asked: &Asked, event: HookEvent, payload: &Value) -> GateVerdict {

@@ -17,15 +17,15 @@ mod ask;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 pub use ask::{PostOutcome, PreOutcome, ToolCallRef};
 
 use crate::config::ConfiguredHook;
-use crate::domain::hook::{Hook, HookCreate, HookEvent};
+use crate::domain::hook::{Hook, HookCreate, HookEvent, Matcher};
 use crate::domain::ids::new_id;
 use crate::domain::invalid::Invalid;
 use crate::domain::time;
@@ -39,8 +39,12 @@ use crate::tools::netguard::NetGuard;
 /// Largest hook answer read (an `updated_input` or `updated_result` can be large).
 const ANSWER_LIMIT: usize = 256 * 1024;
 
-/// Most (workspace, event) lists cached; past it the cache starts over.
-const CACHE_ENTRIES: usize = 10_000;
+/// Most workspaces with cached lists; past it the cache starts over.
+const CACHE_WORKSPACES: usize = 10_000;
+
+/// How long a cached list is trusted at most: a backstop for a change signal lost on a
+/// connection that died without saying so.
+const CACHE_TTL: Duration = Duration::from_secs(30);
 
 /// The hooks service: the store, the key that seals signing secrets, the signed client, and
 /// the cache of each workspace's hooks.
@@ -49,20 +53,43 @@ pub struct Hooks {
     cipher: Result<Cipher, String>,
     poster: SignedPoster,
     /// The config file's hooks, asked in every workspace before the workspace's own.
-    configured: Vec<ConfiguredHook>,
+    configured: Vec<(ConfiguredHook, Option<Matcher>)>,
     /// Where other replicas' hook changes are announced (Postgres); None when this process
     /// is the store's only writer (SQLite).
     changes: Option<Arc<Hub>>,
     /// Bumped after every change made through this process.
     local_epoch: AtomicU64,
-    cache: Mutex<HookCache>,
+    cache: RwLock<HookCache>,
 }
 
-/// Cached hook lists, all read in one epoch (see [`Hooks::epoch`]).
+/// A stored hook as the cache keeps it: the record, and its matcher compiled once.
+struct Listed {
+    rec: HookRecord,
+    matcher: Option<Matcher>,
+}
+
+/// A hook's compiled matcher (a stored one always parses).
+fn compiled(hook: &Hook) -> Option<Matcher> {
+    hook.matcher.as_deref().and_then(|m| Matcher::parse(m).ok())
+}
+
+/// Whether `hook` (with its compiled `matcher`) applies in `ctx` and sees `name`.
+fn sees(hook: &Hook, matcher: Option<&Matcher>, ctx: &HookContext<'_>, name: Option<&str>) -> bool {
+    hook.in_scope(ctx.agent_id, ctx.environment_id)
+        && match (matcher, name) {
+            (Some(m), Some(name)) => m.matches(name),
+            _ => true,
+        }
+}
+
+/// The stored hooks of one (workspace, event), when they were read.
+type Entry = (Instant, Arc<Vec<Listed>>);
+
+/// Cached hook lists, all read in one epoch (see [`Hooks::epoch`]), by workspace and event.
 #[derive(Default)]
 struct HookCache {
     epoch: (u64, u64),
-    lists: HashMap<(String, HookEvent), Arc<Vec<HookRecord>>>,
+    lists: HashMap<String, HashMap<HookEvent, Entry>>,
 }
 
 /// Where a hook is asked: the session, thread and agent it concerns. Scopes match on the
@@ -109,13 +136,19 @@ impl Hooks {
             configured: Vec::new(),
             changes: None,
             local_epoch: AtomicU64::new(0),
-            cache: Mutex::new(HookCache::default()),
+            cache: RwLock::new(HookCache::default()),
         }
     }
 
     /// Adds the config file's hooks (see [`crate::config::load_hooks`]).
     pub fn with_configured(mut self, configured: Vec<ConfiguredHook>) -> Self {
-        self.configured = configured;
+        self.configured = configured
+            .into_iter()
+            .map(|c| {
+                let m = compiled(&c.hook);
+                (c, m)
+            })
+            .collect();
         self
     }
 
@@ -163,16 +196,13 @@ impl Hooks {
     }
 
     /// Whether the workspace has any hook of `event` at all (whatever its scope or matcher).
-    pub async fn any(&self, workspace_id: &str, event: HookEvent) -> bool {
-        self.configured.iter().any(|c| c.hook.event == event)
-            || self
-                .stored(workspace_id, event)
-                .await
-                .map_or(true, |l| !l.is_empty())
+    pub async fn any(&self, workspace_id: &str, event: HookEvent) -> StoreResult<bool> {
+        Ok(self.configured.iter().any(|(c, _)| c.hook.event == event)
+            || !self.stored(workspace_id, event).await?.is_empty())
     }
 
-    /// The hooks of `event` that apply in `ctx` and see `name`: the config file's first,
-    /// then the workspace's oldest first.
+    /// The hooks of `event` that apply in `ctx` and see `name`, with their secrets: the
+    /// config file's first, then the workspace's oldest first.
     async fn applying(
         &self,
         ctx: &HookContext<'_>,
@@ -183,15 +213,14 @@ impl Hooks {
         let configured = self
             .configured
             .iter()
-            .map(|c| (&c.hook, Ok(c.secret.clone())));
-        let stored = stored.iter().map(|r| (&r.hook, self.secret_of(r)));
-        Ok(configured
-            .chain(stored)
-            .filter(|(h, _)| {
-                h.event == event && h.in_scope(ctx.agent_id, ctx.environment_id) && h.matches(name)
-            })
-            .map(|(h, s)| (h.clone(), s))
-            .collect())
+            .filter(|(c, m)| c.hook.event == event && sees(&c.hook, m.as_ref(), ctx, name))
+            .map(|(c, _)| (c.hook.clone(), Ok(c.secret.clone())));
+        // Secrets are opened only for the hooks that will be asked.
+        let stored = stored
+            .iter()
+            .filter(|l| sees(&l.rec.hook, l.matcher.as_ref(), ctx, name))
+            .map(|l| (l.rec.hook.clone(), self.secret_of(&l.rec)));
+        Ok(configured.chain(stored).collect())
     }
 
     /// The epoch hook lists are cached in: this process's changes, and (Postgres) the
@@ -205,29 +234,45 @@ impl Hooks {
     }
 
     /// The workspace's stored hooks of `event`, oldest first, from the cache when it holds
-    /// them for the current epoch.
-    async fn stored(&self, ws: &str, event: HookEvent) -> StoreResult<Arc<Vec<HookRecord>>> {
+    /// them for the current epoch (and not for longer than [`CACHE_TTL`]).
+    async fn stored(&self, ws: &str, event: HookEvent) -> StoreResult<Arc<Vec<Listed>>> {
         // Read before the lookup: a change announced while it runs makes its answer stale.
         let epoch = self.epoch();
-        let key = (ws.to_string(), event);
         if let Some(e) = epoch {
-            let cache = self.cache.lock().expect("hook cache");
+            let cache = self.cache.read().expect("hook cache");
             if cache.epoch == e
-                && let Some(list) = cache.lists.get(&key)
+                && let Some((at, list)) = cache.lists.get(ws).and_then(|l| l.get(&event))
+                && at.elapsed() < CACHE_TTL
             {
                 return Ok(list.clone());
             }
         }
-        let list = Arc::new(self.store.hooks_for_event(ws, event.as_str()).await?);
+        metrics::counter!(crate::telemetry::HOOK_LIST_READS).increment(1);
+        let read_at = Instant::now();
+        let list: Vec<Listed> = self
+            .store
+            .hooks_for_event(ws, event.as_str())
+            .await?
+            .into_iter()
+            .map(|rec| {
+                let matcher = compiled(&rec.hook);
+                Listed { rec, matcher }
+            })
+            .collect();
+        let list = Arc::new(list);
         if let Some(e) = epoch
             && self.epoch() == Some(e)
         {
-            let mut cache = self.cache.lock().expect("hook cache");
-            if cache.epoch != e || cache.lists.len() >= CACHE_ENTRIES {
+            let mut cache = self.cache.write().expect("hook cache");
+            if cache.epoch != e || cache.lists.len() >= CACHE_WORKSPACES {
                 cache.lists.clear();
                 cache.epoch = e;
             }
-            cache.lists.insert(key, list.clone());
+            cache
+                .lists
+                .entry(ws.to_string())
+                .or_default()
+                .insert(event, (read_at, list.clone()));
         }
         Ok(list)
     }

@@ -398,15 +398,14 @@ impl Engine {
         })
     }
 
-    /// Puts the drafted session's initial `user.message`s to the `user_prompt_submit` hooks
-    /// (a block refuses the creation, so nothing is written).
+    /// Puts the drafted session's initial input to the `user_prompt_submit` hooks (a block
+    /// refuses the creation, so nothing is written).
     async fn gate_initial_prompts(&self, draft: &Draft) -> Result<(), OpError> {
-        let messages: Vec<(usize, &[serde_json::Value])> = draft
+        let prompts: Vec<_> = draft
             .events
             .iter()
             .enumerate()
-            .filter(|(_, e)| e.kind == kind::USER_MESSAGE)
-            .filter_map(|(i, e)| Some((i, e.body.get("content")?.as_array()?.as_slice())))
+            .filter_map(|(i, e)| super::input_hooks::Prompt::of(i, &e.kind, &e.body))
             .collect();
         let s = &draft.session;
         let session = crate::engine::hooks::HookContext {
@@ -416,7 +415,7 @@ impl Engine {
             agent_id: &s.agent_id,
             environment_id: &s.environment_id,
         };
-        self.gate_prompts(&session, "initial_events", &messages)
+        self.gate_prompts(&session, "initial_events", &prompts)
             .await
     }
 

@@ -1,10 +1,13 @@
 //! Hooks asked about client input before it is stored (issue 20): `user_prompt_submit`
-//! about each `user.message` (a block refuses the whole request, so nothing is stored), and
-//! `post_tool_use` about each `user.tool_result` answering a built-in call (a self-hosted
-//! worker's result, or a deferred call's), whose verdicts are stored with it.
+//! about each event whose text the model is given as input — `user.message`,
+//! `system.message`, `user.define_outcome` (a block refuses the whole request, so nothing is
+//! stored) — and `post_tool_use` about each `user.tool_result` answering a built-in call (a
+//! self-hosted worker's result, or a deferred call's), whose verdicts are stored with it.
 //!
 //! The hooks answer while no transaction is open; a workspace without hooks of these events
-//! pays no store read here (their lists are cached).
+//! pays no store read here (their lists are cached). The transaction may still refuse the
+//! batch afterwards (an archived session, an answer to a call that is not pending): the hooks
+//! were then asked about input that was never stored.
 
 use serde_json::{Value, json};
 
@@ -13,45 +16,79 @@ use crate::domain::content::plain_text;
 use crate::domain::events::{ClientEvent, kind};
 use crate::domain::hook::HookEvent;
 use crate::domain::invalid::Invalid;
+use crate::domain::outcome::task_text;
 use crate::domain::session::SessionBodyHead;
 use crate::engine::Engine;
 use crate::engine::delegation::thread_agent;
 use crate::engine::hooks::{HookContext, PostOutcome, ToolCallRef};
 
+/// One input event a `user_prompt_submit` hook is asked about: its place in the request, its
+/// type, and the content the model is given.
+pub(super) struct Prompt {
+    pub index: usize,
+    pub kind: &'static str,
+    pub content: Vec<Value>,
+}
+
+impl Prompt {
+    /// The prompt of event `index` of type `kind` with stored body `body`, if the model is
+    /// given its text as input.
+    pub fn of(index: usize, kind: &str, body: &Value) -> Option<Prompt> {
+        let blocks = || body.get("content")?.as_array().cloned();
+        let (kind, content) = match kind {
+            kind::USER_MESSAGE => (kind::USER_MESSAGE, blocks()?),
+            kind::SYSTEM_MESSAGE => (kind::SYSTEM_MESSAGE, blocks()?),
+            kind::USER_DEFINE_OUTCOME => (
+                kind::USER_DEFINE_OUTCOME,
+                vec![json!({"type": "text", "text": task_text(body)?})],
+            ),
+            _ => return None,
+        };
+        Some(Prompt {
+            index,
+            kind,
+            content,
+        })
+    }
+}
+
 impl Engine {
-    /// Puts the `user.message` contents of `messages` (index in the request, content) to the
-    /// `user_prompt_submit` hooks; the first block refuses the request, naming `at[index]`.
+    /// Puts `prompts` to the `user_prompt_submit` hooks of `session`'s primary thread; the
+    /// first block refuses the request, naming `at[index]`.
     pub(super) async fn gate_prompts(
         &self,
         session: &HookContext<'_>,
         at: &str,
-        messages: &[(usize, &[Value])],
+        prompts: &[Prompt],
     ) -> Result<(), OpError> {
         let Some(hooks) = &self.inner.hooks else {
             return Ok(());
         };
         let event = HookEvent::UserPromptSubmit;
-        if messages.is_empty() || !hooks.any(session.workspace_id, event).await {
+        if prompts.is_empty() || !hooks.any(session.workspace_id, event).await? {
             return Ok(());
         }
-        for (i, content) in messages {
-            let fields = json!({ "prompt": plain_text(content), "content": content });
-            let gate = hooks.gate(session, event, None, fields).await;
+        for p in prompts {
+            let fields = json!({
+                "message_type": p.kind,
+                "prompt": plain_text(&p.content),
+                "content": p.content,
+            });
+            let gate = hooks.gate(session, event, None, fields).await?;
             if let Some((hook_id, reason)) = gate.blocked {
-                return Err(Invalid::with_code(
-                    "blocked_by_hook",
-                    format!("`{at}[{i}]` was blocked by a user_prompt_submit hook: {reason}"),
-                )
-                .detail("hook_id", hook_id)
-                .into());
+                let at = format!("{at}[{}]", p.index);
+                let message = format!("`{at}` was blocked by a user_prompt_submit hook: {reason}");
+                return Err(Invalid::with_code("blocked_by_hook", message)
+                    .detail("hook_id", hook_id)
+                    .into());
             }
         }
         Ok(())
     }
 
-    /// Asks the hooks about a batch sent to session `id`: `user_prompt_submit` (see
-    /// [`Engine::gate_prompts`]) and `post_tool_use` about each `user.tool_result`
-    /// answering a built-in call. Returns the post outcomes by batch index.
+    /// Asks the hooks about a batch sent to session `id`: `user_prompt_submit` about its
+    /// input (see [`Engine::gate_prompts`]) and `post_tool_use` about each
+    /// `user.tool_result` answering a built-in call. Returns the post outcomes by batch index.
     pub(super) async fn hook_batch(
         &self,
         ws: &str,
@@ -62,20 +99,19 @@ impl Engine {
         let Some(hooks) = &self.inner.hooks else {
             return Ok(post);
         };
-        let messages: Vec<(usize, &[Value])> = batch
-            .iter()
-            .enumerate()
-            .filter_map(|(i, e)| match e {
-                ClientEvent::UserMessage { content } => Some((i, content.as_slice())),
-                _ => None,
-            })
-            .collect();
+        let prompts: Vec<Prompt> = match hooks.any(ws, HookEvent::UserPromptSubmit).await? {
+            true => batch
+                .iter()
+                .enumerate()
+                .filter_map(|(i, e)| Prompt::of(i, e.kind(), &e.body(None)))
+                .collect(),
+            false => vec![],
+        };
         let results = batch
             .iter()
-            .any(|e| matches!(e, ClientEvent::ToolResult { .. }));
-        let prompts = !messages.is_empty() && hooks.any(ws, HookEvent::UserPromptSubmit).await;
-        let results = results && hooks.any(ws, HookEvent::PostToolUse).await;
-        if !prompts && !results {
+            .any(|e| matches!(e, ClientEvent::ToolResult { .. }))
+            && hooks.any(ws, HookEvent::PostToolUse).await?;
+        if prompts.is_empty() && !results {
             return Ok(post);
         }
         // The transaction decides what an unknown session is; hooks have nothing to ask.
@@ -92,9 +128,7 @@ impl Engine {
             agent_id: &rec.agent_id,
             environment_id: &rec.environment_id,
         };
-        if prompts {
-            self.gate_prompts(&session, "events", &messages).await?;
-        }
+        self.gate_prompts(&session, "events", &prompts).await?;
         if results {
             for (i, e) in batch.iter().enumerate() {
                 if let ClientEvent::ToolResult {
@@ -103,8 +137,9 @@ impl Engine {
                     is_error,
                 } = e
                 {
+                    let is_error = is_error.unwrap_or(false);
                     post[i] = self
-                        .post_hook_result(&session, tool_use_id, content, is_error.unwrap_or(false))
+                        .post_hook_result(&session, tool_use_id, content, is_error)
                         .await?;
                 }
             }
@@ -158,7 +193,7 @@ impl Engine {
             mcp_server_name: None,
             input: &input,
         };
-        let outcome = hooks.post_tool_use(&ctx, &call, content, is_error).await;
+        let outcome = hooks.post_tool_use(&ctx, &call, content, is_error).await?;
         Ok((!outcome.verdicts.is_empty()).then_some(outcome))
     }
 }

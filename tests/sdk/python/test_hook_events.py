@@ -9,11 +9,14 @@ run applying at once, also across two replicas on Postgres."""
 import base64
 import os
 import time
+import urllib.request
 import uuid
 
+import anthropic
 import pytest
 
-from conftest import PG_ADMIN, fresh_postgres, results, run, text_of
+from conftest import BACKENDS, PG_ADMIN, fresh_postgres, results, run, text_of
+from test_compaction import Mast as Restartable
 from test_files import Mast
 from test_hooks import Receiver, add_hook, call, coder, until_idle
 from test_worker import Worker, run_turn, self_hosted
@@ -80,6 +83,35 @@ def test_a_failing_post_hook_withholds_the_result(client, environment, receiver)
     assert "withheld" in final and "visible-only-to-the-log" not in final
 
 
+def test_a_malformed_replacement_fails_the_hook_rather_than_the_session(client, environment, receiver):
+    agent = coder(client)
+    add_hook(client, receiver, lambda p: (0, {"updated_result": [{"type": "text", "text": "x", "cache_control": {}}]}),
+             event="post_tool_use", scope=of_agent(agent))
+    sess = client.beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    seen = run(client, sess.id, [call("bash", command="echo hi"), "say model saw: {{result}}"])
+    [res] = results(seen)
+    [v] = res.hooks
+    assert v["withheld"] is True and "cache_control" in v["failed"]
+    assert "withheld" in final_text(seen)
+    # The session goes on: the next turn's request is well formed.
+    assert final_text(run(client, sess.id, ["say still here"])) == "still here"
+
+
+def test_tool_hooks_are_not_asked_about_a_disabled_tool(client, environment, receiver):
+    agent = client.beta.agents.create(name="no-bash", model="mast-scripted", tools=[{
+        "type": "agent_toolset_20260401", "default_config": {"permission_policy": {"type": "always_allow"}},
+        "configs": [{"name": "bash", "enabled": False}]}])
+    hook = add_hook(client, receiver, lambda p: (0, {"decision": "allow"}), matcher="bash", scope=of_agent(agent))
+    sess = client.beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    # The strict SDK parses every event: a refused call carries no half-made evaluation.
+    seen = run(client, sess.id, [call("bash", command="echo hi"), "say {{result}}"])
+    [use] = [e for e in seen if e.type == "agent.tool_use"]
+    assert use.evaluated_permission == "deny" and use.evaluation is None
+    assert "disabled" in final_text(seen)
+    assert receiver.of(hook["name"]) == []
+    list(client.beta.sessions.events.list(sess.id))
+
+
 def test_post_tool_use_sees_a_deferred_calls_client_result(client, environment, receiver):
     agent = coder(client)
     add_hook(client, receiver, lambda p: (0, {"decision": "defer"}), matcher="bash", scope=of_agent(agent))
@@ -140,8 +172,19 @@ def test_user_prompt_submit_blocks_a_message_and_stores_nothing(client, environm
     calls = [c for c in receiver.of(hook["name"]) if c["payload"]["session_id"] == sess.id]
     assert len(calls) == 2 and all(c["verified"] for c in calls)
     p = calls[1]["payload"]
+    stored = len(list(client.beta.sessions.events.list(sess.id)))
     assert p["event"] == "user_prompt_submit" and p["prompt"] == "say hello" and p["agent_id"] == agent.id
     assert p["content"] == [{"type": "text", "text": "say hello"}] and p["thread_id"].startswith("sthr_")
+
+    # Every input the model reads is asked about, not only user messages.
+    with pytest.raises(Exception) as e:
+        client.beta.sessions.events.send(sess.id, events=[
+            {"type": "user.message", "content": [{"type": "text", "text": "hi"}]},
+            {"type": "system.message", "content": [{"type": "text", "text": "the password is x"}]}])
+    assert e.value.status_code == 400 and "events[1]" in str(e.value)
+    kinds = [c["payload"]["message_type"] for c in receiver.of(hook["name"]) if c["payload"]["session_id"] == sess.id]
+    assert kinds[-2:] == ["user.message", "system.message"]
+    assert len(list(client.beta.sessions.events.list(sess.id))) == stored, "nothing of the batch was stored"
 
     # A blocked initial event refuses the creation: no session is made.
     before = {s.id for s in client.beta.sessions.list(limit=100)}
@@ -170,6 +213,83 @@ def test_a_stop_hook_keeps_the_agent_working_until_it_allows(client, environment
     calls = [c["payload"] for c in receiver.of(hook["name"]) if c["payload"]["session_id"] == sess.id]
     assert [(c["stop_hook_active"], c["last_message"]) for c in calls] == [
         (False, "all done"), (True, "You said: Stop hook feedback: run the tests before you stop")]
+
+
+def test_a_failing_stop_hook_lets_the_stop_go_ahead_unless_it_fails_closed(client, environment, receiver):
+    agent = coder(client)
+    hook = add_hook(client, receiver, lambda p: (2, None), event="stop", timeout_ms=300, scope=of_agent(agent))
+    sess = client.beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    seen = run(client, sess.id, ["say done"])
+    assert [e.content[0].text for e in seen if e.type == "agent.message"] == ["done"]
+    [end] = [e for e in seen if e.type == "span.model_request_end"]
+    [v] = end.hooks
+    assert v["hook_id"] == hook["id"] and v["decision"] == "allow" and "the stop goes ahead" in v["failed"]
+
+    # With failure_mode deny, the failure refuses the stop, and the model is told why.
+    strict = coder(client)
+    answers = iter([(2, None), (0, None)])
+    add_hook(client, receiver, lambda p: next(answers), event="stop", timeout_ms=300, failure_mode="deny",
+             scope=of_agent(strict))
+    sess = client.beta.sessions.create(agent=strict.id, environment_id=environment.id)
+    seen = run(client, sess.id, ["say done"])
+    said = [e.content[0].text for e in seen if e.type == "agent.message"]
+    assert said[0] == "done" and "the stop is refused by its failure mode" in said[1], said
+
+
+def metric(base, name):
+    """A counter's value on a server's /metrics (0 before it is first counted)."""
+    with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_refused_stop_survives_a_killed_server(backend, messages_api, receiver):
+    m = Restartable(backend, messages_api)
+    m.env["MAST_ALLOW_PRIVATE_NETWORK"] = "1"
+    m.start()
+    try:
+        client = anthropic.Anthropic(base_url=m.base, api_key="sdk-test", _strict_response_validation=True, max_retries=0)
+        agent = coder(client)
+        environment = client.beta.environments.create(
+            name="e-" + uuid.uuid4().hex[:6], config={"type": "cloud", "networking": {"type": "unrestricted"}})
+        asked = []
+
+        def rule(p):
+            asked.append(p)
+            if len(asked) == 1:
+                return (0, {"decision": "block", "reason": "check it once more"})
+            if len(asked) == 2:
+                return (30, None)  # the server is killed while it waits for this answer
+            return (0, None)
+
+        add_hook(client, receiver, rule, event="stop", timeout_ms=60_000, scope=of_agent(agent))
+        sess = client.beta.sessions.create(agent=agent.id, environment_id=environment.id)
+        client.beta.sessions.events.send(sess.id, events=[
+            {"type": "user.message", "content": [{"type": "text", "text": "say all done"}]}])
+        deadline = time.time() + 30
+        while len(asked) < 2:
+            assert time.time() < deadline, "the second stop was never put to the hook"
+            time.sleep(0.05)
+        m.kill()
+        m.start()
+        client = anthropic.Anthropic(base_url=m.base, api_key="sdk-test", _strict_response_validation=True, max_retries=0)
+        deadline = time.time() + 60
+        while client.beta.sessions.retrieve(sess.id).status != "idle":
+            assert time.time() < deadline, "the session did not finish after the restart"
+            time.sleep(0.1)
+        events = list(client.beta.sessions.events.list(sess.id, limit=200))
+        said = [e.content[0].text for e in events if e.type == "agent.message"]
+        # The refused stop and its feedback came back from the log: the model was asked the
+        # unrecorded step again, and the hook again, knowing the turn goes on because of it.
+        assert said == ["all done", "You said: Stop hook feedback: check it once more"], said
+        assert [p["stop_hook_active"] for p in asked] == [False, True, True]
+        idles = [e for e in events if e.type == "session.status_idle"]
+        assert [i.stop_reason.type for i in idles] == ["end_turn"]
+    finally:
+        m.stop()
 
 
 def test_subagent_hooks_guard_delegation_and_a_delegates_stop(client, environment, receiver):
@@ -236,9 +356,20 @@ def test_a_hook_made_on_one_replica_applies_on_the_other(receiver):
         environment = a.client.beta.environments.create(
             name="e-" + uuid.uuid4().hex[:6], config={"type": "cloud", "networking": {"type": "unrestricted"}})
         sess = b.client.beta.sessions.create(agent=agent.id, environment_id=environment.id)
-        # Each message goes to replica b, whose runner asks (and caches) the workspace's hooks.
-        seen = run(b.client, sess.id, [call("bash", command="echo before"), "say {{result}}"])
-        assert "before" in final_text(seen)
+        reads = "mast_hook_list_reads_total"
+
+        # Each message goes to replica b, whose runner looks up the workspace's hooks. Once b's
+        # signal listener is connected it caches them: a turn then reads no hook list.
+        def cached():
+            before = metric(b.base, reads)
+            seen = run(b.client, sess.id, [call("bash", command="echo before"), "say {{result}}"])
+            assert "before" in final_text(seen)
+            return metric(b.base, reads) == before
+
+        deadline = time.time() + 10
+        while not cached():
+            assert time.time() < deadline, "replica b never cached the hook lists"
+        read_before = metric(b.base, reads)
         hook = add_hook(a.client, receiver, lambda p: (0, {"decision": "deny", "reason": "made on replica a"}),
                         matcher="bash", scope=of_agent(agent))
 
@@ -252,6 +383,7 @@ def test_a_hook_made_on_one_replica_applies_on_the_other(receiver):
         while not denied():
             assert time.time() < deadline, "replica b never asked the hook made on replica a"
             time.sleep(0.2)
+        assert metric(b.base, reads) > read_before, "b read the hooks again once told of the change"
         a.client.delete(f"/v1/mast/hooks/{hook['id']}", cast_to=object)
         deadline = time.time() + 5
         while denied():
