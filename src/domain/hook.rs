@@ -218,13 +218,18 @@ impl Hook {
         }
     }
 
-    /// Whether the hook sees `name` (a tool's or a delegate's; a stored matcher always
-    /// parses). Events without a name (`None`) are seen by every hook of the event.
-    pub fn matches(&self, name: Option<&str>) -> bool {
-        match (&self.matcher, name) {
-            (None, _) | (_, None) => true,
-            (Some(m), Some(name)) => Matcher::parse(m).is_ok_and(|m| m.matches(name)),
-        }
+    /// The hook's matcher, compiled (a stored one always parses).
+    pub fn compiled_matcher(&self) -> Option<Matcher> {
+        self.matcher.as_deref().and_then(|m| Matcher::parse(m).ok())
+    }
+}
+
+/// Whether a hook with `matcher` (compiled) sees `name`, a tool's or a delegate's: no matcher
+/// sees every name, and an event without a name (`None`) is seen by every hook of it.
+pub fn sees_name(matcher: Option<&Matcher>, name: Option<&str>) -> bool {
+    match (matcher, name) {
+        (Some(m), Some(name)) => m.matches(name),
+        _ => true,
     }
 }
 
@@ -346,13 +351,13 @@ mod tests {
 
     #[test]
     fn names_are_matched_only_where_the_event_has_one() {
-        let mut hook = create("subagent_start", Some("^rev"), None)
+        let hook = create("subagent_start", Some("^rev"), None)
             .validate()
             .unwrap();
-        assert!(hook.matches(Some("reviewer")));
-        assert!(!hook.matches(Some("coder")));
-        hook.matcher = None;
-        assert!(hook.matches(Some("coder")));
-        assert!(hook.matches(None));
+        let m = hook.compiled_matcher();
+        assert!(sees_name(m.as_ref(), Some("reviewer")));
+        assert!(!sees_name(m.as_ref(), Some("coder")));
+        assert!(sees_name(m.as_ref(), None));
+        assert!(sees_name(None, Some("coder")));
     }
 }

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 pub use ask::{PostOutcome, PreOutcome, ToolCallRef};
 
 use crate::config::ConfiguredHook;
-use crate::domain::hook::{Hook, HookCreate, HookEvent, Matcher};
+use crate::domain::hook::{Hook, HookCreate, HookEvent, Matcher, sees_name};
 use crate::domain::ids::new_id;
 use crate::domain::invalid::Invalid;
 use crate::domain::time;
@@ -68,18 +68,9 @@ struct Listed {
     matcher: Option<Matcher>,
 }
 
-/// A hook's compiled matcher (a stored one always parses).
-fn compiled(hook: &Hook) -> Option<Matcher> {
-    hook.matcher.as_deref().and_then(|m| Matcher::parse(m).ok())
-}
-
 /// Whether `hook` (with its compiled `matcher`) applies in `ctx` and sees `name`.
 fn sees(hook: &Hook, matcher: Option<&Matcher>, ctx: &HookContext<'_>, name: Option<&str>) -> bool {
-    hook.in_scope(ctx.agent_id, ctx.environment_id)
-        && match (matcher, name) {
-            (Some(m), Some(name)) => m.matches(name),
-            _ => true,
-        }
+    hook.in_scope(ctx.agent_id, ctx.environment_id) && sees_name(matcher, name)
 }
 
 /// The stored hooks of one (workspace, event), when they were read.
@@ -145,7 +136,7 @@ impl Hooks {
         self.configured = configured
             .into_iter()
             .map(|c| {
-                let m = compiled(&c.hook);
+                let m = c.hook.compiled_matcher();
                 (c, m)
             })
             .collect();
@@ -255,7 +246,7 @@ impl Hooks {
             .await?
             .into_iter()
             .map(|rec| {
-                let matcher = compiled(&rec.hook);
+                let matcher = rec.hook.compiled_matcher();
                 Listed { rec, matcher }
             })
             .collect();
