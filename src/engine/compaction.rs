@@ -188,6 +188,16 @@ impl Loop<'_> {
         system + tools
     }
 
+    /// Whether the context would pass the model's threshold now ([`Loop::compact_if_needed`]
+    /// would compact).
+    pub(super) fn compaction_due(&self) -> bool {
+        let tokens = match self.transcript.reported_estimate() {
+            Some(t) => t,
+            None => self.transcript.estimated_tokens(self.request_overhead()),
+        };
+        tokens > self.inner.config.compaction.limit(&self.agent.model.id)
+    }
+
     /// Before a model request on a user tail: when the context would pass the model's
     /// threshold, summarises the older part into a boundary (or, when it cannot be made to
     /// fit, ends the turn with `compaction_limit_reached_error`). True when it committed

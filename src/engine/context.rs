@@ -387,6 +387,18 @@ impl Transcript {
         }
     }
 
+    /// [`Transcript::estimated_tokens`] when it rests on a provider's count (so it needs no
+    /// overhead); None without one.
+    pub fn reported_estimate(&self) -> Option<u64> {
+        self.reported_tokens
+            .map(|reported| reported + (self.added_bytes / BYTES_PER_TOKEN) as u64)
+    }
+
+    /// The id of the model request started and not yet ended, if any.
+    pub fn started(&self) -> Option<&str> {
+        self.started.as_deref()
+    }
+
     /// Moves the open calls' results, then the input deferred behind them, into a user
     /// message.
     fn close_open(&mut self) {

@@ -80,6 +80,15 @@ fn approx_size(v: &Value) -> usize {
 
 type Key = (String, String);
 
+/// The context size of a kept entry, as the loop would estimate it before a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Estimate {
+    /// The log position the entry covers.
+    pub last_seq: i64,
+    /// [`Transcript::reported_estimate`].
+    pub tokens: u64,
+}
+
 struct Entry {
     known: Known,
     used: u64,
@@ -118,6 +127,17 @@ impl History {
         s.order.remove(&e.used);
         s.bytes -= e.known.bytes;
         Some(e.known)
+    }
+
+    /// What the entry of `thread` in `session` says of the thread's context, if it has a
+    /// provider's count to go on, without taking it out (see `engine::fast_start`).
+    pub fn estimate(&self, session: &str, thread: &str) -> Option<Estimate> {
+        let s = self.state.lock().expect("history lock");
+        let e = s.entries.get(&(session.to_string(), thread.to_string()))?;
+        Some(Estimate {
+            last_seq: e.known.last_seq,
+            tokens: e.known.transcript.reported_estimate()?,
+        })
     }
 
     /// Keeps what a loop knows of its thread, when it is settled and fits the budget.
