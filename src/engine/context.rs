@@ -92,6 +92,9 @@ pub struct Transcript {
     added_bytes: usize,
     /// Context compaction: boundaries applied since the last response.
     compactions_in_row: u32,
+    /// How many leading messages hold no file source left to inline (`engine::file_sources`):
+    /// all but the newest (which may still grow) as of the last request that lent them.
+    inlined: usize,
 }
 
 fn push(messages: &mut Vec<Message>, role: Role, mut content: Vec<Value>) {
@@ -358,6 +361,7 @@ impl Transcript {
         self.reported_tokens = None;
         self.added_bytes = 0;
         self.compactions_in_row += 1;
+        self.inlined = 0;
     }
 
     /// The closed messages and what the context appends to them (results of answered calls,
@@ -429,6 +433,21 @@ impl Transcript {
         ));
         push(&mut messages, Role::User, closing);
         messages
+    }
+
+    /// The leading messages a request need not look at for file sources: inlined by an
+    /// earlier request ([`Transcript::give_back_inlined`]) and unchanged since.
+    pub fn inlined(&self) -> usize {
+        self.inlined
+    }
+
+    /// [`Transcript::give_back`] of messages whose file sources were all inlined.
+    pub fn give_back_inlined(&mut self, messages: Vec<Message>) {
+        if self.lent.is_none() {
+            return;
+        }
+        self.give_back(messages);
+        self.inlined = self.messages.len().saturating_sub(1);
     }
 
     /// Takes back messages from [`Transcript::lend`], without what it appended. Messages it

@@ -52,6 +52,7 @@ pub(crate) fn arm(
         return None;
     }
     if rec.lease_owner.as_deref() != Some(inner.owner.as_str())
+        || rec.lease_expires_at.is_none_or(|t| t <= now)
         || status_of(rec) != SessionStatus::Running
     {
         return None;

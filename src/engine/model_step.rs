@@ -166,12 +166,14 @@ impl Loop<'_> {
             return ready.map(|_| ());
         }
         let mut messages = messages;
-        super::file_sources::inline(self.inner, &self.sid, &mut messages).await;
+        // Messages an earlier request inlined are as it left them.
+        let from = self.transcript.inlined().min(messages.len());
+        super::file_sources::inline(self.inner, &self.sid, &mut messages[from..]).await;
         let mut request = self.request(messages);
         request.system = self.with_skills_note(request.system.take()).await?;
         let done = self.send_request(&mut request, consumed).await;
         self.transcript
-            .give_back(std::mem::take(&mut request.messages));
+            .give_back_inlined(std::mem::take(&mut request.messages));
         done
     }
 

@@ -455,10 +455,9 @@ impl<'a> Loop<'a> {
             && st.running_tool_of(&self.thread).is_none()
             && !rescheduling
             && super::outcomes::evaluating(st).is_none()
-            && !self.events.iter().any(|e| {
-                e.processed_at.is_none()
-                    && (e.kind == kind::USER_MESSAGE || e.kind == kind::SYSTEM_MESSAGE)
-            })
+            // No queued input to take first (a request that would take some closes the
+            // span itself: see `send_request`).
+            && st.queued == 0
             && self.transcript.outline().tail == Tail::User
             && !self.compaction_due()
     }
