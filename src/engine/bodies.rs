@@ -48,6 +48,15 @@ impl Bodies {
         }
     }
 
+    /// The session's body parsed from `text`, only if it is kept already.
+    pub fn peek(&self, session_id: &str, text: &str) -> Option<Arc<SessionBody>> {
+        let e = self.inner.lock().expect("bodies");
+        e.by_session
+            .get(session_id)
+            .filter(|entry| entry.text == text)
+            .map(|entry| entry.parsed.clone())
+    }
+
     /// The session's body parsed from `text`, its stored form.
     pub fn get(&self, session_id: &str, text: &str) -> Result<Arc<SessionBody>, StoreError> {
         {

@@ -188,6 +188,24 @@ impl Loop<'_> {
         system + tools
     }
 
+    /// Whether the context would pass the model's threshold now ([`Loop::compact_if_needed`]
+    /// would compact).
+    pub(super) fn compaction_due(&self) -> bool {
+        self.estimated_tokens() > self.inner.config.compaction.limit(&self.agent.model.id)
+    }
+
+    /// [`Transcript::estimated_tokens`] of the context a request would send now; the
+    /// overhead (system prompt and tool definitions), whose sizing serialises every tool
+    /// schema, is measured only when there is no provider's count to go on.
+    ///
+    /// [`Transcript::estimated_tokens`]: super::context::Transcript::estimated_tokens
+    fn estimated_tokens(&self) -> u64 {
+        match self.transcript.reported_estimate() {
+            Some(t) => t,
+            None => self.transcript.estimated_tokens(self.request_overhead()),
+        }
+    }
+
     /// Before a model request on a user tail: when the context would pass the model's
     /// threshold, summarises the older part into a boundary (or, when it cannot be made to
     /// fit, ends the turn with `compaction_limit_reached_error`). True when it committed
@@ -199,8 +217,7 @@ impl Loop<'_> {
         let cfg = &self.inner.config.compaction;
         let model = self.agent.model.id.clone();
         let (window, limit) = (cfg.window(&model), cfg.limit(&model));
-        let overhead = self.request_overhead();
-        let before = self.transcript.estimated_tokens(overhead);
+        let before = self.estimated_tokens();
         if before <= limit {
             return Ok(false);
         }
@@ -298,8 +315,9 @@ impl Loop<'_> {
             Waited::Done(Ok(resp)) => resp,
         };
         let summary = text_of(&resp.content);
-        let after = ((summarise::boundary_text(&summary).len() + kept_bytes + overhead)
-            / BYTES_PER_TOKEN) as u64;
+        let after =
+            ((summarise::boundary_text(&summary).len() + kept_bytes + self.request_overhead())
+                / BYTES_PER_TOKEN) as u64;
         if summary.trim().is_empty() || after > limit {
             self.end_span(&start_id, resp.usage, false, None).await?;
             let msg = format!(

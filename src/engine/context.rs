@@ -94,6 +94,9 @@ pub struct Transcript {
     compactions_in_row: u32,
     /// The turn goes on because a stop hook blocked one of its stops (until new input).
     stop_hook_active: bool,
+    /// How many leading messages hold no file source left to inline (`engine::file_sources`):
+    /// all but the newest (which may still grow) as of the last request that lent them.
+    inlined: usize,
 }
 
 fn push(messages: &mut Vec<Message>, role: Role, mut content: Vec<Value>) {
@@ -386,6 +389,7 @@ impl Transcript {
         self.reported_tokens = None;
         self.added_bytes = 0;
         self.compactions_in_row += 1;
+        self.inlined = 0;
     }
 
     /// The closed messages and what the context appends to them (results of answered calls,
@@ -413,6 +417,18 @@ impl Transcript {
                 (bytes / BYTES_PER_TOKEN) as u64
             }
         }
+    }
+
+    /// [`Transcript::estimated_tokens`] when it rests on a provider's count (so it needs no
+    /// overhead); None without one.
+    pub fn reported_estimate(&self) -> Option<u64> {
+        self.reported_tokens
+            .map(|reported| reported + (self.added_bytes / BYTES_PER_TOKEN) as u64)
+    }
+
+    /// The id of the model request started and not yet ended, if any.
+    pub fn started(&self) -> Option<&str> {
+        self.started.as_deref()
     }
 
     /// Moves the open calls' results, then the input deferred behind them, into a user
@@ -445,6 +461,21 @@ impl Transcript {
         ));
         push(&mut messages, Role::User, closing);
         messages
+    }
+
+    /// The leading messages a request need not look at for file sources: inlined by an
+    /// earlier request ([`Transcript::give_back_inlined`]) and unchanged since.
+    pub fn inlined(&self) -> usize {
+        self.inlined
+    }
+
+    /// [`Transcript::give_back`] of messages whose file sources were all inlined.
+    pub fn give_back_inlined(&mut self, messages: Vec<Message>) {
+        if self.lent.is_none() {
+            return;
+        }
+        self.give_back(messages);
+        self.inlined = self.messages.len().saturating_sub(1);
     }
 
     /// Takes back messages from [`Transcript::lend`], without what it appended. Messages it

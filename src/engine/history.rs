@@ -23,8 +23,10 @@
 //! conversation in the log's transaction; this cache costs nothing on the write path, and a
 //! miss (a fresh process, an evicted entry) only means reading the log as before.
 //!
-//! The cache is bounded by an estimate of its entries' size and evicts the least recently
-//! used.
+//! The cache is bounded by an estimate of its entries' size and by a number of entries, and
+//! evicts the least recently used. The count bounds what many small entries cost (sessions
+//! idle after a turn or two, whose JSON values weigh more in memory than the estimate says):
+//! a replica with more recently used threads than that reads the older ones' logs again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -36,6 +38,9 @@ use crate::store::EventRecord;
 
 /// Default bound on the bytes (estimated) the cache holds.
 pub const DEFAULT_BUDGET: usize = 64 << 20;
+
+/// Bound on the number of entries the cache holds.
+pub const MAX_ENTRIES: usize = 4096;
 
 /// A thread's log as one loop left it.
 #[derive(Debug, Clone, Default)]
@@ -80,6 +85,15 @@ fn approx_size(v: &Value) -> usize {
 
 type Key = (String, String);
 
+/// The context size of a kept entry, as the loop would estimate it before a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Estimate {
+    /// The log position the entry covers.
+    pub last_seq: i64,
+    /// [`Transcript::reported_estimate`].
+    pub tokens: u64,
+}
+
 struct Entry {
     known: Known,
     used: u64,
@@ -97,14 +111,21 @@ struct State {
 /// Threads' known logs by session and thread, least recently used evicted first.
 pub struct History {
     budget: usize,
+    max_entries: usize,
     state: Mutex<State>,
 }
 
 impl History {
-    /// An empty cache holding at most about `budget` bytes.
+    /// An empty cache holding at most about `budget` bytes, in [`MAX_ENTRIES`] entries.
     pub fn new(budget: usize) -> Self {
+        Self::bounded(budget, MAX_ENTRIES)
+    }
+
+    /// An empty cache holding at most about `budget` bytes, in `max_entries` entries.
+    pub fn bounded(budget: usize, max_entries: usize) -> Self {
         History {
             budget,
+            max_entries: max_entries.max(1),
             state: Mutex::new(State::default()),
         }
     }
@@ -118,6 +139,17 @@ impl History {
         s.order.remove(&e.used);
         s.bytes -= e.known.bytes;
         Some(e.known)
+    }
+
+    /// What the entry of `thread` in `session` says of the thread's context, if it has a
+    /// provider's count to go on, without taking it out (see `engine::fast_start`).
+    pub fn estimate(&self, session: &str, thread: &str) -> Option<Estimate> {
+        let s = self.state.lock().expect("history lock");
+        let e = s.entries.get(&(session.to_string(), thread.to_string()))?;
+        Some(Estimate {
+            last_seq: e.known.last_seq,
+            tokens: e.known.transcript.reported_estimate()?,
+        })
     }
 
     /// Keeps what a loop knows of its thread, when it is settled and fits the budget.
@@ -137,7 +169,7 @@ impl History {
             s.order.remove(&old.used);
             s.bytes -= old.known.bytes;
         }
-        while s.bytes + size > self.budget {
+        while s.bytes + size > self.budget || s.entries.len() >= self.max_entries {
             let Some((_, oldest)) = s.order.pop_first() else {
                 break;
             };
@@ -204,6 +236,23 @@ mod tests {
         h.put("s", "t", known(1, true));
         assert!(h.take("s", "t").is_none(), "more than a quarter is dropped");
         assert_eq!(h.bytes(), 0);
+    }
+
+    #[test]
+    fn at_most_so_many_entries_are_kept() {
+        let h = History::bounded(DEFAULT_BUDGET, 3);
+        for s in ["a", "b", "c", "d"] {
+            h.put(s, "t", known(1, true));
+        }
+        assert!(h.take("a", "t").is_none(), "the oldest went");
+        for s in ["b", "c", "d"] {
+            assert!(h.take(s, "t").is_some(), "{s} kept");
+        }
+        // Putting an entry back in place of itself evicts nothing.
+        let h = History::bounded(DEFAULT_BUDGET, 1);
+        h.put("a", "t", known(1, true));
+        h.put("a", "t", known(2, true));
+        assert_eq!(h.take("a", "t").map(|k| k.last_seq), Some(2));
     }
 
     #[test]

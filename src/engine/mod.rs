@@ -13,6 +13,7 @@ pub mod context;
 pub mod credentials;
 pub mod delegation;
 pub mod deployments;
+mod fast_start;
 mod file_sources;
 #[cfg(test)]
 mod fixtures;
@@ -146,6 +147,39 @@ pub(crate) struct RunnerHandle {
     /// New input or answers arrived: a primary thread waiting on delegates looks again
     /// (a delegate may have become runnable).
     nudge: Notify,
+    /// What the transaction that woke the runner committed, for its next start (see
+    /// [`Handoff`]).
+    handoff: Mutex<Option<Handoff>>,
+    /// A model request the waking transaction started for the primary thread (see
+    /// `engine::fast_start`), for the runner's next start; kept apart from the handoff, which
+    /// may be dropped, since the loop checks it against the log itself.
+    armed: Mutex<Option<String>>,
+    /// The highest `last_seq` this runner's loops have read or committed: a handoff no newer
+    /// than that is stale.
+    seen_seq: std::sync::atomic::AtomicI64,
+}
+
+/// A committed client transaction handed to the runner it wakes, so the runner starts from
+/// the row and events that transaction returned instead of reading them again.
+///
+/// The row stands for a read of the session at the transaction's commit. The loop's rule is
+/// that interrupt counts are taken *before* the row is read (so an interrupt committed after
+/// the read still cuts the next wait); here the read happened before the runner's snapshot,
+/// so the handoff carries [`Inner::interrupt_epoch`] as it was before the transaction began,
+/// and is used only while no interrupt was signalled in this process since then: an
+/// interrupt committed after the transaction is signalled after it, so either it changed
+/// the epoch before the runner's snapshot (the handoff is dropped and the row read as
+/// usual) or it is counted on the runner's handle after that snapshot.
+pub(crate) struct Handoff {
+    /// The row as committed.
+    pub rec: crate::store::SessionRecord,
+    /// Every event the transaction appended.
+    pub events: Vec<crate::store::EventRecord>,
+    /// [`Inner::interrupt_epoch`] before the transaction began.
+    pub epoch: u64,
+    /// The `span.model_request_start` the transaction logged for the runner to issue
+    /// (`engine::fast_start`).
+    pub armed: Option<String>,
 }
 
 impl RunnerHandle {
@@ -173,6 +207,34 @@ impl RunnerHandle {
             all: self.all_interrupts.load(Ordering::SeqCst),
             threads,
         }
+    }
+
+    /// Notes that a loop of this runner read or committed the session at `last_seq`.
+    pub(crate) fn saw_seq(&self, last_seq: i64) {
+        self.seen_seq.fetch_max(last_seq, Ordering::SeqCst);
+    }
+
+    /// Leaves `h` for the runner's next start, unless a newer one is already there.
+    fn hand_off(&self, mut h: Handoff) {
+        if let Some(id) = h.armed.take() {
+            *self.armed.lock().expect("armed lock") = Some(id);
+        }
+        let mut slot = self.handoff.lock().expect("handoff lock");
+        if slot
+            .as_ref()
+            .is_none_or(|old| old.rec.last_seq < h.rec.last_seq)
+        {
+            *slot = Some(h);
+        }
+    }
+
+    /// The handoff left for this start, if it is still current: no interrupt signalled since
+    /// its transaction began (`epoch` is [`Inner::interrupt_epoch`] now, read after the
+    /// runner's interrupt snapshot) and newer than anything this runner's loops saw.
+    fn take_handoff(&self, epoch: u64) -> Option<Handoff> {
+        let h = self.handoff.lock().expect("handoff lock").take()?;
+        let newer = h.rec.last_seq > self.seen_seq.load(Ordering::SeqCst);
+        (h.epoch == epoch && newer).then_some(h)
     }
 }
 
@@ -214,6 +276,9 @@ pub(crate) struct Inner {
     tasks: TaskTracker,
     /// Hooks asked about tool calls (issue 20); None in engines built without them.
     pub hooks: Option<Arc<hooks::Hooks>>,
+    /// Bumped by every interrupt signalled in this process (of any session), before the
+    /// runner's counts: see [`Handoff`].
+    pub interrupt_epoch: AtomicU64,
 }
 
 /// Handle to the engine; cheap to clone.
@@ -251,6 +316,7 @@ impl Engine {
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
                 hooks: None,
+                interrupt_epoch: AtomicU64::new(0),
             }),
         }
     }
@@ -380,16 +446,27 @@ impl Engine {
 
     /// Tells the session's runner there is new input, starting one if none runs here.
     pub fn wake(&self, session_id: &str) {
+        self.wake_with(session_id, None)
+    }
+
+    /// [`Engine::wake`], handing the runner what the waking transaction committed.
+    pub(crate) fn wake_with(&self, session_id: &str, handoff: Option<Handoff>) {
         if self.inner.shutdown.is_cancelled() {
             return;
         }
         let mut runners = self.inner.runners.lock().expect("runners lock");
         if let Some(h) = runners.get(session_id) {
+            if let Some(ho) = handoff {
+                h.hand_off(ho);
+            }
             h.dirty.store(true, Ordering::SeqCst);
             h.nudge.notify_one();
             return;
         }
         let handle = Arc::new(RunnerHandle::default());
+        if let Some(ho) = handoff {
+            handle.hand_off(ho);
+        }
         runners.insert(session_id.to_string(), handle.clone());
         let inner = self.inner.clone();
         let sid = session_id.to_string();
@@ -414,6 +491,8 @@ impl Engine {
 
     /// [`Engine::interrupt`] for this replica's runner only.
     fn interrupt_here(&self, session_id: &str, thread: Option<&str>) {
+        // First, so a runner that finds the epoch unchanged is sure to see the count change.
+        self.inner.interrupt_epoch.fetch_add(1, Ordering::SeqCst);
         let runners = self.inner.runners.lock().expect("runners lock");
         if let Some(h) = runners.get(session_id) {
             h.dirty.store(true, Ordering::SeqCst);
@@ -475,22 +554,33 @@ async fn run(inner: Arc<Inner>, sid: String, handle: Arc<RunnerHandle>) {
         // Read before the row (the loop's rule): an interrupt recorded after `take_lease`
         // read the row must still cut the first model request.
         let seen = handle.interrupts_seen();
-        match take_lease(&inner, &sid).await {
+        // A handoff stands for a row read before the snapshot: see `Handoff` for why the
+        // epoch, read after the snapshot, makes it as good as one read now.
+        let handoff = handle.take_handoff(inner.interrupt_epoch.load(Ordering::SeqCst));
+        let (taken, events) = match handoff.and_then(|h| Some((held(&inner, h.rec)?, h.events))) {
+            Some((rec, events)) => (Ok(Some(rec)), Some(events)),
+            None => (take_lease(&inner, &sid).await, None),
+        };
+        // Taken whatever this start finds: a later start no longer knows the span is new.
+        let armed = handle.armed.lock().expect("armed lock").take();
+        match taken {
             Ok(Some(rec)) => {
-                let released = match supervisor::drive(&inner, &handle, rec, &seen).await {
-                    Ok(turn::Ended::Released) => true,
-                    Ok(turn::Ended::NoWork) => false,
-                    Err(e) => {
-                        tracing::warn!(session_id = %sid, error = %e, "runner stopped");
-                        if !matches!(e, turn::RunError::LeaseLost) {
-                            tokio::select! {
-                                _ = inner.shutdown.cancelled() => {}
-                                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                handle.saw_seq(rec.last_seq);
+                let released =
+                    match supervisor::drive(&inner, &handle, rec, &seen, events, armed).await {
+                        Ok(turn::Ended::Released) => true,
+                        Ok(turn::Ended::NoWork) => false,
+                        Err(e) => {
+                            tracing::warn!(session_id = %sid, error = %e, "runner stopped");
+                            if !matches!(e, turn::RunError::LeaseLost) {
+                                tokio::select! {
+                                    _ = inner.shutdown.cancelled() => {}
+                                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                                }
                             }
+                            false
                         }
-                        false
-                    }
-                };
+                    };
                 if !released && let Err(e) = inner.store.release_lease(&sid, &inner.owner).await {
                     tracing::warn!(session_id = %sid, error = %e, "could not release lease; it will expire");
                 }
@@ -527,6 +617,16 @@ impl Drop for Registration {
     }
 }
 
+/// `rec` if it shows the session active with this process's lease granted (as the
+/// transaction that woke the runner leaves it).
+fn held(inner: &Inner, rec: crate::store::SessionRecord) -> Option<crate::store::SessionRecord> {
+    let now = time::now();
+    let ttl = inner.config.lease_ttl.as_micros() as i64;
+    let held = rec.lease_owner.as_deref() == Some(inner.owner.as_str())
+        && rec.lease_expires_at.is_some_and(|t| t > now + ttl / 2);
+    (held && state::status_of(&rec).is_active()).then_some(rec)
+}
+
 /// The session row if this process now holds its lease: granted with the work (no write
 /// needed) or claimed here.
 async fn take_lease(
@@ -561,7 +661,57 @@ async fn take_lease(
 
 #[cfg(test)]
 mod tests {
-    use super::RunnerHandle;
+    use super::{Handoff, RunnerHandle};
+
+    fn handoff(last_seq: i64, epoch: u64) -> Handoff {
+        let mut rec = crate::engine::fixtures::session(
+            crate::domain::session::SessionStatus::Running,
+            &Default::default(),
+            false,
+        );
+        rec.last_seq = last_seq;
+        Handoff {
+            rec,
+            events: vec![],
+            epoch,
+            armed: None,
+        }
+    }
+
+    #[test]
+    fn a_handoff_is_taken_only_while_current() {
+        // (handed at last_seq, epoch when handed, epoch at the runner's start, the runner's
+        // loops saw up to) -> taken
+        let cases = [
+            (5, 0, 0, 0, true),
+            (5, 3, 3, 4, true),
+            // An interrupt was signalled since the handing transaction began.
+            (5, 0, 1, 0, false),
+            // The runner's own loops wrote (or read) as far or further: the row is stale.
+            (5, 0, 0, 5, false),
+            (5, 0, 0, 9, false),
+        ];
+        for (seq, handed, now, seen, taken) in cases {
+            let h = RunnerHandle::default();
+            h.saw_seq(seen);
+            h.hand_off(handoff(seq, handed));
+            assert_eq!(
+                h.take_handoff(now).is_some(),
+                taken,
+                "{seq} {handed} {now} {seen}"
+            );
+            assert!(h.take_handoff(now).is_none(), "taken once");
+        }
+        // Of two handoffs the newer stays, whatever order they come in; the armed request
+        // is kept apart from either.
+        let h = RunnerHandle::default();
+        let mut armed = handoff(7, 0);
+        armed.armed = Some("sevt_start".into());
+        h.hand_off(armed);
+        h.hand_off(handoff(6, 0));
+        assert_eq!(h.take_handoff(0).map(|h| h.rec.last_seq), Some(7));
+        assert_eq!(h.armed.lock().unwrap().as_deref(), Some("sevt_start"));
+    }
 
     #[test]
     fn a_snapshot_counts_as_the_handle_did_and_misses_later_interrupts() {

@@ -156,18 +156,23 @@ impl Loop<'_> {
         let ready = self.prepare_mcp().await;
         if !matches!(ready, Ok(true)) {
             self.transcript.give_back(messages);
+            if let (Ok(false), Some(id)) = (&ready, self.prestarted.take()) {
+                self.close_unissued(id).await?;
+            }
             // An interrupt came first (the loop handles it next): the input this request
             // would have taken is consumed, as by an interrupted request.
             self.consume(consumed).await?;
             return ready.map(|_| ());
         }
         let mut messages = messages;
-        super::file_sources::inline(self.inner, &self.sid, &mut messages).await;
+        // Messages an earlier request inlined are as it left them.
+        let from = self.transcript.inlined().min(messages.len());
+        super::file_sources::inline(self.inner, &self.sid, &mut messages[from..]).await;
         let mut request = self.request(messages);
         request.system = self.with_skills_note(request.system.take()).await?;
         let done = self.send_request(&mut request, consumed).await;
         self.transcript
-            .give_back(std::mem::take(&mut request.messages));
+            .give_back_inlined(std::mem::take(&mut request.messages));
         done
     }
 
@@ -176,7 +181,16 @@ impl Loop<'_> {
         request: &mut ModelRequest,
         mut consumed: Vec<String>,
     ) -> Result<(), RunError> {
+        // A request the waking transaction started (`engine::fast_start`): the first attempt
+        // issues it; nothing is consumed with it, or it is closed and one is started here.
+        let mut prestarted = self.prestarted.take();
+        if let Some(id) = prestarted.take_if(|_| !consumed.is_empty()) {
+            self.close_unissued(id).await?;
+        }
         if self.requests >= self.inner.config.max_requests_per_turn {
+            if let Some(id) = prestarted.take() {
+                self.close_unissued(id).await?;
+            }
             self.consume(std::mem::take(&mut consumed)).await?;
             let msg = format!(
                 "the turn made {} model requests, the most allowed; send a new message to continue",
@@ -191,6 +205,9 @@ impl Loop<'_> {
                 route.client
             }
             Err(msg) => {
+                if let Some(id) = prestarted.take() {
+                    self.close_unissued(id).await?;
+                }
                 self.consume(consumed).await?;
                 return self.fail_turn("model_request_failed_error", &msg).await;
             }
@@ -198,27 +215,35 @@ impl Loop<'_> {
         let priced = self.inner.config.prices.of(&self.agent.model.id).is_some();
         let mut attempt = 0u32;
         loop {
-            let start = server_event(kind::SPAN_START, json!({}), &self.thread, time::now());
-            let start_id = start.id.clone();
-            let consumed = std::mem::take(&mut consumed);
-            let n = consumed.len() as u32;
-            let ender = self.ender();
-            let appended = self
-                .commit(
-                    move |rec, st| {
-                        st.queued = st.queued.saturating_sub(n);
-                        // The budget gate: a request is made only under the cap.
-                        if let Some(stop) = super::budget::gate(&ender, rec, st, priced)? {
-                            return Ok(stop);
-                        }
-                        Ok(vec![start])
-                    },
-                    consumed,
-                )
-                .await?;
-            if !appended.iter().any(|e| e.id == start_id) {
-                return Ok(());
-            }
+            let start_id = match prestarted.take() {
+                // Logged, past the budget gate, in the transaction that woke the runner.
+                Some(id) => id,
+                None => {
+                    let start =
+                        server_event(kind::SPAN_START, json!({}), &self.thread, time::now());
+                    let start_id = start.id.clone();
+                    let consumed = std::mem::take(&mut consumed);
+                    let n = consumed.len() as u32;
+                    let ender = self.ender();
+                    let appended = self
+                        .commit(
+                            move |rec, st| {
+                                st.queued = st.queued.saturating_sub(n);
+                                // The budget gate: a request is made only under the cap.
+                                if let Some(stop) = super::budget::gate(&ender, rec, st, priced)? {
+                                    return Ok(stop);
+                                }
+                                Ok(vec![start])
+                            },
+                            consumed,
+                        )
+                        .await?;
+                    if !appended.iter().any(|e| e.id == start_id) {
+                        return Ok(());
+                    }
+                    start_id
+                }
+            };
 
             let message_id = new_id("sevt");
             let thinking_id = new_id("sevt");

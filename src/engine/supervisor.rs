@@ -14,17 +14,21 @@ use super::delegation::thread_agent;
 use super::turn::{Crew, Ended, Loop, Role, RunError};
 use super::{Inner, InterruptsSeen, RunnerHandle};
 
-use crate::store::{SessionRecord, StoreError};
+use crate::store::{EventRecord, SessionRecord, StoreError};
 
 type ChildRun<'a> = Pin<Box<dyn Future<Output = (String, Result<Ended, RunError>)> + Send + 'a>>;
 
 /// Drives the session until it has no work (idle or terminated), the lease is lost, or the
-/// process shuts down.
+/// process shuts down. `handed` are the events of the transaction that committed `rec`,
+/// when the runner was handed them (see `engine::Handoff`); `armed`, the model request that
+/// transaction started for the primary thread (`engine::fast_start`).
 pub(super) async fn drive(
     inner: &Inner,
     handle: &RunnerHandle,
     rec: SessionRecord,
     seen: &InterruptsSeen,
+    handed: Option<Vec<EventRecord>>,
+    armed: Option<String>,
 ) -> Result<Ended, RunError> {
     let (spawn, mut to_spawn) = mpsc::unbounded_channel();
     let crew = Crew {
@@ -44,8 +48,18 @@ pub(super) async fn drive(
         body.agent.clone(),
         Role::Primary,
     )?;
+    primary.armed = armed;
+    // Events that directly follow what the primary's last loop knew make the row and them
+    // its whole view: it reads neither again.
+    let first = match handed {
+        Some(events) => {
+            primary.carry(rec.clone(), &events, seen.count(&body.primary_thread_id));
+            primary.carried.is_none().then_some(rec)
+        }
+        None => Some(rec),
+    };
     let span = tracing::info_span!("thread", thread_id = %body.primary_thread_id);
-    let main = tracing::Instrument::instrument(primary.run(Some(rec)), span);
+    let main = tracing::Instrument::instrument(primary.run(first), span);
     tokio::pin!(main);
     let mut children: FuturesUnordered<ChildRun<'_>> = FuturesUnordered::new();
     let mut running: HashSet<String> = HashSet::new();
@@ -92,6 +106,7 @@ async fn run_child<'a>(
             .await
             .map_err(super::turn::store_err)?
             .ok_or(RunError::Gone)?;
+        handle.saw_seq(rec.last_seq);
         let thread = inner
             .store
             .get_thread(&rec.id, &tid)

@@ -132,6 +132,12 @@ pub(super) struct Loop<'a> {
     pub carried: Option<Carried>,
     /// Long waits begun so far; a carried row is stale once a wait follows its commit.
     pub waits: AtomicU64,
+    /// A `span.model_request_start` the transaction that woke the runner logged for this
+    /// (primary) loop to issue (`engine::fast_start`); looked at by the first pass only.
+    pub armed: Option<String>,
+    /// That span, once the pass found it open and about to call the model: the request
+    /// issues it instead of starting one.
+    pub prestarted: Option<String>,
     /// The environment's network policy (permission checks, web tools).
     pub egress: EgressPolicy,
     /// Sandbox tools are run by the user's workers, not here (`self_hosted` environments).
@@ -200,6 +206,8 @@ impl<'a> Loop<'a> {
             released: false,
             carried: None,
             waits: AtomicU64::new(0),
+            armed: None,
+            prestarted: None,
             tools: None,
             repo_errors: vec![],
             mcp_offer: Default::default(),
@@ -247,6 +255,12 @@ impl<'a> Loop<'a> {
     pub async fn run(&mut self, first: Option<SessionRecord>) -> Result<Ended, RunError> {
         let ended = self.drive(first).await;
         if ended.is_ok() && !self.consumed_here {
+            // What the last commit wrote (the turn's end, usually) is known: the next loop
+            // need not read it again.
+            if let Some(c) = self.carried.take() {
+                self.last_seq = c.last_seq;
+                self.absorb(c.fresh);
+            }
             let known = Known {
                 events: std::mem::take(&mut self.events),
                 last_seq: self.last_seq,
@@ -284,9 +298,12 @@ impl<'a> Loop<'a> {
                 }
                 (None, None) => {
                     self.seen_interrupts = self.handle.interrupt_count(&self.thread);
-                    self.hold(self.inner.store.get_session_by_id(&self.sid))
+                    let rec = self
+                        .hold(self.inner.store.get_session_by_id(&self.sid))
                         .await?
-                        .ok_or(RunError::Gone)?
+                        .ok_or(RunError::Gone)?;
+                    self.handle.saw_seq(rec.last_seq);
+                    rec
                 }
             };
             let st = EngineState::of(&rec)?;
@@ -309,6 +326,19 @@ impl<'a> Loop<'a> {
             if !caught_up {
                 self.refresh().await?;
             }
+            // A request the waking transaction started (`engine::fast_start`) is issued by
+            // this pass when the log shows it open and the pass calls the model anyway; any
+            // other step closes it first, as an interrupted request is closed.
+            if let Some(id) = self.armed.take()
+                && self.transcript.started() == Some(id.as_str())
+            {
+                if self.issues_now(&st, rescheduling) {
+                    self.prestarted = Some(id);
+                } else {
+                    self.close_unissued(id).await?;
+                    continue;
+                }
+            }
             if st.interrupt_of(&self.thread) {
                 self.interrupt(&st).await?;
                 continue;
@@ -321,7 +351,11 @@ impl<'a> Loop<'a> {
             }
             // The messages are only lent to a model request (or copied to continue one).
             let ctx = self.transcript.outline();
-            if let Some(start) = ctx.dangling_request {
+            if let Some(start) = ctx
+                .dangling_request
+                .clone()
+                .filter(|s| self.prestarted.as_ref() != Some(s))
+            {
                 // The process died during this request: close its span and issue it again.
                 let end = server_event(
                     kind::SPAN_END,
@@ -410,6 +444,35 @@ impl<'a> Loop<'a> {
                 Tail::Empty => self.finish(StopReason::EndTurn, None).await?,
             }
         }
+    }
+
+    /// Whether this pass goes straight to a model request on the user's input: what the
+    /// steps before it (interrupt, orphaned tool, retry, grading, queued input) and the
+    /// compaction check would find nothing to do.
+    fn issues_now(&self, st: &EngineState, rescheduling: bool) -> bool {
+        self.is_primary()
+            && !st.interrupt_of(&self.thread)
+            && st.running_tool_of(&self.thread).is_none()
+            && !rescheduling
+            && super::outcomes::evaluating(st).is_none()
+            // No queued input to take first (a request that would take some closes the
+            // span itself: see `send_request`).
+            && st.queued == 0
+            && self.transcript.outline().tail == Tail::User
+            && !self.compaction_due()
+    }
+
+    /// Closes a request that was started for this loop and never issued, as an interrupted
+    /// one is closed.
+    pub(super) async fn close_unissued(&mut self, id: String) -> Result<(), RunError> {
+        let end = server_event(
+            kind::SPAN_END,
+            events::span_end(&id, &ModelUsage::default(), false),
+            &self.thread,
+            time::now(),
+        );
+        self.commit(move |_, _| Ok(vec![end]), vec![]).await?;
+        Ok(())
     }
 
     /// Awaits a store call, mapping a lost lease (fencing) to [`RunError::LeaseLost`]. Store
@@ -523,7 +586,7 @@ impl<'a> Loop<'a> {
     /// The events wait in [`Carried`] until then: the transcript may be lent to a model
     /// request now. `interrupts` is the handle's count taken before the transaction locked
     /// the row.
-    fn carry(&mut self, rec: SessionRecord, appended: &[EventRecord], interrupts: u64) {
+    pub(super) fn carry(&mut self, rec: SessionRecord, appended: &[EventRecord], interrupts: u64) {
         let pending = self.carried.take();
         let read_to = pending.as_ref().map_or(self.last_seq, |c| c.last_seq);
         let follows = appended
@@ -593,6 +656,7 @@ impl<'a> Loop<'a> {
             .await?
             .ok_or(RunError::Gone)?;
         self.released = rec.lease_owner.as_deref() != Some(self.inner.owner.as_str());
+        self.handle.saw_seq(rec.last_seq);
         self.inner.hub.publish(&self.sid, &appended);
         if let Some(rx) = awaits_rx
             && rx.await.unwrap_or(false)

@@ -11,6 +11,7 @@ mod engine;
 mod environments;
 mod errors;
 mod escalation;
+mod fast_start;
 mod files;
 mod first_hour;
 mod history;

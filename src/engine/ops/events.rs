@@ -5,8 +5,11 @@ use super::txn::decide;
 use crate::domain::events::{Answer, ClientEvent, kind};
 use crate::domain::invalid::Invalid;
 use crate::domain::time;
-use crate::engine::Engine;
+use std::sync::atomic::Ordering;
+
+use crate::engine::fast_start;
 use crate::engine::intake::{self, Accepted};
+use crate::engine::{Engine, Handoff};
 use crate::store::EventRecord;
 
 impl Engine {
@@ -25,10 +28,16 @@ impl Engine {
         let post = self.hook_batch(ws, id, &batch).await?;
         let n = batch.len();
         let lease = self.lease_grant();
+        // Before the transaction, for the runner it wakes (see `engine::Handoff`).
+        let epoch = self.inner.interrupt_epoch.load(Ordering::SeqCst);
         let decided = {
             let batch = batch.clone();
+            let inner = self.inner.clone();
             decide(&self.inner, ws, id, move |rec| {
-                intake::accept(rec, &batch, &post, lease.as_ref(), time::now())
+                let now = time::now();
+                let (mut out, acc) = intake::accept(rec, &batch, &post, lease.as_ref(), now)?;
+                let armed = fast_start::arm(&inner, rec, &batch, &mut out, &acc, now);
+                Ok((out, (acc, armed)))
             })
             .await
         };
@@ -42,15 +51,22 @@ impl Engine {
             }
             Err(e) => return Err(e),
         };
-        self.signal_accepted(id, &committed.rec.environment_id, &committed.value);
-        let mut events = committed.events;
-        events.truncate(n);
-        Ok(events)
+        let echoes = committed.events[..n.min(committed.events.len())].to_vec();
+        let (acc, armed) = committed.value;
+        let environment_id = committed.rec.environment_id.clone();
+        let handoff = Handoff {
+            rec: committed.rec,
+            events: committed.events,
+            epoch,
+            armed,
+        };
+        self.signal_accepted(id, &environment_id, &acc, handoff);
+        Ok(echoes)
     }
 
     /// Tells the runner (here or on another replica) and the workers what an accepted batch
-    /// changed.
-    fn signal_accepted(&self, id: &str, environment_id: &str, acc: &Accepted) {
+    /// changed; a runner woken here is handed what the batch committed.
+    fn signal_accepted(&self, id: &str, environment_id: &str, acc: &Accepted, handoff: Handoff) {
         if acc.interrupt_all {
             self.interrupt(id, None);
         }
@@ -58,7 +74,7 @@ impl Engine {
             self.interrupt(id, Some(t));
         }
         if acc.wake {
-            self.wake(id);
+            self.wake_with(id, Some(handoff));
         }
         if acc.work {
             self.inner.hub.work_queued(environment_id);

@@ -5,6 +5,7 @@ use sqlx::postgres::Postgres;
 use sqlx::{QueryBuilder, Row};
 
 use super::rows::{self, EVENT_COLS};
+use super::sink::Sink;
 use super::{PgStore, push_scan};
 use crate::domain::time::Micros;
 use crate::store::{EventFilter, EventRecord, NewEvent, Scan, StoreResult};
@@ -12,7 +13,7 @@ use crate::store::{EventFilter, EventRecord, NewEvent, Scan, StoreResult};
 /// Pushes an `INSERT` of `events` (sequence numbers from `first_seq`) onto `qb`, to run
 /// alone or as a `WITH` part of a larger statement; returns the records as stored.
 pub(super) fn push_insert(
-    qb: &mut QueryBuilder<'_, Postgres>,
+    qb: &mut impl Sink,
     session_id: &str,
     first_seq: i64,
     events: &[NewEvent],
@@ -55,38 +56,38 @@ pub(super) fn push_insert(
             created_at: now,
         });
     }
-    qb.push(
+    qb.sql(
         "INSERT INTO events (session_id, seq, id, thread_id, type, body, internal, answers, \
          answer_kind, processed_at, created_at, crosspost) \
          SELECT ",
     )
-    .push_bind(session_id.to_string())
-    .push(
+    .arg(session_id.to_string())
+    .sql(
         ", u.seq, u.id, u.thread_id, u.type, u.body::json, u.internal::json, u.answers, \
          u.answer_kind, u.processed_at, ",
     )
-    .push_bind(now)
-    .push(", u.crosspost FROM UNNEST(")
-    .push_bind(seqs)
-    .push("::bigint[], ")
-    .push_bind(ids)
-    .push("::text[], ")
-    .push_bind(threads)
-    .push("::text[], ")
-    .push_bind(kinds)
-    .push("::text[], ")
-    .push_bind(bodies)
-    .push("::text[], ")
-    .push_bind(internals)
-    .push("::text[], ")
-    .push_bind(answers)
-    .push("::text[], ")
-    .push_bind(answer_kinds)
-    .push("::text[], ")
-    .push_bind(processed)
-    .push("::bigint[], ")
-    .push_bind(crossposts)
-    .push(
+    .arg(now)
+    .sql(", u.crosspost FROM UNNEST(")
+    .arg(seqs)
+    .sql("::bigint[], ")
+    .arg(ids)
+    .sql("::text[], ")
+    .arg(threads)
+    .sql("::text[], ")
+    .arg(kinds)
+    .sql("::text[], ")
+    .arg(bodies)
+    .sql("::text[], ")
+    .arg(internals)
+    .sql("::text[], ")
+    .arg(answers)
+    .sql("::text[], ")
+    .arg(answer_kinds)
+    .sql("::text[], ")
+    .arg(processed)
+    .sql("::bigint[], ")
+    .arg(crossposts)
+    .sql(
         "::bigint[]) AS u (seq, id, thread_id, type, body, internal, answers, answer_kind, \
          processed_at, crosspost)",
     );

@@ -8,6 +8,7 @@
 //! leave a transaction open) is closed instead. A connection is checked only after sitting
 //! idle a while, when the server or a proxy may have dropped it.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -27,15 +28,51 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A small pool of connections that skips sqlx's per-use pings.
 pub(super) struct HotConns {
     options: PgConnectOptions,
-    idle: Mutex<Vec<(PgConnection, Instant)>>,
+    idle: Mutex<Vec<(PgConnection, Prepared, Instant)>>,
     permits: Semaphore,
 }
 
 /// A connection taken from [`HotConns`]; closed on drop unless [`HotConn::release`]d.
 pub(super) struct HotConn<'a> {
-    conn: Option<PgConnection>,
+    conn: Option<(PgConnection, Prepared)>,
     home: &'a HotConns,
     _permit: SemaphorePermit<'a>,
+}
+
+/// How many statements a connection keeps prepared by name (beyond sqlx's own cache).
+const MAX_PREPARED: usize = 200;
+
+/// The statements this code prepared by name (`PREPARE`) on one connection, by their text:
+/// they live as long as the connection, and outlive a rolled-back transaction.
+#[derive(Debug, Default)]
+pub(super) struct Prepared {
+    names: HashMap<String, String>,
+    /// Names handed out so far; a name is never handed out twice, so one a failed query
+    /// may have prepared is never prepared again.
+    issued: u64,
+}
+
+impl Prepared {
+    /// The name `text` is prepared under, if it is.
+    pub(super) fn name_of(&self, text: &str) -> Option<&str> {
+        self.names.get(text).map(String::as_str)
+    }
+
+    /// A name never used on this connection.
+    pub(super) fn next_name(&mut self) -> String {
+        self.issued += 1;
+        format!("mast_w_{}", self.issued)
+    }
+
+    /// Whether another statement may be kept prepared.
+    pub(super) fn has_room(&self) -> bool {
+        self.names.len() < MAX_PREPARED
+    }
+
+    /// Notes that `text` is prepared as `name`.
+    pub(super) fn remember(&mut self, text: String, name: String) {
+        self.names.insert(text, name);
+    }
 }
 
 impl HotConns {
@@ -56,10 +93,12 @@ impl HotConns {
             .map_err(|_| sqlx::Error::PoolClosed)?;
         loop {
             let next = self.idle.lock().expect("hot connections").pop();
-            let Some((mut conn, since)) = next else { break };
+            let Some((mut conn, prepared, since)) = next else {
+                break;
+            };
             if since.elapsed() < CHECK_AFTER_IDLE || conn.ping().await.is_ok() {
                 return Ok(HotConn {
-                    conn: Some(conn),
+                    conn: Some((conn, prepared)),
                     home: self,
                     _permit: permit,
                 });
@@ -72,7 +111,7 @@ impl HotConns {
             .await
             .map_err(|_| sqlx::Error::PoolTimedOut)??;
         Ok(HotConn {
-            conn: Some(conn),
+            conn: Some((conn, Prepared::default())),
             home: self,
             _permit: permit,
         })
@@ -82,20 +121,27 @@ impl HotConns {
 impl HotConn<'_> {
     /// The connection, for running statements on.
     pub(super) fn conn(&mut self) -> &mut PgConnection {
-        self.conn
+        self.parts().0
+    }
+
+    /// The connection and what is prepared on it.
+    pub(super) fn parts(&mut self) -> (&mut PgConnection, &mut Prepared) {
+        let (conn, prepared) = self
+            .conn
             .as_mut()
-            .expect("a hot connection is held until released")
+            .expect("a hot connection is held until released");
+        (conn, prepared)
     }
 
     /// Hands the connection back for reuse: call only when its last statement finished and
     /// no transaction is open on it.
     pub(super) fn release(mut self) {
-        if let Some(conn) = self.conn.take() {
+        if let Some((conn, prepared)) = self.conn.take() {
             self.home
                 .idle
                 .lock()
                 .expect("hot connections")
-                .push((conn, Instant::now()));
+                .push((conn, prepared, Instant::now()));
         }
     }
 

@@ -15,6 +15,7 @@ mod leases;
 mod memory;
 mod rows;
 mod sessions;
+mod sink;
 mod skills;
 mod transact;
 mod vaults;

@@ -4,6 +4,7 @@ use sqlx::postgres::Postgres;
 use sqlx::{QueryBuilder, Row};
 
 use super::rows::{self, SESSION_CLOCK, SESSION_COLS, THREAD_COLS};
+use super::sink::Sink;
 use super::{PgStore, events, push_scan, work};
 use crate::domain::time;
 use crate::store::{
@@ -12,23 +13,29 @@ use crate::store::{
 };
 
 /// Pushes an `INSERT` of one thread onto `qb`.
-pub(super) fn push_insert_thread(qb: &mut QueryBuilder<'_, Postgres>, t: &ThreadRecord) {
-    qb.push(
+pub(super) fn push_insert_thread(qb: &mut impl Sink, t: &ThreadRecord) {
+    qb.sql(
         "INSERT INTO threads (id, session_id, parent_thread_id, spawning_event_id, status, body, \
          created_at, updated_at, archived_at) VALUES (",
-    );
-    let mut v = qb.separated(", ");
-    v.push_bind(t.id.clone())
-        .push_bind(t.session_id.clone())
-        .push_bind(t.parent_thread_id.clone())
-        .push_bind(t.spawning_event_id.clone())
-        .push_bind(t.status.clone())
-        .push_bind(t.body.clone())
-        .push_unseparated("::json")
-        .push_bind(t.created_at)
-        .push_bind(t.updated_at)
-        .push_bind(t.archived_at);
-    qb.push(")");
+    )
+    .arg(t.id.clone())
+    .sql(", ")
+    .arg(t.session_id.clone())
+    .sql(", ")
+    .arg(t.parent_thread_id.clone())
+    .sql(", ")
+    .arg(t.spawning_event_id.clone())
+    .sql(", ")
+    .arg(t.status.clone())
+    .sql(", ")
+    .arg(t.body.clone())
+    .sql("::json, ")
+    .arg(t.created_at)
+    .sql(", ")
+    .arg(t.updated_at)
+    .sql(", ")
+    .arg(t.archived_at)
+    .sql(")");
 }
 
 impl PgStore {

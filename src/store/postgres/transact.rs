@@ -1,24 +1,54 @@
 //! The session transaction, the engine's hot path: lock the row, decide, then write
 //! everything the decision produced in one statement (a `WITH` of the session's changed
-//! columns, the new events, the consumed input, new threads and work) — three round trips in
-//! all (`BEGIN` sent with the locking read, the write, `COMMIT`) whatever the decision holds.
+//! columns, the new events, the consumed input, new threads and work) — two round trips in
+//! all: `BEGIN` sent with the locking read, then the write sent with `COMMIT`. sqlx runs one
+//! statement per round trip, so the write goes as a simple query of its own: each statement
+//! prepared once per connection (`PREPARE`, with the parameter types sqlx would send) and
+//! executed by name with its arguments as literals (`sink::Stmt`), then `COMMIT`. Arguments
+//! that cannot be literals (a NUL) or are very large take the bound path, a round trip per
+//! statement and one for `COMMIT`.
+
+use std::fmt::Write as _;
 
 use sqlx::postgres::{PgConnection, Postgres};
 use sqlx::{Executor as _, QueryBuilder, Row};
 
 use super::clock::Stamp;
+use super::hot::Prepared;
 use super::rows::{self, SESSION_CLOCK, SESSION_COLS};
+use super::sink::{Sink, Stmt};
 use super::{PgStore, events, sessions, work};
 use crate::domain::time;
 use crate::store::{
     EventRecord, SessionRecord, SessionTxn, StoreError, StoreResult, TxnOutput, Writer,
 };
 
+/// Arguments past this many bytes of literals go bound instead (a literal is scanned by the
+/// server's parser, a bind is copied).
+const LITERAL_LIMIT: usize = 256 << 10;
+
+/// A statement under construction, of either kind.
+trait NewSink: Sink {
+    fn new() -> Self;
+}
+
+impl NewSink for Stmt {
+    fn new() -> Self {
+        Stmt::default()
+    }
+}
+
+impl NewSink for QueryBuilder<'static, Postgres> {
+    fn new() -> Self {
+        QueryBuilder::new("")
+    }
+}
+
 /// Starts the next `WITH` part of the statement, named `name`.
-fn part(qb: &mut QueryBuilder<'_, Postgres>, parts: &mut usize, name: &str) {
-    qb.push(if *parts == 0 { "WITH " } else { ", " })
-        .push(name)
-        .push(" AS (");
+fn part(qb: &mut impl Sink, parts: &mut usize, name: &str) {
+    qb.sql(if *parts == 0 { "WITH " } else { ", " })
+        .sql(name)
+        .sql(" AS (");
     *parts += 1;
 }
 
@@ -27,7 +57,7 @@ fn part(qb: &mut QueryBuilder<'_, Postgres>, parts: &mut usize, name: &str) {
 /// agent snapshot) is never rewritten: Postgres keeps it out of line (TOAST) and an update
 /// that does not name it carries the stored value over without copying it.
 fn push_session_update(
-    qb: &mut QueryBuilder<'_, Postgres>,
+    qb: &mut impl Sink,
     parts: &mut usize,
     before: &SessionRecord,
     rec: &SessionRecord,
@@ -60,51 +90,56 @@ fn push_session_update(
         return false;
     }
     part(qb, parts, "s");
-    qb.push("UPDATE sessions SET ");
-    let mut set = qb.separated(", ");
-    for (column, old, new, cast) in texts {
+    qb.sql("UPDATE sessions SET ");
+    let mut first = true;
+    for (name, old, new, cast) in texts {
         if old != new {
-            set.push(column)
-                .push_unseparated(" = ")
-                .push_bind_unseparated(new.clone())
-                .push_unseparated(cast);
+            sep(qb, &mut first);
+            qb.sql(name).sql(" = ").arg(new.clone()).sql(cast);
         }
     }
-    for (column, old, new) in ints {
+    for (name, old, new) in ints {
         if old != new {
-            set.push(column)
-                .push_unseparated(" = ")
-                .push_bind_unseparated(new);
+            sep(qb, &mut first);
+            qb.sql(name).sql(" = ").arg(new);
         }
     }
-    for (column, old, new) in optional_ints {
+    for (name, old, new) in optional_ints {
         if old != new {
-            set.push(column)
-                .push_unseparated(" = ")
-                .push_bind_unseparated(new);
+            sep(qb, &mut first);
+            qb.sql(name).sql(" = ").arg(new);
         }
     }
     if owner_changed {
-        set.push("lease_owner = ")
-            .push_bind_unseparated(rec.lease_owner.clone());
+        sep(qb, &mut first);
+        qb.sql("lease_owner = ").arg(rec.lease_owner.clone());
     }
     if lease_changed {
+        sep(qb, &mut first);
         // A deadline granted by the decision, carried onto the database's clock.
         match rec.lease_expires_at {
             Some(until) => {
-                set.push("lease_expires_at = mast_time(")
-                    .push_bind_unseparated(stamp.at(until))
-                    .push_unseparated(", ")
-                    .push_bind_unseparated(stamp.expected)
-                    .push_unseparated(")");
+                qb.sql("lease_expires_at = mast_time(")
+                    .arg(stamp.at(until))
+                    .sql(", ")
+                    .arg(stamp.expected)
+                    .sql(")");
             }
             None => {
-                set.push("lease_expires_at = NULL");
+                qb.sql("lease_expires_at = NULL");
             }
         }
     }
-    qb.push(" WHERE id = ").push_bind(rec.id.clone()).push(")");
+    qb.sql(" WHERE id = ").arg(rec.id.clone()).sql(")");
     true
+}
+
+/// A comma before every `SET` item but the first.
+fn sep(qb: &mut impl Sink, first: &mut bool) {
+    if !*first {
+        qb.sql(", ");
+    }
+    *first = false;
 }
 
 impl PgStore {
@@ -120,7 +155,10 @@ impl PgStore {
         }
         let started = std::time::Instant::now();
         let mut hot = self.hot.get().await?;
-        let result = self.transact_on(hot.conn(), session_id, writer, f).await;
+        let (conn, prepared) = hot.parts();
+        let result = self
+            .transact_on(conn, prepared, session_id, writer, f)
+            .await;
         if matches!(result, Ok(Some(_))) {
             hot.release();
         } else if hot.conn().execute("ROLLBACK").await.is_ok() {
@@ -140,6 +178,7 @@ impl PgStore {
     async fn transact_on(
         &self,
         conn: &mut PgConnection,
+        prepared: &mut Prepared,
         session_id: &str,
         writer: &Writer,
         f: SessionTxn,
@@ -170,15 +209,98 @@ impl PgStore {
         let first_seq = before.last_seq + 1;
         rec.last_seq = before.last_seq + out.events.len() as i64;
 
-        let mut qb = QueryBuilder::<Postgres>::new("");
+        // Webhooks: the outbox rows of what this transaction changed, in its statement.
+        let hooks = crate::store::webhooks::session_events(
+            &rec.workspace_id,
+            session_id,
+            &out.events,
+            before.archived_at.is_none() && rec.archived_at.is_some(),
+        );
+        let write = Write {
+            session_id,
+            before: &before,
+            rec: &rec,
+            out: &out,
+            hooks: &hooks,
+            stamp: &stamp,
+            first_seq,
+            now,
+        };
+        let (stmts, events) = write.build::<Stmt>()?;
+        let literal = stmts.iter().all(|s| !s.unwritable)
+            && stmts.iter().map(Stmt::literal_bytes).sum::<usize>() <= LITERAL_LIMIT;
+        if literal {
+            // One round trip: every statement, then COMMIT.
+            let mut text = String::new();
+            let mut fresh = Vec::new();
+            for s in &stmts {
+                match prepared.name_of(&s.text) {
+                    Some(name) => s.execute(name, &mut text),
+                    None => {
+                        let name = prepared.next_name();
+                        s.prepare(&name, &mut text);
+                        s.execute(&name, &mut text);
+                        if prepared.has_room() {
+                            fresh.push((s.text.clone(), name));
+                        } else {
+                            let _ = write!(text, "DEALLOCATE {name}; ");
+                        }
+                    }
+                }
+            }
+            text.push_str("COMMIT");
+            conn.execute(sqlx::raw_sql(&text)).await?;
+            // Known prepared only once it surely is (a failed query prepared what came before
+            // its failure, under names never given out again).
+            for (text, name) in fresh {
+                prepared.remember(text, name);
+            }
+        } else {
+            let (stmts, _) = write.build::<QueryBuilder<'static, Postgres>>()?;
+            for mut qb in stmts {
+                qb.build().execute(&mut *conn).await?;
+            }
+            conn.execute("COMMIT").await?;
+        }
+        Ok(Some((rec, events)))
+    }
+}
+
+/// What a decision writes, as the statements that write it, in order.
+struct Write<'a> {
+    session_id: &'a str,
+    before: &'a SessionRecord,
+    rec: &'a SessionRecord,
+    out: &'a TxnOutput,
+    hooks: &'a [crate::store::webhooks::WebhookEvent],
+    stamp: &'a Stamp,
+    first_seq: i64,
+    now: i64,
+}
+
+impl Write<'_> {
+    /// The statements (none when nothing changed) and the events they append.
+    fn build<S: NewSink>(&self) -> StoreResult<(Vec<S>, Vec<EventRecord>)> {
+        let Write {
+            session_id,
+            before,
+            rec,
+            out,
+            hooks,
+            stamp,
+            first_seq,
+            now,
+        } = *self;
+        let mut stmts = Vec::new();
+        let mut qb = S::new();
         let mut parts = 0;
-        push_session_update(&mut qb, &mut parts, &before, &rec, &stamp);
+        push_session_update(&mut qb, &mut parts, before, rec, stamp);
         let events = if out.events.is_empty() {
             vec![]
         } else {
             part(&mut qb, &mut parts, "e");
             let stored = events::push_insert(&mut qb, session_id, first_seq, &out.events, now)?;
-            qb.push(")");
+            qb.sql(")");
             stored
         };
         // Parts of one statement do not see each other's rows: input consumed in the same
@@ -194,67 +316,57 @@ impl PgStore {
         });
         if !out.mark_processed.is_empty() && !marks_new {
             part(&mut qb, &mut parts, "m");
-            push_mark_processed(&mut qb, session_id, &out, rec.last_seq, now);
-            qb.push(")");
+            push_mark_processed(&mut qb, session_id, out, rec.last_seq, now);
+            qb.sql(")");
         }
         if let Some(w) = &out.ensure_work {
             part(&mut qb, &mut parts, "w");
             work::push_ensure(&mut qb, w);
-            qb.push(")");
+            qb.sql(")");
         }
         for (i, t) in out.new_threads.iter().enumerate() {
             part(&mut qb, &mut parts, &format!("t{i}"));
             sessions::push_insert_thread(&mut qb, t);
-            qb.push(")");
+            qb.sql(")");
         }
         if !changes_new {
             for (i, c) in out.thread_changes.iter().enumerate() {
                 part(&mut qb, &mut parts, &format!("c{i}"));
                 push_thread_change(&mut qb, session_id, c);
-                qb.push(")");
+                qb.sql(")");
             }
         }
-        // Webhooks: the outbox rows of what this transaction changed, in its statement.
-        let hooks = crate::store::webhooks::session_events(
-            &rec.workspace_id,
-            session_id,
-            &out.events,
-            before.archived_at.is_none() && rec.archived_at.is_some(),
-        );
         if !hooks.is_empty() {
             part(&mut qb, &mut parts, "wh");
-            super::webhooks::push_emit(&mut qb, &hooks, "");
-            qb.push(")");
+            super::webhooks::push_emit(&mut qb, hooks, "");
+            qb.sql(")");
         }
         if parts > 0 {
-            qb.push(" SELECT 1");
-            qb.build().execute(&mut *conn).await?;
+            qb.sql(" SELECT 1");
+            stmts.push(qb);
         }
-
         if marks_new {
-            let mut qb = QueryBuilder::<Postgres>::new("");
-            push_mark_processed(&mut qb, session_id, &out, rec.last_seq, now);
-            qb.build().execute(&mut *conn).await?;
+            let mut qb = S::new();
+            push_mark_processed(&mut qb, session_id, out, rec.last_seq, now);
+            stmts.push(qb);
         }
         if changes_new {
             for c in &out.thread_changes {
-                let mut qb = QueryBuilder::<Postgres>::new("");
+                let mut qb = S::new();
                 push_thread_change(&mut qb, session_id, c);
-                qb.build().execute(&mut *conn).await?;
+                stmts.push(qb);
             }
         }
         if out.flush_queued {
-            sqlx::query(
-                "UPDATE events SET processed_at = $1, internal = '{\"discarded\":true}'::json \
-                 WHERE session_id = $2 AND processed_at IS NULL",
-            )
-            .bind(now)
-            .bind(session_id)
-            .execute(&mut *conn)
-            .await?;
+            let mut qb = S::new();
+            qb.sql("UPDATE events SET processed_at = ")
+                .arg(now)
+                .sql(", internal = '{\"discarded\":true}'::json WHERE session_id = ")
+                .arg(session_id.to_string())
+                .sql(" AND processed_at IS NULL");
+            stmts.push(qb);
         }
-        conn.execute("COMMIT").await?;
-        Ok(Some((rec, events)))
+        Ok((stmts, events))
     }
 }
 
@@ -271,37 +383,33 @@ fn is_plain_id(id: &str) -> bool {
 /// everything logged so far (`after_seq`), whatever its sequence number (see
 /// `engine::context`).
 fn push_mark_processed(
-    qb: &mut QueryBuilder<'_, Postgres>,
+    qb: &mut impl Sink,
     session_id: &str,
     out: &TxnOutput,
     last_seq: i64,
     now: i64,
 ) {
-    qb.push("UPDATE events SET processed_at = ")
-        .push_bind(now)
-        .push(", internal = ")
-        .push_bind(serde_json::json!({ "after_seq": last_seq }).to_string())
-        .push("::json WHERE session_id = ")
-        .push_bind(session_id.to_string())
-        .push(" AND processed_at IS NULL AND id = ANY(")
-        .push_bind(out.mark_processed.clone())
-        .push(")");
+    qb.sql("UPDATE events SET processed_at = ")
+        .arg(now)
+        .sql(", internal = ")
+        .arg(serde_json::json!({ "after_seq": last_seq }).to_string())
+        .sql("::json WHERE session_id = ")
+        .arg(session_id.to_string())
+        .sql(" AND processed_at IS NULL AND id = ANY(")
+        .arg(out.mark_processed.clone())
+        .sql(")");
 }
 
 /// Pushes a thread's new status.
-fn push_thread_change(
-    qb: &mut QueryBuilder<'_, Postgres>,
-    session_id: &str,
-    c: &crate::store::ThreadChange,
-) {
-    qb.push("UPDATE threads SET status = ")
-        .push_bind(c.status.clone())
-        .push(", updated_at = ")
-        .push_bind(c.updated_at)
-        .push(", archived_at = ")
-        .push_bind(c.archived_at)
-        .push(" WHERE id = ")
-        .push_bind(c.id.clone())
-        .push(" AND session_id = ")
-        .push_bind(session_id.to_string());
+fn push_thread_change(qb: &mut impl Sink, session_id: &str, c: &crate::store::ThreadChange) {
+    qb.sql("UPDATE threads SET status = ")
+        .arg(c.status.clone())
+        .sql(", updated_at = ")
+        .arg(c.updated_at)
+        .sql(", archived_at = ")
+        .arg(c.archived_at)
+        .sql(" WHERE id = ")
+        .arg(c.id.clone())
+        .sql(" AND session_id = ")
+        .arg(session_id.to_string());
 }

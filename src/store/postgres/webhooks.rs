@@ -4,6 +4,7 @@
 use sqlx::postgres::{PgConnection, PgRow, Postgres};
 use sqlx::{QueryBuilder, Row};
 
+use super::sink::Sink;
 use super::{PgStore, push_scan};
 use crate::domain::time::{self, Micros};
 // Re-exported so the store's trait impl names records and operations through one path.
@@ -71,38 +72,34 @@ fn attempt(row: &PgRow) -> StoreResult<AttemptRecord> {
 /// order. Runs alone or as a `WITH` part of a larger statement.
 /// `only_if` is SQL added to the join's condition (e.g. `AND EXISTS (SELECT 1 FROM s)`, to
 /// write nothing when an earlier part of the statement changed nothing), or empty.
-pub(super) fn push_emit(
-    qb: &mut QueryBuilder<'_, Postgres>,
-    events: &[WebhookEvent],
-    only_if: &str,
-) {
+pub(super) fn push_emit(qb: &mut impl Sink, events: &[WebhookEvent], only_if: &str) {
     let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
     let kinds: Vec<String> = events.iter().map(|e| e.kind.clone()).collect();
     let wss: Vec<String> = events.iter().map(|e| e.workspace_id.clone()).collect();
     let payloads: Vec<String> = events.iter().map(|e| e.payload.clone()).collect();
     let ats: Vec<i64> = events.iter().map(|e| e.created_at).collect();
-    qb.push(
+    qb.sql(
         "INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, payload, state, \
          attempts, next_attempt_at, created_at, updated_at) \
          SELECT 'whdl_' || replace(gen_random_uuid()::text, '-', ''), en.id, u.id, u.kind, \
          u.payload, 'pending', 0, mast_clock(), u.at, u.at FROM UNNEST(",
     )
-    .push_bind(ids)
-    .push("::text[], ")
-    .push_bind(kinds)
-    .push("::text[], ")
-    .push_bind(wss)
-    .push("::text[], ")
-    .push_bind(payloads)
-    .push("::text[], ")
-    .push_bind(ats)
-    .push(
+    .arg(ids)
+    .sql("::text[], ")
+    .arg(kinds)
+    .sql("::text[], ")
+    .arg(wss)
+    .sql("::text[], ")
+    .arg(payloads)
+    .sql("::text[], ")
+    .arg(ats)
+    .sql(
         "::bigint[]) WITH ORDINALITY AS u (id, kind, ws, payload, at, n) \
          JOIN webhook_endpoints en ON en.workspace_id = u.ws AND en.enabled \
          AND strpos(en.event_types, '\"' || u.kind || '\"') > 0 ",
     )
-    .push(only_if)
-    .push(" ORDER BY u.n, en.id");
+    .sql(only_if)
+    .sql(" ORDER BY u.n, en.id");
 }
 
 /// Writes `events` to the outbox on `conn`, inside the caller's transaction.

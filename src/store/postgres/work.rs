@@ -6,6 +6,7 @@ use sqlx::{QueryBuilder, Row};
 
 use super::clock::db_time;
 use super::rows::{self, WORK_COLS};
+use super::sink::Sink;
 use super::{PgStore, push_scan};
 use crate::domain::time::Micros;
 use crate::store::{ExpiredWork, Scan, StoppedWork, StoreResult, WorkRecord, WorkStats, WorkTxn};
@@ -13,24 +14,27 @@ use crate::store::{ExpiredWork, Scan, StoppedWork, StoreResult, WorkRecord, Work
 const SECOND: Micros = 1_000_000;
 
 /// Pushes an insert of `w` unless its session already has a live item.
-pub(super) fn push_ensure(qb: &mut QueryBuilder<'_, Postgres>, w: &WorkRecord) {
-    qb.push(
+pub(super) fn push_ensure(qb: &mut impl Sink, w: &WorkRecord) {
+    qb.sql(
         "INSERT INTO work_items (id, workspace_id, environment_id, session_id, state, metadata, \
          created_at, updated_at, ttl_seconds) SELECT ",
-    );
-    let mut v = qb.separated(", ");
-    v.push_bind(w.id.clone())
-        .push_bind(w.workspace_id.clone())
-        .push_bind(w.environment_id.clone())
-        .push_bind(w.session_id.clone())
-        .push("'queued'")
-        .push("'{}'::json")
-        .push_bind(w.created_at)
-        .push_bind(w.created_at)
-        .push_bind(w.ttl_seconds);
-    qb.push(" WHERE NOT EXISTS (SELECT 1 FROM work_items WHERE session_id = ")
-        .push_bind(w.session_id.clone())
-        .push(" AND state <> 'stopped')");
+    )
+    .arg(w.id.clone())
+    .sql(", ")
+    .arg(w.workspace_id.clone())
+    .sql(", ")
+    .arg(w.environment_id.clone())
+    .sql(", ")
+    .arg(w.session_id.clone())
+    .sql(", 'queued', '{}'::json, ")
+    .arg(w.created_at)
+    .sql(", ")
+    .arg(w.created_at)
+    .sql(", ")
+    .arg(w.ttl_seconds)
+    .sql(" WHERE NOT EXISTS (SELECT 1 FROM work_items WHERE session_id = ")
+    .arg(w.session_id.clone())
+    .sql(" AND state <> 'stopped')");
 }
 
 impl PgStore {

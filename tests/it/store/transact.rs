@@ -20,6 +20,7 @@ backend_tests!(
     runners_write_only_while_they_hold_the_lease,
     failed_transactions_change_nothing,
     missing_sessions_give_none,
+    any_text_is_written_as_it_was,
 );
 
 async fn sequences_are_contiguous_under_concurrent_appends(b: Backend) {
@@ -408,5 +409,56 @@ async fn missing_sessions_give_none(b: Backend) {
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+/// Whatever a body holds — quotes, backslashes, escapes of control characters, any script,
+/// and sizes past what goes as a literal on Postgres (`store/postgres/transact.rs`) — it is
+/// read back exactly, in events, the row's columns and consumed input alike.
+async fn any_text_is_written_as_it_was(b: Backend) {
+    let (store, _d) = open(b).await;
+    session(store.as_ref(), "sesn_t").await;
+    let awkward =
+        "it's \\ \"quoted\" \\n \u{0}-free but \u{1} and \u{7f} and naïve ✓ 🚢 $1 E'' ;COMMIT";
+    let big = "x'\\".repeat(120_000);
+    let q = queued("user.message");
+    client_txn(store.as_ref(), "sesn_t", append(vec![q.clone()])).await;
+    for text in [awkward.to_string(), big] {
+        let mut e = event("agent.message");
+        e.body = json!({ "content": [{ "type": "text", "text": text }], "nul": "a\u{0}b" });
+        e.internal = Some(json!({ "text": text }));
+        let body = e.body.clone();
+        let usage = json!({ "note": text }).to_string();
+        let (t, u) = (text.clone(), usage.clone());
+        let q = q.clone();
+        let (rec, appended) = client_txn(
+            store.as_ref(),
+            "sesn_t",
+            Box::new(move |rec| {
+                rec.usage = u;
+                rec.status = format!("idle{}", &t[..1]);
+                Ok(TxnOutput {
+                    events: vec![e],
+                    mark_processed: vec![q.id.clone()],
+                    ..Default::default()
+                })
+            }),
+        )
+        .await;
+        let read = store
+            .events_after("sesn_t", rec.last_seq - 1, &[], 10)
+            .await
+            .unwrap();
+        assert_eq!(read[0].body, body);
+        assert_eq!(read[0].body, appended[0].body);
+        assert_eq!(read[0].internal, Some(json!({ "text": text })));
+        let row = store.get_session_by_id("sesn_t").await.unwrap().unwrap();
+        assert_eq!(row.usage, usage);
+        assert_eq!(row.status, format!("idle{}", &text[..1]));
+    }
+    let first = store.events_after("sesn_t", 0, &[], 1).await.unwrap();
+    assert!(
+        first[0].processed_at.is_some(),
+        "the queued input was consumed"
     );
 }

@@ -1,0 +1,283 @@
+//! Statements built once and sent either way: with binds through sqlx (`QueryBuilder`), or
+//! as a [`Stmt`] whose arguments are kept as values, so the session transaction can send its
+//! write, prepared once per connection, and `COMMIT` in one simple query (see
+//! `transact.rs`): sqlx runs one statement per round trip and has no pipelining.
+
+use std::fmt::Write as _;
+
+use sqlx::postgres::Postgres;
+use sqlx::{Encode, QueryBuilder, Type};
+
+/// Where a statement's text and arguments go.
+pub(super) trait Sink {
+    /// Appends SQL text.
+    fn sql(&mut self, text: &str) -> &mut Self;
+    /// Appends an argument (its placeholder in the text).
+    fn arg<T>(&mut self, v: T) -> &mut Self
+    where
+        T: Literal + for<'q> Encode<'q, Postgres> + Type<Postgres> + Send + 'static;
+}
+
+impl Sink for QueryBuilder<'_, Postgres> {
+    fn sql(&mut self, text: &str) -> &mut Self {
+        self.push(text)
+    }
+
+    fn arg<T>(&mut self, v: T) -> &mut Self
+    where
+        T: Literal + for<'q> Encode<'q, Postgres> + Type<Postgres> + Send + 'static,
+    {
+        self.push_bind(v)
+    }
+}
+
+/// A value written as an SQL literal of a known type.
+pub(super) trait Literal {
+    /// The Postgres type of the parameter (for `PREPARE`).
+    const TYPE: &'static str;
+    /// Appends the value as a literal; false when it cannot be one (a NUL character, which
+    /// no Postgres text holds: the bind it stands for would fail as well).
+    fn literal(&self, out: &mut String) -> bool;
+}
+
+/// `s` as an escape-string literal (`E'…'`), which reads the same under any
+/// `standard_conforming_strings`.
+fn text_literal(s: &str, out: &mut String) -> bool {
+    if s.contains('\0') {
+        return false;
+    }
+    out.push_str("E'");
+    for c in s.chars() {
+        match c {
+            '\'' => out.push_str("''"),
+            '\\' => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    true
+}
+
+impl Literal for String {
+    const TYPE: &'static str = "text";
+    fn literal(&self, out: &mut String) -> bool {
+        text_literal(self, out)
+    }
+}
+
+impl Literal for Option<String> {
+    const TYPE: &'static str = "text";
+    fn literal(&self, out: &mut String) -> bool {
+        match self {
+            Some(s) => text_literal(s, out),
+            None => {
+                out.push_str("NULL");
+                true
+            }
+        }
+    }
+}
+
+impl Literal for i64 {
+    const TYPE: &'static str = "int8";
+    fn literal(&self, out: &mut String) -> bool {
+        let _ = write!(out, "{self}");
+        true
+    }
+}
+
+impl Literal for Option<i64> {
+    const TYPE: &'static str = "int8";
+    fn literal(&self, out: &mut String) -> bool {
+        match self {
+            Some(v) => v.literal(out),
+            None => {
+                out.push_str("NULL");
+                true
+            }
+        }
+    }
+}
+
+fn array<T: Literal>(items: &[T], element: &str, out: &mut String) -> bool {
+    out.push_str("ARRAY[");
+    for (i, v) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        if !v.literal(out) {
+            return false;
+        }
+    }
+    let _ = write!(out, "]::{element}[]");
+    true
+}
+
+impl Literal for Vec<String> {
+    const TYPE: &'static str = "text[]";
+    fn literal(&self, out: &mut String) -> bool {
+        array(self, "text", out)
+    }
+}
+
+impl Literal for Vec<Option<String>> {
+    const TYPE: &'static str = "text[]";
+    fn literal(&self, out: &mut String) -> bool {
+        array(self, "text", out)
+    }
+}
+
+impl Literal for Vec<i64> {
+    const TYPE: &'static str = "int8[]";
+    fn literal(&self, out: &mut String) -> bool {
+        array(self, "int8", out)
+    }
+}
+
+impl Literal for Vec<Option<i64>> {
+    const TYPE: &'static str = "int8[]";
+    fn literal(&self, out: &mut String) -> bool {
+        array(self, "int8", out)
+    }
+}
+
+/// A statement with `$n` placeholders and its arguments as literals.
+#[derive(Debug, Default)]
+pub(super) struct Stmt {
+    pub text: String,
+    /// Each argument's type and literal.
+    pub args: Vec<(&'static str, String)>,
+    /// Some argument cannot be written as a literal.
+    pub unwritable: bool,
+}
+
+impl Sink for Stmt {
+    fn sql(&mut self, text: &str) -> &mut Self {
+        self.text.push_str(text);
+        self
+    }
+
+    fn arg<T>(&mut self, v: T) -> &mut Self
+    where
+        T: Literal + for<'q> Encode<'q, Postgres> + Type<Postgres> + Send + 'static,
+    {
+        let mut lit = String::new();
+        self.unwritable |= !v.literal(&mut lit);
+        self.args.push((T::TYPE, lit));
+        let _ = write!(self.text, "${}", self.args.len());
+        self
+    }
+}
+
+impl Stmt {
+    /// The bytes of its arguments' literals.
+    pub fn literal_bytes(&self) -> usize {
+        self.args.iter().map(|(_, l)| l.len()).sum()
+    }
+
+    /// `PREPARE name (types) AS text`.
+    pub fn prepare(&self, name: &str, out: &mut String) {
+        let _ = write!(out, "PREPARE {name}");
+        if !self.args.is_empty() {
+            out.push_str(" (");
+            for (i, (ty, _)) in self.args.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(ty);
+            }
+            out.push(')');
+        }
+        out.push_str(" AS ");
+        out.push_str(&self.text);
+        out.push_str("; ");
+    }
+
+    /// `EXECUTE name (literals)`.
+    pub fn execute(&self, name: &str, out: &mut String) {
+        let _ = write!(out, "EXECUTE {name}");
+        if !self.args.is_empty() {
+            out.push_str(" (");
+            for (i, (_, lit)) in self.args.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(lit);
+            }
+            out.push(')');
+        }
+        out.push_str("; ");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes one literal; false when it cannot be one.
+    type Write = Box<dyn Fn(&mut String) -> bool>;
+
+    #[test]
+    fn literals_quote_what_needs_it() {
+        let cases: Vec<(Write, Option<&str>)> = vec![
+            (
+                Box::new(|o| "plain".to_string().literal(o)),
+                Some("E'plain'"),
+            ),
+            (
+                Box::new(|o| r#"it's {"a":"\\n"}"#.to_string().literal(o)),
+                Some(r#"E'it''s {"a":"\\\\n"}'"#),
+            ),
+            (
+                Box::new(|o| "naïve ✓".to_string().literal(o)),
+                Some("E'naïve ✓'"),
+            ),
+            (Box::new(|o| None::<String>.literal(o)), Some("NULL")),
+            (Box::new(|o| (-42i64).literal(o)), Some("-42")),
+            (Box::new(|o| None::<i64>.literal(o)), Some("NULL")),
+            (
+                Box::new(|o| vec!["a".to_string(), "b'".to_string()].literal(o)),
+                Some("ARRAY[E'a',E'b''']::text[]"),
+            ),
+            (
+                Box::new(|o| Vec::<i64>::new().literal(o)),
+                Some("ARRAY[]::int8[]"),
+            ),
+            (
+                Box::new(|o| vec![Some(1i64), None].literal(o)),
+                Some("ARRAY[1,NULL]::int8[]"),
+            ),
+            // No Postgres text holds a NUL: the statement cannot be written.
+            (Box::new(|o| "a\0b".to_string().literal(o)), None),
+        ];
+        for (lit, want) in cases {
+            let mut out = String::new();
+            let ok = lit(&mut out);
+            match want {
+                Some(w) => assert_eq!((ok, out.as_str()), (true, w)),
+                None => assert!(!ok, "{out}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_statement_prepares_and_executes_by_name() {
+        let mut s = Stmt::default();
+        s.sql("UPDATE t SET a = ")
+            .arg("x".to_string())
+            .sql(", b = ")
+            .arg(7i64)
+            .sql(" WHERE id = ANY(")
+            .arg(vec!["i".to_string()])
+            .sql(")");
+        assert_eq!(s.text, "UPDATE t SET a = $1, b = $2 WHERE id = ANY($3)");
+        let mut out = String::new();
+        s.prepare("mast_w_1", &mut out);
+        s.execute("mast_w_1", &mut out);
+        assert_eq!(
+            out,
+            "PREPARE mast_w_1 (text, int8, text[]) AS UPDATE t SET a = $1, b = $2 WHERE id = ANY($3); \
+             EXECUTE mast_w_1 (E'x', 7, ARRAY[E'i']::text[]); "
+        );
+    }
+}
