@@ -272,25 +272,9 @@ impl Loop<'_> {
         // The summarisation is a model request like any other: under the budget gate, in a
         // span, its usage counted.
         let priced = self.inner.config.prices.of(&model).is_some();
-        let start = server_event(kind::SPAN_START, json!({}), &self.thread, time::now());
-        let start_id = start.id.clone();
-        let n = consumed.len() as u32;
-        let ender = self.ender();
-        let appended = self
-            .commit(
-                move |rec, st| {
-                    st.queued = st.queued.saturating_sub(n);
-                    if let Some(stop) = super::budget::gate(&ender, rec, st, priced)? {
-                        return Ok(stop);
-                    }
-                    Ok(vec![start])
-                },
-                consumed,
-            )
-            .await?;
-        if !appended.iter().any(|e| e.id == start_id) {
+        let Some(start_id) = self.start_request(consumed, priced).await? else {
             return Ok(true);
-        }
+        };
         let outcome = {
             let request = &request;
             let client = client.clone();

@@ -218,31 +218,13 @@ impl Loop<'_> {
             let start_id = match prestarted.take() {
                 // Logged, past the budget gate, in the transaction that woke the runner.
                 Some(id) => id,
-                None => {
-                    let start =
-                        server_event(kind::SPAN_START, json!({}), &self.thread, time::now());
-                    let start_id = start.id.clone();
-                    let consumed = std::mem::take(&mut consumed);
-                    let n = consumed.len() as u32;
-                    let ender = self.ender();
-                    let appended = self
-                        .commit(
-                            move |rec, st| {
-                                st.queued = st.queued.saturating_sub(n);
-                                // The budget gate: a request is made only under the cap.
-                                if let Some(stop) = super::budget::gate(&ender, rec, st, priced)? {
-                                    return Ok(stop);
-                                }
-                                Ok(vec![start])
-                            },
-                            consumed,
-                        )
-                        .await?;
-                    if !appended.iter().any(|e| e.id == start_id) {
-                        return Ok(());
-                    }
-                    start_id
-                }
+                None => match self
+                    .start_request(std::mem::take(&mut consumed), priced)
+                    .await?
+                {
+                    Some(start_id) => start_id,
+                    None => return Ok(()),
+                },
             };
 
             let message_id = new_id("sevt");
@@ -299,6 +281,37 @@ impl Loop<'_> {
                 }
             }
         }
+    }
+
+    /// Commits the start of a model request (`span.model_request_start`) under the budget
+    /// gate, marking `consumed` input processed with it: the span's id, or None when the gate
+    /// ended the turn instead. `priced`: the model has list prices.
+    pub(super) async fn start_request(
+        &mut self,
+        consumed: Vec<String>,
+        priced: bool,
+    ) -> Result<Option<String>, RunError> {
+        let start = server_event(kind::SPAN_START, json!({}), &self.thread, time::now());
+        let start_id = start.id.clone();
+        let n = consumed.len() as u32;
+        let ender = self.ender();
+        let appended = self
+            .commit(
+                move |rec, st| {
+                    st.queued = st.queued.saturating_sub(n);
+                    // The budget gate: a request is made only under the cap.
+                    if let Some(stop) = super::budget::gate(&ender, rec, st, priced)? {
+                        return Ok(stop);
+                    }
+                    Ok(vec![start])
+                },
+                consumed,
+            )
+            .await?;
+        Ok(appended
+            .iter()
+            .any(|e| e.id == start_id)
+            .then_some(start_id))
     }
 
     async fn record_failure(
