@@ -3,8 +3,9 @@ validation, against a real receiver that verifies every call's signature: `post_
 replacing and annotating a result (the stored original kept), withholding it when the hook
 fails, and on a client's `user.tool_result`; `user_prompt_submit` blocking a message (and an
 initial event) with nothing stored; `stop` and `subagent_stop` keeping a thread working with a
-reason; `subagent_start` refusing a delegation; and hooks created or deleted while sessions
-run applying at once, also across two replicas on Postgres."""
+reason; `subagent_start` refusing a delegation; an interrupt not waiting for a hook's answer;
+and hooks created or deleted while sessions run applying at once, also across two replicas
+on Postgres."""
 
 import base64
 import os
@@ -392,3 +393,61 @@ def test_a_hook_made_on_one_replica_applies_on_the_other(receiver):
     finally:
         a.stop()
         b.stop()
+
+
+def interrupt_while_asked(client, sid, asked, script):
+    """Sends `script`, interrupts once a hook has been asked, and returns the events up to the
+    next idle and the seconds from the interrupt to that idle."""
+    seen = []
+    with client.beta.sessions.events.stream(sid) as st:
+        client.beta.sessions.events.send(sid, events=[
+            {"type": "user.message", "content": [{"type": "text", "text": script}]}])
+        deadline = time.time() + 30
+        while not asked:
+            assert time.time() < deadline, "the hook was never asked"
+            time.sleep(0.05)
+        interrupted_at = time.time()
+        client.beta.sessions.events.send(sid, events=[{"type": "user.interrupt"}])
+        for ev in st:
+            seen.append(ev)
+            if ev.type == "session.status_idle":
+                break
+    return seen, time.time() - interrupted_at
+
+
+def test_an_interrupt_does_not_wait_for_a_pre_tool_use_answer(client, environment, receiver):
+    agent = coder(client)
+    asked = []
+    add_hook(client, receiver, lambda p: (asked.append(p), (20, {"decision": "allow"}))[1],
+             timeout_ms=60_000, scope=of_agent(agent))
+    sess = client.beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    seen, waited = interrupt_while_asked(client, sess.id, asked, call("bash", command="echo ran-it"))
+    # The idle came from the interrupt, not from the hook's answer 20 s later.
+    assert waited < 10 and seen[-1].stop_reason.type == "end_turn"
+    # The call the hook was asked about never ran, and its events say why.
+    [use] = [e for e in seen if e.type == "agent.tool_use"]
+    assert asked[0]["tool_use_id"] == use.id
+    assert use.evaluated_permission == "deny"
+    [verdict] = use.evaluation.hooks
+    assert "interrupted" in verdict["failed"]
+    [res] = results(seen)
+    assert res.tool_use_id == use.id and res.is_error
+    assert "did not run" in text_of(res) and "ran-it" not in text_of(res)
+
+
+def test_an_interrupt_does_not_wait_for_a_stop_answer_and_a_late_block_is_ignored(client, environment, receiver):
+    agent = coder(client)
+    asked = []
+    add_hook(client, receiver, lambda p: (asked.append(p), (4, {"decision": "block", "reason": "keep going"}))[1],
+             event="stop", timeout_ms=60_000, scope=of_agent(agent))
+    sess = client.beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    seen, waited = interrupt_while_asked(client, sess.id, asked, "say nearly done")
+    assert waited < 3, "the interrupt waited for the stop hook"
+    assert seen[-1].stop_reason.type == "end_turn"
+    # The hook's block arrives after the interrupt ended the turn: nothing more happens.
+    time.sleep(5)
+    events = list(client.beta.sessions.events.list(sess.id, limit=100))
+    assert events[-1].type == "session.status_idle" and events[-1].id == seen[-1].id, [e.type for e in events]
+    assert [e.content[0].text for e in events if e.type == "agent.message"] == ["nearly done"]
+    assert client.beta.sessions.retrieve(sess.id).status == "idle"
+    assert len(asked) == 1
