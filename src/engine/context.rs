@@ -642,6 +642,30 @@ mod tests {
         json!([{"type":"text","text":t}])
     }
 
+    /// The log's first three events: input, then a model request that ends asking for `tool`
+    /// (tool use `sevt_9`).
+    fn tool_call_opened(tool: &str) -> Vec<EventRecord> {
+        vec![
+            ev(
+                1,
+                kind::USER_MESSAGE,
+                json!({"content": text("go")}),
+                None,
+                true,
+            ),
+            ev(2, kind::SPAN_START, json!({}), None, true),
+            ev(
+                3,
+                kind::SPAN_END,
+                json!({}),
+                Some(
+                    json!({"content":[{"type":"tool_use","id":"sevt_9","name":tool,"input":{}}],"stop_reason":"tool_use"}),
+                ),
+                true,
+            ),
+        ]
+    }
+
     /// Folding the log in two reads (any split a store read can make) gives the context a whole rebuild gives.
     fn assert_incremental(events: &[EventRecord]) {
         let whole = build(events);
@@ -676,39 +700,26 @@ mod tests {
 
     #[test]
     fn tool_results_precede_input_consumed_while_open() {
-        let events = vec![
-            ev(
-                1,
-                kind::USER_MESSAGE,
-                json!({"content": text("go")}),
-                None,
-                true,
-            ),
-            ev(2, kind::SPAN_START, json!({}), None, true),
-            ev(
-                3,
-                kind::SPAN_END,
-                json!({}),
-                Some(
-                    json!({"content":[{"type":"tool_use","id":"sevt_9","name":"t","input":{}}],"stop_reason":"tool_use"}),
+        let events = [
+            tool_call_opened("t"),
+            vec![
+                ev(
+                    4,
+                    kind::USER_MESSAGE,
+                    json!({"content": text("also this")}),
+                    None,
+                    true,
                 ),
-                true,
-            ),
-            ev(
-                4,
-                kind::USER_MESSAGE,
-                json!({"content": text("also this")}),
-                None,
-                true,
-            ),
-            ev(
-                5,
-                kind::USER_CUSTOM_TOOL_RESULT,
-                json!({"custom_tool_use_id":"sevt_9","content": text("r")}),
-                None,
-                true,
-            ),
-        ];
+                ev(
+                    5,
+                    kind::USER_CUSTOM_TOOL_RESULT,
+                    json!({"custom_tool_use_id":"sevt_9","content": text("r")}),
+                    None,
+                    true,
+                ),
+            ],
+        ]
+        .concat();
         assert_incremental(&events);
         let c = build(&events);
         assert_eq!(c.tail, Tail::User);
@@ -945,35 +956,22 @@ mod tests {
 
     #[test]
     fn the_model_sees_what_post_hooks_made_of_a_result() {
-        let events = vec![
-            ev(
-                1,
-                kind::USER_MESSAGE,
-                json!({"content": text("go")}),
-                None,
-                true,
-            ),
-            ev(2, kind::SPAN_START, json!({}), None, true),
-            ev(
-                3,
-                kind::SPAN_END,
-                json!({}),
-                Some(
-                    json!({"content":[{"type":"tool_use","id":"sevt_9","name":"bash","input":{}}],"stop_reason":"tool_use"}),
+        let events = [
+            tool_call_opened("bash"),
+            vec![
+                ev(
+                    4,
+                    kind::AGENT_TOOL_RESULT,
+                    json!({"tool_use_id":"sevt_9","content": text("token=abc"), "is_error": false,
+                           "hooks": [{"hook_id": "hook_1"}]}),
+                    Some(
+                        json!({"model_result": {"content": text("token=[redacted]"), "is_error": true}}),
+                    ),
+                    true,
                 ),
-                true,
-            ),
-            ev(
-                4,
-                kind::AGENT_TOOL_RESULT,
-                json!({"tool_use_id":"sevt_9","content": text("token=abc"), "is_error": false,
-                       "hooks": [{"hook_id": "hook_1"}]}),
-                Some(
-                    json!({"model_result": {"content": text("token=[redacted]"), "is_error": true}}),
-                ),
-                true,
-            ),
-        ];
+            ],
+        ]
+        .concat();
         assert_incremental(&events);
         let c = build(&events);
         let result = &c.messages[2].content[0];
