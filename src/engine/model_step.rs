@@ -396,7 +396,8 @@ impl Loop<'_> {
         let stop = resp.stop();
         let (mut out, said) = said_events(&resp.content, &thread, message_id, thinking_id, now);
         let cut_short = stop == ModelStop::MaxTokens;
-        let pre = self.ask_pre_hooks(&resp.content, cut_short).await?;
+        // Boxed, as every hook step is: a runner's state holds only what its turn uses.
+        let pre = Box::pin(self.ask_pre_hooks(&resp.content, cut_short)).await?;
         let calls = self.sort_calls(resp.content, cut_short, pre, now);
         out.extend(calls.events);
         let answered_now = !calls.refused.is_empty()
@@ -425,7 +426,7 @@ impl Loop<'_> {
         // The model ended its turn by itself: `stop` (or `subagent_stop`) hooks may keep it
         // working, with their reason recorded for the context (see `Transcript::response`).
         if matches!(ends_turn, Some((StopReason::EndTurn, _)))
-            && let Some(gate) = self.ask_stop_hooks(&said, &resp.stop_reason).await?
+            && let Some(gate) = Box::pin(self.ask_stop_hooks(&said, &resp.stop_reason)).await?
         {
             if let Some(recorded) = gate.recorded() {
                 end.body["hooks"] = recorded;

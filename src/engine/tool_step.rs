@@ -177,8 +177,11 @@ impl Loop<'_> {
     /// Runs an authorised built-in call and records its result. A marker in the row says it
     /// is running, so a crash in between closes it instead of running it twice.
     pub(super) async fn run_tool(&mut self, call: ToolCall) -> Result<(), RunError> {
+        // The tool runners' futures are boxed: inline they were most of every runner's
+        // state (61 KB of its 66 KB), allocated and copied on every wake, whatever the turn
+        // ran. Boxed, a runner that runs no tool carries a few KB (BENCHMARKS.md).
         if call.mcp.is_some() {
-            return self.run_mcp_tool(call).await;
+            return Box::pin(self.run_mcp_tool(call)).await;
         }
         let id = call.id.clone();
         let thread = self.thread.clone();
@@ -202,10 +205,10 @@ impl Loop<'_> {
                 let started = std::time::Instant::now();
                 let (inner, sid, body) = (self.inner, self.sid.clone(), self.body.clone());
                 match self
-                    .interruptible(async move {
+                    .interruptible(Box::pin(async move {
                         super::memory_mount::run_synced(inner, &sid, &body, &tools, &name, &input)
                             .await
-                    })
+                    }))
                     .await?
                 {
                     Waited::Done(out) => {

@@ -374,7 +374,8 @@ impl<'a> Loop<'a> {
             if self.is_primary()
                 && let Some(o) = super::outcomes::evaluating(&st)
             {
-                self.grade(o).await?;
+                // Boxed: only a session with an outcome grades.
+                Box::pin(self.grade(o)).await?;
                 continue;
             }
             // Queued input joins the next model request; it is marked consumed in the same
