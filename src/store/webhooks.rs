@@ -22,8 +22,10 @@ pub struct WebhookEvent {
     /// `data.type`, one of [`crate::domain::webhook::EVENT_TYPES`].
     pub kind: String,
     pub workspace_id: String,
-    /// The exact body sent: the `BetaWebhookEvent` envelope.
-    pub payload: String,
+    /// `data.id`: the object the event is about.
+    pub object_id: String,
+    /// Further `data` fields (`session_thread_id`, `vault_id`).
+    pub extra: Vec<(&'static str, String)>,
     pub created_at: Micros,
 }
 
@@ -34,32 +36,51 @@ impl WebhookEvent {
     }
 
     /// The same with extra `data` fields (`session_thread_id`, `vault_id`).
-    pub fn with(kind: &str, ws: &str, object_id: &str, extra: &[(&str, &str)]) -> Self {
-        let id = crate::domain::ids::new_id("wevt");
-        let at = time::now();
-        let mut data = serde_json::Map::new();
-        data.insert("type".into(), kind.into());
-        data.insert("id".into(), object_id.into());
-        for (k, v) in extra {
-            data.insert((*k).into(), (*v).into());
-        }
-        data.insert("organization_id".into(), ORGANIZATION_ID.into());
-        data.insert("workspace_id".into(), ws.into());
-        let payload = serde_json::json!({
-            "type": "event",
-            "id": id,
-            "created_at": time::format(at),
-            "data": data,
-        })
-        .to_string();
+    pub fn with(kind: &str, ws: &str, object_id: &str, extra: &[(&'static str, &str)]) -> Self {
         WebhookEvent {
-            id,
+            id: crate::domain::ids::new_id("wevt"),
             kind: kind.to_string(),
             workspace_id: ws.to_string(),
-            payload,
-            created_at: at,
+            object_id: object_id.to_string(),
+            extra: extra.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+            created_at: time::now(),
         }
     }
+
+    /// The exact body sent: the `BetaWebhookEvent` envelope, compact JSON with its keys in
+    /// order. Rendered only where an endpoint may want it: most events of a busy session
+    /// are wanted by none, and building each one's JSON was a visible share of a turn.
+    pub fn payload(&self) -> String {
+        let mut data: Vec<(&str, &str)> = vec![
+            ("type", &self.kind),
+            ("id", &self.object_id),
+            ("organization_id", ORGANIZATION_ID),
+            ("workspace_id", &self.workspace_id),
+        ];
+        data.extend(self.extra.iter().map(|(k, v)| (*k, v.as_str())));
+        data.sort_by_key(|(k, _)| *k);
+        let mut out = Vec::with_capacity(192);
+        out.extend_from_slice(b"{\"created_at\":");
+        json_str(&mut out, &time::format(self.created_at));
+        out.extend_from_slice(b",\"data\":{");
+        for (i, (k, v)) in data.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            json_str(&mut out, k);
+            out.push(b':');
+            json_str(&mut out, v);
+        }
+        out.extend_from_slice(b"},\"id\":");
+        json_str(&mut out, &self.id);
+        out.extend_from_slice(b",\"type\":\"event\"}");
+        String::from_utf8(out).expect("JSON of strings is UTF-8")
+    }
+}
+
+/// Appends `s` as a JSON string.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    serde_json::to_writer(&mut *out, s).expect("a string always serialises");
 }
 
 /// A `vault_credential.*` event (its data names the vault too).
@@ -236,11 +257,33 @@ mod tests {
                 "session.archived"
             ]
         );
-        let p: serde_json::Value = serde_json::from_str(&got[5].payload).unwrap();
+        let p: serde_json::Value = serde_json::from_str(&got[5].payload()).unwrap();
         assert_eq!(p["type"], "event");
         assert_eq!(p["data"]["session_thread_id"], "sthr_1");
         assert_eq!(p["data"]["id"], "sesn_1");
         assert_eq!(p["data"]["workspace_id"], "wrkspc_1");
         assert_eq!(p["id"], got[5].id);
+    }
+
+    #[test]
+    fn a_payload_is_compact_json_with_its_keys_in_order() {
+        let mut e = WebhookEvent::with(
+            "vault_credential.created",
+            "wrkspc_1",
+            "vcrd_1",
+            &[("vault_id", "vlt_\"q\"")],
+        );
+        e.id = "wevt_1".into();
+        e.created_at = 1_700_000_000_000_000;
+        let want = format!(
+            "{{\"created_at\":\"{}\",\"data\":{{\"id\":\"vcrd_1\",\"organization_id\":\"org_mast\",\
+             \"type\":\"vault_credential.created\",\"vault_id\":\"vlt_\\\"q\\\"\",\
+             \"workspace_id\":\"wrkspc_1\"}},\"id\":\"wevt_1\",\"type\":\"event\"}}",
+            time::format(e.created_at)
+        );
+        assert_eq!(e.payload(), want);
+        // The same bytes serde_json writes for the parsed value (sorted keys, compact).
+        let parsed: serde_json::Value = serde_json::from_str(&e.payload()).unwrap();
+        assert_eq!(parsed.to_string(), e.payload());
     }
 }

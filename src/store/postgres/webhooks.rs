@@ -76,7 +76,7 @@ pub(super) fn push_emit(qb: &mut impl Sink, events: &[WebhookEvent], only_if: &s
     let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
     let kinds: Vec<String> = events.iter().map(|e| e.kind.clone()).collect();
     let wss: Vec<String> = events.iter().map(|e| e.workspace_id.clone()).collect();
-    let payloads: Vec<String> = events.iter().map(|e| e.payload.clone()).collect();
+    let payloads: Vec<String> = events.iter().map(WebhookEvent::payload).collect();
     let ats: Vec<i64> = events.iter().map(|e| e.created_at).collect();
     qb.sql(
         "INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, payload, state, \

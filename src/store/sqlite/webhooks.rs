@@ -81,6 +81,21 @@ pub(super) fn emit(conn: &Connection, events: &[WebhookEvent]) -> StoreResult<()
     if events.is_empty() {
         return Ok(());
     }
+    // Which types the workspace's enabled endpoints want, read in the same transaction
+    // (this is the only writer), so a payload is rendered only for an event some endpoint
+    // takes: a busy session's events are mostly wanted by none.
+    let mut endpoint_types = conn.prepare_cached(
+        "SELECT event_types FROM webhook_endpoints WHERE workspace_id = ?1 AND enabled",
+    )?;
+    let mut lists: Vec<(String, Vec<String>)> = Vec::new();
+    for e in events {
+        if !lists.iter().any(|(ws, _)| ws == &e.workspace_id) {
+            let types = endpoint_types
+                .query_map(params![e.workspace_id], |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()?;
+            lists.push((e.workspace_id.clone(), types));
+        }
+    }
     let now = time::now();
     let mut stmt = conn.prepare_cached(
         "INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, payload, state, \
@@ -90,10 +105,18 @@ pub(super) fn emit(conn: &Connection, events: &[WebhookEvent]) -> StoreResult<()
          AND instr(event_types, '\"' || ?2 || '\"') > 0 ORDER BY id",
     )?;
     for e in events {
+        let quoted = format!("\"{}\"", e.kind);
+        let wanted = lists
+            .iter()
+            .find(|(ws, _)| ws == &e.workspace_id)
+            .is_some_and(|(_, types)| types.iter().any(|t| t.contains(&quoted)));
+        if !wanted {
+            continue;
+        }
         stmt.execute(params![
             e.id,
             e.kind,
-            e.payload,
+            e.payload(),
             now,
             e.created_at,
             e.workspace_id

@@ -167,7 +167,7 @@ async fn the_outbox_takes_only_wanted_types_of_enabled_endpoints_of_the_workspac
     assert_eq!(got.len(), 1);
     assert_eq!(
         (got[0].event_id.as_str(), got[0].payload.as_str()),
-        (ev.id.as_str(), ev.payload.as_str())
+        (ev.id.as_str(), ev.payload().as_str())
     );
     assert_eq!((got[0].state.as_str(), got[0].attempts), ("pending", 0));
     for id in ["whep_off", "whep_b", "whep_o"] {
@@ -502,7 +502,7 @@ async fn replay_queues_the_same_event_again(b: Backend) {
             again.payload.as_str(),
             again.state.as_str()
         ),
-        (ev.id.as_str(), ev.payload.as_str(), "pending")
+        (ev.id.as_str(), ev.payload().as_str(), "pending")
     );
     assert!(
         store
