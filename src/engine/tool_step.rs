@@ -177,9 +177,9 @@ impl Loop<'_> {
     /// Runs an authorised built-in call and records its result. A marker in the row says it
     /// is running, so a crash in between closes it instead of running it twice.
     pub(super) async fn run_tool(&mut self, call: ToolCall) -> Result<(), RunError> {
-        // The tool runners' futures are boxed: inline they were most of every runner's
-        // state (61 KB of its 66 KB), allocated and copied on every wake, whatever the turn
-        // ran. Boxed, a runner that runs no tool carries a few KB (BENCHMARKS.md).
+        // The tool runners' futures are boxed (and this one where the loop awaits it):
+        // inline they were most of every runner's state (61 KB of its 66 KB), allocated and
+        // copied on every wake, whatever the turn ran (BENCHMARKS.md).
         if call.mcp.is_some() {
             return Box::pin(self.run_mcp_tool(call)).await;
         }

@@ -432,7 +432,7 @@ impl<'a> Loop<'a> {
                     _ => self.finish(StopReason::EndTurn, None).await?,
                 },
                 Tail::AwaitingTools(missing) => match self.next_tool_step(&missing, &st) {
-                    ToolStep::Run(call) => self.run_tool(call).await?,
+                    ToolStep::Run(call) => Box::pin(self.run_tool(call)).await?,
                     ToolStep::Denied { id, message } => self.close_denied(id, message).await?,
                     ToolStep::HandToWorker(id) => self.hand_to_worker(id).await?,
                     ToolStep::AwaitDelegates => self.await_delegates(&st).await?,
