@@ -26,6 +26,9 @@ pub const TOOL_DURATION: &str = "mast_tool_duration_seconds";
 pub const SSE_SUBSCRIBERS: &str = "mast_sse_subscribers";
 /// Time to commit one session transaction (events appended with their state change).
 pub const EVENT_APPEND_DURATION: &str = "mast_event_append_duration_seconds";
+/// Session writes a runner decided on the row it held that had moved on meanwhile, so it
+/// decided again on the locked row (`Store::transact_from`).
+pub const STALE_SESSION_WRITES: &str = "mast_stale_session_writes_total";
 /// Self-hosted work items waiting for a worker, across the store.
 pub const WORK_QUEUED: &str = "mast_work_queue_depth";
 /// Hook lists read from the store (the rest are answered from the in-memory cache).

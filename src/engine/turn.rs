@@ -26,7 +26,7 @@ use crate::domain::events::{self, StopReason, kind};
 use crate::domain::session::{ModelUsage, SessionBody, SessionStatus};
 use crate::domain::time;
 use crate::models::ModelStop;
-use crate::store::{EventRecord, NewEvent, SessionRecord, StoreError, Writer};
+use crate::store::{Attempt, EventRecord, NewEvent, SessionRecord, SessionTxn, StoreError, Writer};
 use crate::tools::SessionTools;
 use crate::tools::egress::EgressPolicy;
 
@@ -132,6 +132,9 @@ pub(super) struct Loop<'a> {
     pub carried: Option<Carried>,
     /// Long waits begun so far; a carried row is stale once a wait follows its commit.
     pub waits: AtomicU64,
+    /// The row as this loop last read or committed it: the next commit decides on it and
+    /// writes in one round trip unless the row has moved on since (`Store::transact_from`).
+    pub expected: Option<SessionRecord>,
     /// A `span.model_request_start` the transaction that woke the runner logged for this
     /// (primary) loop to issue (`engine::fast_start`); looked at by the first pass only.
     pub armed: Option<String>,
@@ -206,6 +209,7 @@ impl<'a> Loop<'a> {
             released: false,
             carried: None,
             waits: AtomicU64::new(0),
+            expected: None,
             armed: None,
             prestarted: None,
             tools: None,
@@ -323,6 +327,7 @@ impl<'a> Loop<'a> {
                     _ => return Ok(Ended::NoWork),
                 },
             };
+            self.expected = self.inner.store.decides_on_held_rows().then_some(rec);
             if !caught_up {
                 self.refresh().await?;
             }
@@ -615,7 +620,10 @@ impl<'a> Loop<'a> {
         });
     }
 
-    /// Runs a decision against the locked row, appends its events, publishes them.
+    /// Runs a decision against the session row, appends its events, publishes them. The
+    /// decision is taken on the row this loop holds when it is still current (one round
+    /// trip), else on the locked row: `f` is cloned for that second chance, so it must not
+    /// own what cannot be decided twice.
     pub async fn commit<F>(
         &mut self,
         f: F,
@@ -623,46 +631,52 @@ impl<'a> Loop<'a> {
     ) -> Result<Vec<EventRecord>, RunError>
     where
         F: FnOnce(&mut SessionRecord, &mut EngineState) -> Result<Vec<NewEvent>, StoreError>
+            + Clone
             + Send
             + 'static,
     {
         let self_hosted = self.self_hosted;
-        // Whether a self-hosted session's committed state waits on a worker, decided with the
-        // state the decision already decoded (the store's transaction returns only the row).
-        let (awaits_tx, awaits_rx) = match self_hosted {
-            true => {
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                (Some(tx), Some(rx))
-            }
-            false => (None, None),
-        };
-        let txn = Box::new(move |rec: &mut SessionRecord| {
-            let before = EngineState::of(rec)?;
-            let mut st = before.clone();
-            let events = f(rec, &mut st)?;
-            // Whenever the session waits on a worker, some work item must be live for one
-            // to pick up, even if the last worker let its item go a moment ago.
-            let awaits_worker = self_hosted && st.awaits_worker();
-            let ensure_work = awaits_worker.then(|| work_item_for(rec, time::now()));
-            let mut out = state::output(rec, &before, st, events, mark_processed)?;
-            out.ensure_work = ensure_work;
-            if let Some(tx) = awaits_tx {
-                let _ = tx.send(awaits_worker);
-            }
-            Ok(out)
-        });
         let interrupts = self.handle.interrupt_count(&self.thread);
-        let (rec, appended) = self
-            .hold(self.inner.store.transact(&self.sid, &self.writer, txn))
-            .await?
-            .ok_or(RunError::Gone)?;
+        let store = &self.inner.store;
+        let mut done = None;
+        // A copy that does not show this runner's lease (the row read before a claim) is
+        // surely stale: only a copy that does is worth the attempt.
+        let held = self
+            .expected
+            .take()
+            .filter(|r| r.lease_owner.as_deref() == Some(self.inner.owner.as_str()));
+        let tried = held.is_some();
+        if let Some(expected) = held {
+            let (txn, awaits) = decision(f.clone(), mark_processed.clone(), self_hosted);
+            let attempt = store.transact_from(&self.sid, &self.writer, &expected, txn);
+            if let Attempt::Done(written) = self.hold(attempt).await? {
+                done = Some((written, awaits));
+            }
+        }
+        let (written, awaits) = match done {
+            Some(d) => d,
+            None => {
+                if tried {
+                    metrics::counter!(crate::telemetry::STALE_SESSION_WRITES).increment(1);
+                }
+                let (txn, awaits) = decision(f, mark_processed, self_hosted);
+                let written = self
+                    .hold(store.transact(&self.sid, &self.writer, txn))
+                    .await?;
+                (written, awaits)
+            }
+        };
+        let (rec, appended) = written.ok_or(RunError::Gone)?;
         self.released = rec.lease_owner.as_deref() != Some(self.inner.owner.as_str());
         self.handle.saw_seq(rec.last_seq);
         self.inner.hub.publish(&self.sid, &appended);
-        if let Some(rx) = awaits_rx
+        if let Some(rx) = awaits
             && rx.await.unwrap_or(false)
         {
             self.inner.hub.work_queued(&rec.environment_id);
+        }
+        if !self.released && store.decides_on_held_rows() {
+            self.expected = Some(rec.clone());
         }
         self.carry(rec, &appended, interrupts);
         Ok(appended)
@@ -749,4 +763,43 @@ impl<'a> Loop<'a> {
             until: time::now() + self.inner.config.lease_ttl.as_micros() as i64,
         }
     }
+}
+
+/// The store transaction of a loop's decision `f`: the decoded engine state handed to `f`,
+/// the state's changes turned into the row's columns and events, and, for a self-hosted
+/// session, whether its committed state waits on a worker (the receiver; the store's
+/// transaction returns only the row).
+fn decision<F>(
+    f: F,
+    mark_processed: Vec<String>,
+    self_hosted: bool,
+) -> (SessionTxn, Option<tokio::sync::oneshot::Receiver<bool>>)
+where
+    F: FnOnce(&mut SessionRecord, &mut EngineState) -> Result<Vec<NewEvent>, StoreError>
+        + Send
+        + 'static,
+{
+    let (awaits_tx, awaits_rx) = match self_hosted {
+        true => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            (Some(tx), Some(rx))
+        }
+        false => (None, None),
+    };
+    let txn = Box::new(move |rec: &mut SessionRecord| {
+        let before = EngineState::of(rec)?;
+        let mut st = before.clone();
+        let events = f(rec, &mut st)?;
+        // Whenever the session waits on a worker, some work item must be live for one
+        // to pick up, even if the last worker let its item go a moment ago.
+        let awaits_worker = self_hosted && st.awaits_worker();
+        let ensure_work = awaits_worker.then(|| work_item_for(rec, time::now()));
+        let mut out = state::output(rec, &before, st, events, mark_processed)?;
+        out.ensure_work = ensure_work;
+        if let Some(tx) = awaits_tx {
+            let _ = tx.send(awaits_worker);
+        }
+        Ok(out)
+    });
+    (txn, awaits_rx)
 }

@@ -180,6 +180,11 @@ pub struct SessionRecord {
     pub updated_at: Micros,
     pub archived_at: Option<Micros>,
     pub terminated_at: Option<Micros>,
+    /// Which write of the row this is, as the store last read or wrote it: Postgres's `xmin`,
+    /// which every update changes; 0 on SQLite, whose one writer never needs it. A writer
+    /// holding the row at a version can decide on it without reading it again
+    /// ([`Store::transact_from`]).
+    pub version: i64,
 }
 
 /// A thread row.
@@ -421,6 +426,18 @@ pub struct TxnOutput {
 /// in place and returns what to append; an error aborts the transaction and is returned.
 pub type SessionTxn = Box<dyn FnOnce(&mut SessionRecord) -> Result<TxnOutput, StoreError> + Send>;
 
+/// What [`Store::transact_from`] did.
+// Returned once and matched at once: boxing the row would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Attempt {
+    /// Decided and written as [`Store::transact`] would (`None`: no such session).
+    Done(Option<(SessionRecord, Vec<EventRecord>)>),
+    /// The row had moved past the expected version, or the decision failed on the copy:
+    /// nothing was written. Decide again on the current row with [`Store::transact`].
+    Stale,
+}
+
 /// Outcome of deleting something that may refuse while busy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Deleted {
@@ -602,6 +619,29 @@ pub trait Store: Send + Sync + 'static {
         writer: &Writer,
         f: SessionTxn,
     ) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>>;
+    /// [`Store::transact`] for a writer that already holds the row as `expected` (what its
+    /// last read or transaction returned): `f` decides on a copy of it, and the write applies
+    /// only if the row is still at `expected.version`, in one round trip where the store has
+    /// a network between it and its data. Otherwise nothing is written and the answer is
+    /// [`Attempt::Stale`]. A store whose locking read costs no round trip simply runs
+    /// `transact`.
+    async fn transact_from(
+        &self,
+        session_id: &str,
+        writer: &Writer,
+        expected: &SessionRecord,
+        f: SessionTxn,
+    ) -> StoreResult<Attempt> {
+        let _ = expected;
+        self.transact(session_id, writer, f)
+            .await
+            .map(Attempt::Done)
+    }
+    /// Whether [`Store::transact_from`] saves anything over [`Store::transact`] here; where
+    /// it does not, a writer need not keep (or copy) the row it last saw.
+    fn decides_on_held_rows(&self) -> bool {
+        false
+    }
     /// Events of a session by sequence number.
     async fn list_events(
         &self,

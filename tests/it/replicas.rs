@@ -390,16 +390,7 @@ fn requests(log: &[Value]) -> usize {
 
 /// Lease takeovers a replica counted (`/metrics`).
 async fn takeovers(c: &Client) -> f64 {
-    let text = reqwest::get(format!("{}/metrics", c.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with("mast_lease_takeovers_total"))
-        .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
-        .sum()
+    c.metric("mast_lease_takeovers_total").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

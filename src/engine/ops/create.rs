@@ -349,6 +349,7 @@ impl Engine {
             updated_at: now,
             archived_at: None,
             terminated_at: None,
+            version: 0,
             lease_owner: None,
             lease_expires_at: None,
         };

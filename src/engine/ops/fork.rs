@@ -383,6 +383,7 @@ fn plan(
         updated_at: now,
         archived_at: None,
         terminated_at: None,
+        version: 0,
     };
     st.store(&mut session)?;
     Ok(Plan {

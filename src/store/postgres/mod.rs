@@ -41,6 +41,7 @@ use crate::domain::environment::Environment;
 use crate::domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
 use crate::domain::time::Micros;
 use crate::domain::vault::Vault;
+use crate::store::Attempt;
 use crate::store::CredentialRecord;
 use crate::store::{
     DeploymentChange, DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord,
@@ -335,6 +336,20 @@ impl Store for PgStore {
         f: SessionTxn,
     ) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>> {
         self.transact_pg(session_id, writer, f).await
+    }
+
+    async fn transact_from(
+        &self,
+        session_id: &str,
+        writer: &Writer,
+        expected: &SessionRecord,
+        f: SessionTxn,
+    ) -> StoreResult<Attempt> {
+        self.transact_from_pg(session_id, writer, expected, f).await
+    }
+
+    fn decides_on_held_rows(&self) -> bool {
+        true
     }
 
     async fn list_events(

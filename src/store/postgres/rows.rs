@@ -15,7 +15,8 @@ use crate::store::{EventRecord, SessionRecord, StoreResult, ThreadRecord, WorkRe
 /// session read also checks this process's clock offset.
 pub(super) const SESSION_COLS: &str = "id, workspace_id, agent_id, agent_version, environment_id, \
     status, body::text, usage::text, active_micros, running_since, last_seq, engine::text, \
-    lease_owner, lease_expires_at, created_at, updated_at, archived_at, terminated_at, mast_clock()";
+    lease_owner, lease_expires_at, created_at, updated_at, archived_at, terminated_at, mast_clock(), \
+    xmin::text::bigint";
 
 /// Index of `mast_clock()` in [`SESSION_COLS`].
 pub(super) const SESSION_CLOCK: usize = 18;
@@ -41,6 +42,7 @@ pub(super) fn session(row: &PgRow, stamp: &Stamp) -> StoreResult<SessionRecord> 
         updated_at: row.try_get(15)?,
         archived_at: row.try_get(16)?,
         terminated_at: row.try_get(17)?,
+        version: row.try_get(19)?,
     })
 }
 

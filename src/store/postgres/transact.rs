@@ -7,6 +7,11 @@
 //! executed by name with its arguments as literals (`sink::Stmt`), then `COMMIT`. Arguments
 //! that cannot be literals (a NUL) or are very large take the bound path, a round trip per
 //! statement and one for `COMMIT`.
+//!
+//! A writer that already holds the row (a runner, from its last commit or read) skips the
+//! locking read: it decides on its copy and sends the write behind a version check
+//! (`mast_expect_session`, on the row's `xmin`) in one round trip; if the row moved on, the
+//! check fails before anything is written and the writer decides again on the locked row.
 
 use std::fmt::Write as _;
 
@@ -20,7 +25,7 @@ use super::sink::{Sink, Stmt};
 use super::{PgStore, events, sessions, work};
 use crate::domain::time;
 use crate::store::{
-    EventRecord, SessionRecord, SessionTxn, StoreError, StoreResult, TxnOutput, Writer,
+    Attempt, EventRecord, SessionRecord, SessionTxn, StoreError, StoreResult, TxnOutput, Writer,
 };
 
 /// Arguments past this many bytes of literals go bound instead (a literal is scanned by the
@@ -173,8 +178,8 @@ impl PgStore {
     }
 
     /// The transaction on `conn`; it commits only when it returns `Ok(Some(..))` and leaves
-    /// the transaction open otherwise, for the caller to roll back. Three round trips:
-    /// `BEGIN` with the locking read, the write, `COMMIT`.
+    /// the transaction open otherwise, for the caller to roll back. Two round trips:
+    /// `BEGIN` with the locking read, then the write with `COMMIT`.
     async fn transact_on(
         &self,
         conn: &mut PgConnection,
@@ -205,10 +210,151 @@ impl PgStore {
         }
         let mut rec = before.clone();
         let out = f(&mut rec)?;
-        let now = time::now();
+        let decided = Decided::new(session_id, &before, rec, &out, stamp)?;
+        // The transaction is open already (the locking read began it).
+        match decided.text(prepared, "")? {
+            Some((text, events)) => {
+                let version = run_write(conn, prepared, &text).await?;
+                Ok(Some(decided.written(version, events)))
+            }
+            None => {
+                let (stmts, events) = decided.write().build::<QueryBuilder<'static, Postgres>>()?;
+                for mut qb in stmts {
+                    qb.build().execute(&mut *conn).await?;
+                }
+                let version = conn
+                    .fetch_one(sqlx::raw_sql(&version_query(session_id)))
+                    .await?
+                    .try_get(0)?;
+                conn.execute("COMMIT").await?;
+                Ok(Some(decided.written(Some(version), events)))
+            }
+        }
+    }
+
+    /// [`crate::store::Store::transact_from`]: the decision taken on `expected`, then in one
+    /// round trip `BEGIN`, the version check (`mast_expect_session`, which locks the row),
+    /// the write and `COMMIT`. A write too large for literals, a decision that fails on the
+    /// copy, or a runner the copy says holds no lease, is left to the locking path.
+    pub(super) async fn transact_from_pg(
+        &self,
+        session_id: &str,
+        writer: &Writer,
+        expected: &SessionRecord,
+        f: SessionTxn,
+    ) -> StoreResult<Attempt> {
+        if !is_plain_id(session_id) || expected.id != session_id {
+            return Ok(Attempt::Done(None));
+        }
+        if let Writer::Runner { owner } = writer
+            && expected.lease_owner.as_deref() != Some(owner.as_str())
+        {
+            return Ok(Attempt::Stale);
+        }
+        let mut rec = expected.clone();
+        // An error decided on a copy may not be the current row's: the locking path says.
+        let Ok(out) = f(&mut rec) else {
+            return Ok(Attempt::Stale);
+        };
+        let decided = Decided::new(session_id, expected, rec, &out, self.clock.stamp())?;
+        let started = std::time::Instant::now();
+        let mut hot = self.hot.get().await?;
+        let gate = format!(
+            "BEGIN; SELECT mast_expect_session('{session_id}', {})",
+            expected.version
+        );
+        let (conn, prepared) = hot.parts();
+        let Some((text, events)) = decided.text(prepared, &gate)? else {
+            hot.release();
+            return Ok(Attempt::Stale);
+        };
+        match run_write(conn, prepared, &text).await {
+            Ok(version) => {
+                hot.release();
+                metrics::histogram!(crate::telemetry::EVENT_APPEND_DURATION)
+                    .record(started.elapsed().as_secs_f64());
+                Ok(Attempt::Done(Some(decided.written(version, events))))
+            }
+            Err(e) => {
+                let stale = e
+                    .as_database_error()
+                    .and_then(|d| d.code())
+                    .is_some_and(|c| c == STALE_CODE);
+                if hot.conn().execute("ROLLBACK").await.is_ok() {
+                    hot.release();
+                }
+                if stale {
+                    Ok(Attempt::Stale)
+                } else {
+                    Err(e.into())
+                }
+            }
+        }
+    }
+}
+
+/// The SQLSTATE `mast_expect_session` fails with when the row moved on.
+const STALE_CODE: &str = "MA001";
+
+/// The query that reads the session row's version inside the writing transaction.
+fn version_query(session_id: &str) -> String {
+    format!("SELECT xmin::text::bigint FROM sessions WHERE id = '{session_id}'")
+}
+
+/// Sends a write built by [`Decided::text`] and returns the row's version after it (`None`:
+/// the write left the row as it was). The statements it prepared are remembered once the
+/// write succeeded (a failed query prepared what came before its failure, under names never
+/// given out again).
+async fn run_write(
+    conn: &mut PgConnection,
+    prepared: &mut Prepared,
+    text: &WriteText,
+) -> Result<Option<i64>, sqlx::Error> {
+    let version = if text.reads_version {
+        let rows = conn.fetch_all(sqlx::raw_sql(&text.sql)).await?;
+        Some(rows.last().ok_or(sqlx::Error::RowNotFound)?.try_get(0)?)
+    } else {
+        conn.execute(sqlx::raw_sql(&text.sql)).await?;
+        None
+    };
+    for (text, name) in &text.fresh {
+        prepared.remember(text.clone(), name.clone());
+    }
+    Ok(version)
+}
+
+/// One round trip's text: `opening`, the write's statements by prepared name, the version
+/// read and `COMMIT`.
+struct WriteText {
+    sql: String,
+    /// Statements this text prepares, by their text, to remember once it ran.
+    fresh: Vec<(String, String)>,
+    /// Whether it ends by reading the row's version (it writes something).
+    reads_version: bool,
+}
+
+/// A decision, taken on the row `before`, and what it writes.
+struct Decided<'a> {
+    session_id: &'a str,
+    before: &'a SessionRecord,
+    rec: SessionRecord,
+    out: &'a TxnOutput,
+    hooks: Vec<crate::store::webhooks::WebhookEvent>,
+    stamp: Stamp,
+    first_seq: i64,
+    now: i64,
+}
+
+impl<'a> Decided<'a> {
+    fn new(
+        session_id: &'a str,
+        before: &'a SessionRecord,
+        mut rec: SessionRecord,
+        out: &'a TxnOutput,
+        stamp: Stamp,
+    ) -> StoreResult<Self> {
         let first_seq = before.last_seq + 1;
         rec.last_seq = before.last_seq + out.events.len() as i64;
-
         // Webhooks: the outbox rows of what this transaction changed, in its statement.
         let hooks = crate::store::webhooks::session_events(
             &rec.workspace_id,
@@ -216,53 +362,92 @@ impl PgStore {
             &out.events,
             before.archived_at.is_none() && rec.archived_at.is_some(),
         );
-        let write = Write {
+        Ok(Decided {
             session_id,
-            before: &before,
-            rec: &rec,
-            out: &out,
-            hooks: &hooks,
-            stamp: &stamp,
+            before,
+            rec,
+            out,
+            hooks,
+            stamp,
             first_seq,
-            now,
-        };
-        let (stmts, events) = write.build::<Stmt>()?;
+            now: time::now(),
+        })
+    }
+
+    fn write(&self) -> Write<'_> {
+        Write {
+            session_id: self.session_id,
+            before: self.before,
+            rec: &self.rec,
+            out: self.out,
+            hooks: &self.hooks,
+            stamp: &self.stamp,
+            first_seq: self.first_seq,
+            now: self.now,
+        }
+    }
+
+    /// The write as one simple query after `opening` (nothing, or what begins the
+    /// transaction and checks the row): statements by prepared name with their arguments as
+    /// literals, then the version read and `COMMIT`; and the events it appends. `None` when
+    /// an argument cannot be a literal or the literals are too large.
+    fn text(
+        &self,
+        prepared: &mut Prepared,
+        opening: &str,
+    ) -> StoreResult<Option<(WriteText, Vec<EventRecord>)>> {
+        let (stmts, events) = self.write().build::<Stmt>()?;
         let literal = stmts.iter().all(|s| !s.unwritable)
             && stmts.iter().map(Stmt::literal_bytes).sum::<usize>() <= LITERAL_LIMIT;
-        if literal {
-            // One round trip: every statement, then COMMIT.
-            let mut text = String::new();
-            let mut fresh = Vec::new();
-            for s in &stmts {
-                match prepared.name_of(&s.text) {
-                    Some(name) => s.execute(name, &mut text),
-                    None => {
-                        let name = prepared.next_name();
-                        s.prepare(&name, &mut text);
-                        s.execute(&name, &mut text);
-                        if prepared.has_room() {
-                            fresh.push((s.text.clone(), name));
-                        } else {
-                            let _ = write!(text, "DEALLOCATE {name}; ");
-                        }
+        if !literal {
+            return Ok(None);
+        }
+        let mut sql = String::from(opening);
+        if !opening.is_empty() {
+            sql.push_str("; ");
+        }
+        let mut fresh = Vec::new();
+        for s in &stmts {
+            match prepared.name_of(&s.text) {
+                Some(name) => s.execute(name, &mut sql),
+                None => {
+                    let name = prepared.next_name();
+                    s.prepare(&name, &mut sql);
+                    s.execute(&name, &mut sql);
+                    if prepared.has_room() {
+                        fresh.push((s.text.clone(), name));
+                    } else {
+                        let _ = write!(sql, "DEALLOCATE {name}; ");
                     }
                 }
             }
-            text.push_str("COMMIT");
-            conn.execute(sqlx::raw_sql(&text)).await?;
-            // Known prepared only once it surely is (a failed query prepared what came before
-            // its failure, under names never given out again).
-            for (text, name) in fresh {
-                prepared.remember(text, name);
-            }
-        } else {
-            let (stmts, _) = write.build::<QueryBuilder<'static, Postgres>>()?;
-            for mut qb in stmts {
-                qb.build().execute(&mut *conn).await?;
-            }
-            conn.execute("COMMIT").await?;
         }
-        Ok(Some((rec, events)))
+        let reads_version = !stmts.is_empty();
+        if reads_version {
+            sql.push_str(&version_query(self.session_id));
+            sql.push_str("; ");
+        }
+        sql.push_str("COMMIT");
+        let text = WriteText {
+            sql,
+            fresh,
+            reads_version,
+        };
+        Ok(Some((text, events)))
+    }
+
+    /// The committed row (at `version`, or where it was when nothing was written) and the
+    /// events appended.
+    fn written(
+        self,
+        version: Option<i64>,
+        events: Vec<EventRecord>,
+    ) -> (SessionRecord, Vec<EventRecord>) {
+        let mut rec = self.rec;
+        if let Some(v) = version {
+            rec.version = v;
+        }
+        (rec, events)
     }
 }
 

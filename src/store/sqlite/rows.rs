@@ -46,6 +46,7 @@ pub(super) fn session(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
         updated_at: r.get(15)?,
         archived_at: r.get(16)?,
         terminated_at: r.get(17)?,
+        version: 0,
     })
 }
 

@@ -115,6 +115,27 @@ impl Client {
         self.send(Method::GET, path, None).await
     }
 
+    /// The server's counter or gauge `name` from `/metrics`, summed over its labels (0 when
+    /// it has not been recorded yet).
+    pub async fn metric(&self, name: &str) -> f64 {
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with([' ', '{']))
+            })
+            .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+            .sum()
+    }
+
     pub async fn post(&self, path: &str, body: Value) -> Resp {
         self.send(Method::POST, path, Some(&body)).await
     }
