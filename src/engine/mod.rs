@@ -8,6 +8,7 @@ pub mod backoff;
 pub mod bodies;
 pub mod budget;
 mod cluster;
+mod commit;
 pub mod compaction;
 pub mod context;
 pub mod credentials;

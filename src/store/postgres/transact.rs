@@ -6,7 +6,7 @@
 //! prepared once per connection (`PREPARE`, with the parameter types sqlx would send) and
 //! executed by name with its arguments as literals (`sink::Stmt`), then `COMMIT`. Arguments
 //! that cannot be literals (a NUL) or are very large take the bound path, a round trip per
-//! statement and one for `COMMIT`.
+//! statement, one for the row's new version and one for `COMMIT`.
 //!
 //! A writer that already holds the row (a runner, from its last commit or read) skips the
 //! locking read: it decides on its copy and sends the write behind a version check
@@ -210,7 +210,7 @@ impl PgStore {
         }
         let mut rec = before.clone();
         let out = f(&mut rec)?;
-        let decided = Decided::new(session_id, &before, rec, &out, stamp)?;
+        let decided = Decided::new(session_id, &before, rec, &out, stamp);
         // The transaction is open already (the locking read began it).
         match decided.text(prepared, "")? {
             Some((text, events)) => {
@@ -218,7 +218,7 @@ impl PgStore {
                 Ok(Some(decided.written(version, events)))
             }
             None => {
-                let (stmts, events) = decided.write().build::<QueryBuilder<'static, Postgres>>()?;
+                let (stmts, events) = decided.build::<QueryBuilder<'static, Postgres>>()?;
                 for mut qb in stmts {
                     qb.build().execute(&mut *conn).await?;
                 }
@@ -243,8 +243,12 @@ impl PgStore {
         expected: &SessionRecord,
         f: SessionTxn,
     ) -> StoreResult<Attempt> {
-        if !is_plain_id(session_id) || expected.id != session_id {
+        if !is_plain_id(session_id) {
             return Ok(Attempt::Done(None));
+        }
+        if expected.id != session_id {
+            // Not a copy of this row: the locking path reads the right one.
+            return Ok(Attempt::Stale);
         }
         if let Writer::Runner { owner } = writer
             && expected.lease_owner.as_deref() != Some(owner.as_str())
@@ -256,7 +260,7 @@ impl PgStore {
         let Ok(out) = f(&mut rec) else {
             return Ok(Attempt::Stale);
         };
-        let decided = Decided::new(session_id, expected, rec, &out, self.clock.stamp())?;
+        let decided = Decided::new(session_id, expected, rec, &out, self.clock.stamp());
         let started = std::time::Instant::now();
         let mut hot = self.hot.get().await?;
         let gate = format!(
@@ -333,7 +337,8 @@ struct WriteText {
     reads_version: bool,
 }
 
-/// A decision, taken on the row `before`, and what it writes.
+/// A decision, taken on the row `before`, and what it writes: the statements that write
+/// it, in order ([`Decided::build`]).
 struct Decided<'a> {
     session_id: &'a str,
     before: &'a SessionRecord,
@@ -352,7 +357,7 @@ impl<'a> Decided<'a> {
         mut rec: SessionRecord,
         out: &'a TxnOutput,
         stamp: Stamp,
-    ) -> StoreResult<Self> {
+    ) -> Self {
         let first_seq = before.last_seq + 1;
         rec.last_seq = before.last_seq + out.events.len() as i64;
         // Webhooks: the outbox rows of what this transaction changed, in its statement.
@@ -362,7 +367,7 @@ impl<'a> Decided<'a> {
             &out.events,
             before.archived_at.is_none() && rec.archived_at.is_some(),
         );
-        Ok(Decided {
+        Decided {
             session_id,
             before,
             rec,
@@ -371,19 +376,6 @@ impl<'a> Decided<'a> {
             stamp,
             first_seq,
             now: time::now(),
-        })
-    }
-
-    fn write(&self) -> Write<'_> {
-        Write {
-            session_id: self.session_id,
-            before: self.before,
-            rec: &self.rec,
-            out: self.out,
-            hooks: &self.hooks,
-            stamp: &self.stamp,
-            first_seq: self.first_seq,
-            now: self.now,
         }
     }
 
@@ -396,7 +388,7 @@ impl<'a> Decided<'a> {
         prepared: &mut Prepared,
         opening: &str,
     ) -> StoreResult<Option<(WriteText, Vec<EventRecord>)>> {
-        let (stmts, events) = self.write().build::<Stmt>()?;
+        let (stmts, events) = self.build::<Stmt>()?;
         let literal = stmts.iter().all(|s| !s.unwritable)
             && stmts.iter().map(Stmt::literal_bytes).sum::<usize>() <= LITERAL_LIMIT;
         if !literal {
@@ -451,28 +443,16 @@ impl<'a> Decided<'a> {
     }
 }
 
-/// What a decision writes, as the statements that write it, in order.
-struct Write<'a> {
-    session_id: &'a str,
-    before: &'a SessionRecord,
-    rec: &'a SessionRecord,
-    out: &'a TxnOutput,
-    hooks: &'a [crate::store::webhooks::WebhookEvent],
-    stamp: &'a Stamp,
-    first_seq: i64,
-    now: i64,
-}
-
-impl Write<'_> {
+impl Decided<'_> {
     /// The statements (none when nothing changed) and the events they append.
     fn build<S: NewSink>(&self) -> StoreResult<(Vec<S>, Vec<EventRecord>)> {
-        let Write {
+        let Decided {
             session_id,
             before,
-            rec,
+            ref rec,
             out,
-            hooks,
-            stamp,
+            ref hooks,
+            ref stamp,
             first_seq,
             now,
         } = *self;
