@@ -116,11 +116,14 @@ async fn silent_server() -> String {
 }
 
 /// A loopback URL nothing listens on.
-async fn closed_port() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    drop(listener);
-    url
+/// The URL of a port that refuses connections, and the socket that keeps it so: bound but
+/// never listening, so no other test's server can take the port while this one runs (a port
+/// merely freed could be, and would answer).
+fn closed_port() -> (String, tokio::net::TcpSocket) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let url = format!("http://{}/mcp", socket.local_addr().unwrap());
+    (url, socket)
 }
 
 async fn servers_and_toolsets_are_stored_and_updated(b: Backend) {
@@ -208,7 +211,7 @@ async fn unreachable_silent_and_fenced_servers_are_connection_failures(b: Backen
     let mock = MockAnthropic::start().await;
     mock.push([Reply::Text("done".into())]);
     let s = server(b, &mock, true).await;
-    let (closed, silent) = (closed_port().await, silent_server().await);
+    let ((closed, _kept), silent) = (closed_port(), silent_server().await);
     let a = agent(&s, &[("closed", &closed), ("silent", &silent)]).await;
     let env = s.client.environment().await;
     // Connected in parallel: the silent server costs one connect timeout, not one per server.
