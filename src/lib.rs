@@ -178,6 +178,12 @@ impl Running {
         self.engine.active_runners()
     }
 
+    /// Whether the engine keeps a copy of session `id`'s row for the next client write (for
+    /// tests).
+    pub fn holds_row(&self, id: &str) -> bool {
+        self.engine.holds_row(id)
+    }
+
     /// Number of sessions with live stream subscribers (for tests and metrics).
     pub fn stream_topics(&self) -> usize {
         self.hub.topic_count()

@@ -26,8 +26,10 @@ pub const TOOL_DURATION: &str = "mast_tool_duration_seconds";
 pub const SSE_SUBSCRIBERS: &str = "mast_sse_subscribers";
 /// Time to commit one session transaction (events appended with their state change).
 pub const EVENT_APPEND_DURATION: &str = "mast_event_append_duration_seconds";
-/// Session writes a runner decided on the row it held that had moved on meanwhile, so it
-/// decided again on the locked row (`Store::transact_from`).
+/// Session writes decided on a held copy of the row that had moved on meanwhile (or that the
+/// decision refused: its refusal may not be the current row's), so they were decided again on
+/// the locked row (`Store::transact_from`), by `writer`: `runner` (the row its loop holds) or
+/// `client` (input decided on the row a runner left, `engine::held_rows`).
 pub const STALE_SESSION_WRITES: &str = "mast_stale_session_writes_total";
 /// Self-hosted work items waiting for a worker, across the store.
 pub const WORK_QUEUED: &str = "mast_work_queue_depth";

@@ -90,7 +90,8 @@ impl Loop<'_> {
             match self.hold(attempt).await? {
                 Attempt::Done(written) => from_held = Some((written, awaits)),
                 Attempt::Stale => {
-                    metrics::counter!(crate::telemetry::STALE_SESSION_WRITES).increment(1);
+                    metrics::counter!(crate::telemetry::STALE_SESSION_WRITES, "writer" => "runner")
+                        .increment(1);
                 }
             }
         }
@@ -106,6 +107,10 @@ impl Loop<'_> {
         };
         let (rec, appended) = written.ok_or(RunError::Gone)?;
         self.released = rec.lease_owner.as_deref() != Some(self.inner.owner.as_str());
+        if self.released && store.decides_on_held_rows() {
+            // The session's next write is most likely a client's input, here.
+            self.inner.held_rows.put(rec.clone());
+        }
         self.handle.saw_seq(rec.last_seq);
         self.inner.hub.publish(&self.sid, &appended);
         if let Some(rx) = awaits

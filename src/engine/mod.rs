@@ -20,6 +20,7 @@ mod file_sources;
 mod fixtures;
 mod fork_checkpoint;
 pub mod fork_point;
+pub mod held_rows;
 pub mod history;
 /// `post_tool_use`, `stop` and `subagent_stop` hooks in the loop (issue 20).
 mod hook_after;
@@ -273,6 +274,8 @@ pub(crate) struct Inner {
     pub history: history::History,
     /// Sessions' bodies as last parsed, so a runner start does not parse the agent again.
     pub bodies: bodies::Bodies,
+    /// Session rows as this process's runners left them, for the next client write.
+    pub held_rows: held_rows::HeldRows,
     pub shutdown: CancellationToken,
     tasks: TaskTracker,
     /// Hooks asked about tool calls (issue 20); None in engines built without them.
@@ -314,6 +317,7 @@ impl Engine {
                 runners: Mutex::new(HashMap::new()),
                 history: history::History::new(history::DEFAULT_BUDGET),
                 bodies: bodies::Bodies::new(bodies::DEFAULT_BUDGET),
+                held_rows: held_rows::HeldRows::new(held_rows::MAX_ROWS, held_rows::DEFAULT_BUDGET),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
                 hooks: None,
@@ -522,6 +526,12 @@ impl Engine {
         })
     }
 
+    /// Whether this process keeps a copy of session `id`'s row for the next client write
+    /// (`engine::held_rows`).
+    pub fn holds_row(&self, id: &str) -> bool {
+        self.inner.held_rows.holds(id)
+    }
+
     /// Number of runner tasks alive in this process.
     pub fn active_runners(&self) -> usize {
         self.inner.runners.lock().expect("runners lock").len()
@@ -652,6 +662,8 @@ async fn take_lease(
         .claim_lease(sid, &inner.owner, now, now + ttl)
         .await?
     {
+        // The claim moved the row past any copy kept of it.
+        inner.held_rows.forget(sid);
         if rec.lease_owner.as_deref().is_some_and(|o| o != inner.owner) {
             metrics::counter!(crate::telemetry::LEASE_TAKEOVERS).increment(1);
         }

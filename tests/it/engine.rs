@@ -29,6 +29,7 @@ backend_tests!(
     refusal_and_stream_cut,
     anthropic_wire_format_round_trip,
     many_concurrent_sessions,
+    input_starts_from_the_row_the_runner_left,
 );
 
 const WEATHER: &str = "call get_weather {\"city\":\"Paris\"}\n---\nsay It is {{result}} in Paris.";
@@ -957,4 +958,60 @@ mod regressions {
             "{texts}"
         );
     }
+}
+
+/// On Postgres the row a runner leaves at the end of a turn is kept for the session's next
+/// input (`engine::held_rows`), which takes it; any other client write forgets it, and the
+/// input after that takes the locking way. SQLite, whose locking read costs no round trip,
+/// keeps none. Every turn's outcome is the same either way.
+async fn input_starts_from_the_row_the_runner_left(b: Backend) {
+    let s = TestServer::start(b).await;
+    let c = &s.client;
+    let (sid, mut st) = open_session(&s, json!([weather_tool()])).await;
+    let keeps = b == Backend::Postgres;
+    assert!(
+        !s.holds_row(&sid),
+        "a new session's row came from no runner"
+    );
+    c.say(&sid, WEATHER).await;
+    let idle = st.until_idle(10).await;
+    assert_eq!(idle["stop_reason"]["type"], "requires_action");
+    assert_eq!(s.holds_row(&sid), keeps, "the runner left its row");
+    let call = idle["stop_reason"]["event_ids"][0].clone();
+    c.send_events(
+        &sid,
+        json!([{"type": "user.custom_tool_result", "custom_tool_use_id": call,
+        "content": [{"type": "text", "text": "sunny"}]}]),
+    )
+    .await;
+    // The answer took the copy; the turn's end left a new one.
+    let idle = st.until_idle(10).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    assert_eq!(s.holds_row(&sid), keeps);
+
+    // A client write of its own (the title) moves the row: the copy is forgotten, and the
+    // next message, decided on the locked row, keeps the new title.
+    let u = c
+        .post(&format!("/v1/sessions/{sid}"), json!({"title": "renamed"}))
+        .await
+        .ok();
+    assert_eq!(u["title"], "renamed");
+    assert!(!s.holds_row(&sid), "the update forgot the copy");
+    c.say(&sid, "say again").await;
+    let idle = st.until_idle(10).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    assert_eq!(s.holds_row(&sid), keeps);
+    c.say(&sid, "say once more").await;
+    st.until_idle(10).await;
+    let sess = c.get(&format!("/v1/sessions/{sid}")).await.ok();
+    assert_eq!(sess["title"], "renamed");
+    assert_eq!(sess["status"], "idle");
+    let said: Vec<String> = c
+        .all_events(&sid)
+        .await
+        .iter()
+        .filter(|e| e["type"] == "agent.message")
+        .map(|e| e["content"][0]["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(said, ["It is sunny in Paris.", "again", "once more"]);
 }

@@ -67,8 +67,13 @@ async fn streams_and_interrupts_cross_replicas() {
         log.iter().map(|e| e["id"].clone()).collect::<Vec<_>>()
     );
 
-    // A slow turn running on A is cut short by an interrupt sent to B.
+    // A slow turn running on A is cut short by an interrupt sent to B. A still keeps the row
+    // its runner left at `requires_action`, which B's turn moved past: A's write of the
+    // message is refused on that copy and decided again on the current row.
+    // (Were the copy written, its events would take sequence numbers B's turn used.)
+    assert!(a.holds_row(&sid), "A kept the row its runner left");
     a.client.say(&sid, "sleep 20000\nsay too late").await;
+    assert!(!a.holds_row(&sid), "the message's write took A's copy");
     on_b.until(20, |e| e["type"] == "span.model_request_start")
         .await;
     let started = std::time::Instant::now();

@@ -1,7 +1,7 @@
 //! Accepting a batch of client events: messages, answers to blocking events, interrupts.
 
 use super::OpError;
-use super::txn::decide;
+use super::txn::decide_held;
 use crate::domain::events::{Answer, ClientEvent, kind};
 use crate::domain::invalid::Invalid;
 use crate::domain::time;
@@ -33,7 +33,7 @@ impl Engine {
         let decided = {
             let batch = batch.clone();
             let inner = self.inner.clone();
-            decide(&self.inner, ws, id, move |rec| {
+            decide_held(&self.inner, ws, id, move |rec| {
                 let now = time::now();
                 let (mut out, acc) = intake::accept(rec, &batch, &post, lease.as_ref(), now)?;
                 let armed = fast_start::arm(&inner, rec, &batch, &mut out, &acc, now);

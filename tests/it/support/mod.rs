@@ -339,6 +339,11 @@ impl TestServer {
         self.running.as_ref().map_or(0, |r| r.stream_topics())
     }
 
+    /// Whether this server keeps a copy of session `id`'s row for its next client write.
+    pub fn holds_row(&self, id: &str) -> bool {
+        self.running.as_ref().is_some_and(|r| r.holds_row(id))
+    }
+
     /// Runner tasks alive in this server.
     pub fn active_runners(&self) -> usize {
         self.running.as_ref().map_or(0, |r| r.active_runners())
