@@ -8,7 +8,10 @@
 //! out when a write uses it (two writers never start from one copy), and only stores whose
 //! locking read costs a round trip keep any (`Store::decides_on_held_rows`).
 //!
-//! The cache is bounded by entries and by the rows' text size, evicting the oldest put.
+//! The cache is bounded by entries and by the rows' text size, evicting the oldest put. A row
+//! with its agent snapshot is a few KB, so the default bound costs a few MB at most (the idle
+//! scenario in BENCHMARKS.md); input to a session whose copy was evicted simply takes the
+//! locking way, one round trip more.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -16,10 +19,10 @@ use std::sync::Mutex;
 use crate::store::SessionRecord;
 
 /// Default bound on the number of rows kept.
-pub const MAX_ROWS: usize = 4096;
+pub const MAX_ROWS: usize = 1024;
 
 /// Default bound on the rows' text (body, engine state, usage) kept, in bytes.
-pub const DEFAULT_BUDGET: usize = 16 << 20;
+pub const DEFAULT_BUDGET: usize = 4 << 20;
 
 /// The rows this process committed last, by session id.
 pub struct HeldRows {
