@@ -112,14 +112,9 @@ impl HeldRows {
         let _ = self.take(session_id);
     }
 
-    /// How many rows are kept.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.rows.lock().expect("held rows lock").by_id.len()
-    }
-
-    /// Whether no row is kept.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -132,28 +127,18 @@ fn size_of(rec: &SessionRecord) -> usize {
 mod tests {
     use super::*;
 
+    /// A session row of id `id` whose text weighs `256 + body` (see `size_of`).
     fn row(id: &str, body: usize) -> SessionRecord {
-        SessionRecord {
-            id: id.into(),
-            workspace_id: "ws".into(),
-            agent_id: "a".into(),
-            agent_version: 1,
-            environment_id: "e".into(),
-            status: "idle".into(),
-            body: "x".repeat(body),
-            usage: String::new(),
-            active_micros: 0,
-            running_since: None,
-            last_seq: 0,
-            engine: String::new(),
-            lease_owner: None,
-            lease_expires_at: None,
-            created_at: 0,
-            updated_at: 0,
-            archived_at: None,
-            terminated_at: None,
-            version: 1,
-        }
+        let mut rec = crate::engine::fixtures::session(
+            crate::domain::session::SessionStatus::Idle,
+            &Default::default(),
+            false,
+        );
+        rec.id = id.into();
+        rec.body = "x".repeat(body);
+        rec.engine.clear();
+        rec.usage.clear();
+        rec
     }
 
     #[test]
@@ -162,7 +147,7 @@ mod tests {
         rows.put(row("s1", 10));
         assert_eq!(rows.take("s1").map(|r| r.id), Some("s1".to_string()));
         assert!(rows.take("s1").is_none());
-        assert!(rows.is_empty());
+        assert_eq!(rows.len(), 0);
     }
 
     #[test]
@@ -196,7 +181,7 @@ mod tests {
         assert!(rows.take("s1").is_some() && rows.take("s3").is_some());
         // A row larger than the whole budget is not kept.
         rows.put(row("big", 10_000));
-        assert!(rows.is_empty());
+        assert_eq!(rows.len(), 0);
     }
 
     #[test]
