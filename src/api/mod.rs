@@ -142,7 +142,7 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             auth::middleware,
         ));
-    Router::new()
+    let routes = Router::new()
         .merge(api)
         .merge(docs::router())
         // Web console (static files; data comes through the authenticated API).
@@ -153,8 +153,13 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(ops::metrics))
         .fallback(no_route)
         .route_layer(middleware::from_fn(ops::track))
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(middleware::from_fn(reject_nul))
+        .with_state(state);
+    // The layers every request passes go around the routes once: `Router::layer` wraps each
+    // route's endpoint, and a route's stack is cloned for every request it serves.
+    let layered = tower::ServiceBuilder::new()
         .layer(middleware::from_fn(request_id::middleware))
-        .with_state(state)
+        .layer(middleware::from_fn(reject_nul))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .service(routes);
+    Router::new().fallback_service(layered)
 }

@@ -3,7 +3,7 @@
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{ALLOW, CONTENT_TYPE};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -38,7 +38,7 @@ fn foreign_error(resp: &Response, method: &Method, path: &str) -> ApiError {
     if status != StatusCode::METHOD_NOT_ALLOWED {
         return ApiError::for_status(status);
     }
-    // axum adds the `Allow` header outside this middleware, so the message points at it.
+    // The message points at the `Allow` header, which the rewritten response keeps.
     let mut message = format!(
         "`{method} {path}` is not supported: the `Allow` header lists the methods this route takes."
     );
@@ -69,7 +69,11 @@ pub async fn middleware(req: Request<Body>, next: Next) -> Response {
             let resp = next.run(req).await;
             let status = resp.status();
             if (status.is_client_error() || status.is_server_error()) && !is_json(&resp) {
-                foreign_error(&resp, &method, &path).into_response()
+                let mut rewritten = foreign_error(&resp, &method, &path).into_response();
+                if let Some(allow) = resp.headers().get(ALLOW) {
+                    rewritten.headers_mut().insert(ALLOW, allow.clone());
+                }
+                rewritten
             } else {
                 resp
             }

@@ -21,10 +21,12 @@ async fn errors_have_the_api_shape(b: Backend) {
         missing.contains("no such route: `GET /v1/nothing-here`"),
         "{missing}"
     );
-    let put = c
-        .send(reqwest::Method::PUT, "/v1/agents", None)
-        .await
-        .err(405);
+    let put = c.send(reqwest::Method::PUT, "/v1/agents", None).await;
+    // RFC 9110: a 405 lists the methods the route takes.
+    let mut allow: Vec<&str> = put.headers["allow"].to_str().unwrap().split(',').collect();
+    allow.sort_unstable();
+    assert_eq!(allow, ["GET", "HEAD", "POST"], "{:?}", put.headers);
+    let put = put.err(405);
     assert!(put.contains("`PUT /v1/agents` is not supported"), "{put}");
     let delete = c
         .send(reqwest::Method::DELETE, "/v1/agents/agent_x", None)
