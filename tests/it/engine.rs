@@ -819,18 +819,30 @@ async fn many_concurrent_sessions(b: Backend) {
     let s = TestServer::start(b).await;
     let agent = s.client.agent(json!([weather_tool()])).await;
     let env = s.client.environment().await;
+    // All 200 sessions are open and running at once, but at most 32 requests are in flight,
+    // as a client's connection pool sends them: 200 requests at once to a debug build on a
+    // busy machine starved the server's runtime until requests outwaited the store's 5 s
+    // connection wait (Postgres showed the connections idle meanwhile).
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(32));
     let mut tasks = Vec::new();
     for i in 0..200 {
         let c = s.client.clone();
-        let (agent, env) = (agent.clone(), env.clone());
+        let (agent, env, gate) = (agent.clone(), env.clone(), gate.clone());
         let url = s.url.clone();
         tasks.push(tokio::spawn(async move {
-            let sid = c.post("/v1/sessions", json!({"agent": agent["id"], "environment_id": env["id"]})).await.ok()["id"].as_str().unwrap().to_string();
-            let mut st = Stream::open(&url, &format!("/v1/sessions/{sid}/events/stream"), None, &[]).await;
-            c.say(&sid, &format!("call get_weather {{\"city\":\"c{i}\"}}\n---\nsay got {{{{result}}}}")).await;
+            let (sid, mut st) = {
+                let _slot = gate.acquire().await.unwrap();
+                let sid = c.post("/v1/sessions", json!({"agent": agent["id"], "environment_id": env["id"]})).await.ok()["id"].as_str().unwrap().to_string();
+                let st = Stream::open(&url, &format!("/v1/sessions/{sid}/events/stream"), None, &[]).await;
+                c.say(&sid, &format!("call get_weather {{\"city\":\"c{i}\"}}\n---\nsay got {{{{result}}}}")).await;
+                (sid, st)
+            };
             let idle = st.until_idle(60).await;
             let id = idle["stop_reason"]["event_ids"][0].clone();
-            c.send_events(&sid, json!([{"type": "user.custom_tool_result", "custom_tool_use_id": id, "content": [{"type": "text", "text": format!("r{i}")}]}])).await;
+            {
+                let _slot = gate.acquire().await.unwrap();
+                c.send_events(&sid, json!([{"type": "user.custom_tool_result", "custom_tool_use_id": id, "content": [{"type": "text", "text": format!("r{i}")}]}])).await;
+            }
             let idle = st.until_idle(60).await;
             assert_eq!(idle["stop_reason"]["type"], "end_turn");
             let msg = st.seen.iter().rev().find(|e| e["type"] == "agent.message").unwrap();
