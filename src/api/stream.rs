@@ -25,7 +25,7 @@ use super::sessions::not_found;
 use crate::domain::events::kind;
 use crate::domain::session::SessionBody;
 use crate::hub::{HubItem, Subscription};
-use crate::store::{EventRecord, Store};
+use crate::store::Store;
 
 /// How often an idle stream sends `event: ping`.
 pub const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -86,19 +86,18 @@ struct Tail {
 /// How often a stream opened with a worker credential checks that it still stands.
 const RECHECK: Duration = Duration::from_secs(5);
 
-fn frame(e: &EventRecord, json: &str) -> Event {
-    Event::default()
-        .event(e.kind.as_str())
-        .id(e.id.as_str())
-        .data(json)
+fn frame(kind: &str, id: &str, json: &str) -> Event {
+    Event::default().event(kind).id(id).data(json)
 }
 
 impl Tail {
-    fn visible(&self, e: &EventRecord) -> bool {
-        match e.thread_id.as_deref() {
+    /// Whether an event of `thread_id` shows on this stream; `crosspost`: it is a child
+    /// thread's event that names its thread.
+    fn visible(&self, thread_id: Option<&str>, crosspost: bool) -> bool {
+        match thread_id {
             None => self.crossposts,
             Some(t) if t == self.thread => true,
-            Some(_) => self.crossposts && e.body.get("session_thread_id").is_some(),
+            Some(_) => self.crossposts && crosspost,
         }
     }
 
@@ -113,8 +112,9 @@ impl Tail {
         }
         for e in batch {
             self.last_seq = e.seq;
-            if self.visible(&e) {
-                self.backlog.push_back(frame(&e, &e.wire().to_string()));
+            if self.visible(e.thread_id.as_deref(), e.crossposts()) {
+                self.backlog
+                    .push_back(frame(&e.kind, &e.id, &e.wire_json()));
             }
         }
         Ok(())
@@ -212,7 +212,7 @@ impl Tail {
                     return Some(Event::default().event(kind_name).data(frame.to_string()));
                 }
                 Ok(Ok(HubItem::Event(published))) => {
-                    let e = &published.record;
+                    let e = &*published;
                     if e.seq <= self.last_seq {
                         continue;
                     }
@@ -224,8 +224,8 @@ impl Tail {
                     }
                     self.last_seq = e.seq;
                     self.started.remove(&e.id);
-                    if self.visible(e) {
-                        self.backlog.push_back(frame(e, &published.json));
+                    if self.visible(e.thread_id.as_deref(), e.crosspost) {
+                        self.backlog.push_back(frame(&e.kind, &e.id, &e.json));
                     }
                 }
             }

@@ -477,8 +477,10 @@ impl Engine {
         let sid = session_id.to_string();
         // Every log line of the runner names its session.
         let span = tracing::info_span!("runner", session_id = %sid);
+        // Boxed, so the spawn moves a pointer: the runner's future is kilobytes, and each
+        // wake of an idle session spawns one.
         self.inner.tasks.spawn(tracing::Instrument::instrument(
-            run(inner, sid, handle),
+            Box::pin(run(inner, sid, handle)),
             span,
         ));
     }

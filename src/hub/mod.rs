@@ -28,7 +28,14 @@ type Topics = Arc<Mutex<HashMap<String, Topic>>>;
 /// A committed event with its wire JSON, serialized once for every subscriber.
 #[derive(Debug)]
 pub struct Published {
-    pub record: EventRecord,
+    pub seq: i64,
+    pub id: String,
+    pub kind: String,
+    pub thread_id: Option<String>,
+    /// A child thread's event that names its thread, so it shows on the session's stream
+    /// too.
+    pub crosspost: bool,
+    /// The event as clients see it ([`EventRecord::wire_json`]).
     pub json: String,
 }
 
@@ -211,11 +218,15 @@ impl Hub {
             return;
         }
         for e in events {
-            let json = e.wire().to_string();
+            let json = e.wire_json();
             self.send(
                 session_id,
                 HubItem::Event(Arc::new(Published {
-                    record: e.clone(),
+                    seq: e.seq,
+                    id: e.id.clone(),
+                    kind: e.kind.clone(),
+                    thread_id: e.thread_id.clone(),
+                    crosspost: e.crossposts(),
                     json,
                 })),
             );

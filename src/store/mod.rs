@@ -17,6 +17,7 @@ pub mod skills;
 pub mod sqlite;
 pub mod vaults;
 pub mod webhooks;
+mod wire;
 
 use async_trait::async_trait;
 
@@ -217,6 +218,34 @@ pub struct NewEvent {
     pub processed_at: Option<Micros>,
 }
 
+impl NewEvent {
+    /// Whether it is a child thread's event that names its thread, which the session's
+    /// stream shows too (stored as the `crosspost` column).
+    pub fn crossposts(&self) -> bool {
+        crossposts(&self.body)
+    }
+
+    /// The event as stored in `session_id`'s log at `seq`, written at `now`.
+    pub fn stored(self, session_id: &str, seq: i64, now: Micros) -> EventRecord {
+        EventRecord {
+            session_id: session_id.to_string(),
+            seq,
+            id: self.id,
+            thread_id: self.thread_id,
+            kind: self.kind,
+            body: self.body,
+            internal: self.internal,
+            processed_at: self.processed_at,
+            created_at: now,
+        }
+    }
+}
+
+/// The one rule for crossposting: a child thread's event naming its thread.
+fn crossposts(body: &serde_json::Value) -> bool {
+    body.get("session_thread_id").is_some()
+}
+
 /// A persisted event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventRecord {
@@ -232,6 +261,12 @@ pub struct EventRecord {
 }
 
 impl EventRecord {
+    /// Whether it is a child thread's event that names its thread, which the session's
+    /// stream shows too.
+    pub fn crossposts(&self) -> bool {
+        crossposts(&self.body)
+    }
+
     /// The event as clients see it: its body plus `type`, `id` and `processed_at`.
     pub fn wire(&self) -> serde_json::Value {
         let mut v = self.body.clone();

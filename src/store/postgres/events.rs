@@ -11,14 +11,14 @@ use crate::domain::time::Micros;
 use crate::store::{EventFilter, EventRecord, NewEvent, Scan, StoreResult};
 
 /// Pushes an `INSERT` of `events` (sequence numbers from `first_seq`) onto `qb`, to run
-/// alone or as a `WITH` part of a larger statement; returns the records as stored.
+/// alone or as a `WITH` part of a larger statement ([`NewEvent::stored`] is what it stores).
 pub(super) fn push_insert(
     qb: &mut impl Sink,
     session_id: &str,
     first_seq: i64,
     events: &[NewEvent],
     now: Micros,
-) -> StoreResult<Vec<EventRecord>> {
+) -> StoreResult<()> {
     let n = events.len();
     let mut seqs = Vec::with_capacity(n);
     let mut ids = Vec::with_capacity(n);
@@ -30,10 +30,8 @@ pub(super) fn push_insert(
     let mut answer_kinds = Vec::with_capacity(n);
     let mut processed = Vec::with_capacity(n);
     let mut crossposts = Vec::with_capacity(n);
-    let mut out = Vec::with_capacity(n);
     for (i, e) in events.iter().enumerate() {
-        let seq = first_seq + i as i64;
-        seqs.push(seq);
+        seqs.push(first_seq + i as i64);
         ids.push(e.id.clone());
         threads.push(e.thread_id.clone());
         kinds.push(e.kind.clone());
@@ -42,19 +40,7 @@ pub(super) fn push_insert(
         answers.push(e.answers.as_ref().map(|a| a.0.clone()));
         answer_kinds.push(e.answers.as_ref().map(|a| a.1.to_string()));
         processed.push(e.processed_at);
-        // A child thread's event naming its thread shows on the session's stream too.
-        crossposts.push(i64::from(e.body.get("session_thread_id").is_some()));
-        out.push(EventRecord {
-            session_id: session_id.to_string(),
-            seq,
-            id: e.id.clone(),
-            thread_id: e.thread_id.clone(),
-            kind: e.kind.clone(),
-            body: e.body.clone(),
-            internal: e.internal.clone(),
-            processed_at: e.processed_at,
-            created_at: now,
-        });
+        crossposts.push(i64::from(e.crossposts()));
     }
     qb.sql(
         "INSERT INTO events (session_id, seq, id, thread_id, type, body, internal, answers, \
@@ -91,7 +77,7 @@ pub(super) fn push_insert(
         "::bigint[]) AS u (seq, id, thread_id, type, body, internal, answers, answer_kind, \
          processed_at, crosspost)",
     );
-    Ok(out)
+    Ok(())
 }
 
 impl PgStore {

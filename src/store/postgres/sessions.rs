@@ -110,15 +110,17 @@ impl PgStore {
         qb.push(", wh AS (");
         super::webhooks::push_emit(&mut qb, &hooks, "");
         qb.push(")");
-        let out = if events.is_empty() {
+        if events.is_empty() {
             qb.push(" SELECT 1");
-            vec![]
         } else {
             qb.push(" ");
-            events::push_insert(&mut qb, &s.id, 1, events, s.created_at)?
-        };
+            events::push_insert(&mut qb, &s.id, 1, events, s.created_at)?;
+        }
         qb.build().execute(&self.pool).await?;
-        Ok(out)
+        Ok((1..)
+            .zip(events.iter().cloned())
+            .map(|(seq, e)| e.stored(&s.id, seq, s.created_at))
+            .collect())
     }
 
     /// One session, by id within a workspace or (`None`) by id alone.

@@ -38,6 +38,11 @@ pub(super) trait Literal {
     /// Appends the value as a literal; false when it cannot be one (a NUL character, which
     /// no Postgres text holds: the bind it stands for would fail as well).
     fn literal(&self, out: &mut String) -> bool;
+    /// About how many bytes the literal takes, so the text grows once rather than by
+    /// doubling through every argument.
+    fn literal_size(&self) -> usize {
+        8
+    }
 }
 
 /// `s` as an escape-string literal (`E'…'`), which reads the same under any
@@ -48,7 +53,8 @@ fn text_literal(s: &str, out: &mut String) -> bool {
     out.reserve(s.len() + 3);
     out.push_str("E'");
     let mut rest = s;
-    while let Some(i) = rest.find(['\'', '\\', '\0']) {
+    // The three are ASCII, so a byte search finds them at character boundaries.
+    while let Some(i) = memchr::memchr3(b'\'', b'\\', 0, rest.as_bytes()) {
         out.push_str(&rest[..i]);
         match rest.as_bytes()[i] {
             b'\'' => out.push_str("''"),
@@ -67,6 +73,9 @@ impl Literal for String {
     fn literal(&self, out: &mut String) -> bool {
         text_literal(self, out)
     }
+    fn literal_size(&self) -> usize {
+        self.len() + 3
+    }
 }
 
 impl Literal for Option<String> {
@@ -79,6 +88,9 @@ impl Literal for Option<String> {
                 true
             }
         }
+    }
+    fn literal_size(&self) -> usize {
+        self.as_ref().map_or(4, |s| s.len() + 3)
     }
 }
 
@@ -104,6 +116,7 @@ impl Literal for Option<i64> {
 }
 
 fn array<T: Literal>(items: &[T], element: &str, out: &mut String) -> bool {
+    out.reserve(array_size(items));
     out.push_str("ARRAY[");
     for (i, v) in items.iter().enumerate() {
         if i > 0 {
@@ -117,10 +130,17 @@ fn array<T: Literal>(items: &[T], element: &str, out: &mut String) -> bool {
     true
 }
 
+fn array_size<T: Literal>(items: &[T]) -> usize {
+    items.iter().map(|v| v.literal_size() + 1).sum::<usize>() + 16
+}
+
 impl Literal for Vec<String> {
     const TYPE: &'static str = "text[]";
     fn literal(&self, out: &mut String) -> bool {
         array(self, "text", out)
+    }
+    fn literal_size(&self) -> usize {
+        array_size(self)
     }
 }
 
@@ -129,12 +149,18 @@ impl Literal for Vec<Option<String>> {
     fn literal(&self, out: &mut String) -> bool {
         array(self, "text", out)
     }
+    fn literal_size(&self) -> usize {
+        array_size(self)
+    }
 }
 
 impl Literal for Vec<i64> {
     const TYPE: &'static str = "int8[]";
     fn literal(&self, out: &mut String) -> bool {
         array(self, "int8", out)
+    }
+    fn literal_size(&self) -> usize {
+        array_size(self)
     }
 }
 
@@ -143,14 +169,20 @@ impl Literal for Vec<Option<i64>> {
     fn literal(&self, out: &mut String) -> bool {
         array(self, "int8", out)
     }
+    fn literal_size(&self) -> usize {
+        array_size(self)
+    }
 }
 
 /// A statement with `$n` placeholders and its arguments as literals.
 #[derive(Debug, Default)]
 pub(super) struct Stmt {
     pub text: String,
-    /// Each argument's type and literal.
-    pub args: Vec<(&'static str, String)>,
+    /// Each argument's type.
+    types: Vec<&'static str>,
+    /// The arguments' literals, comma-separated as `EXECUTE` lists them: one buffer, so
+    /// an argument costs no allocation of its own and the list is copied out whole.
+    literals: String,
     /// Some argument cannot be written as a literal.
     pub unwritable: bool,
 }
@@ -165,10 +197,13 @@ impl Sink for Stmt {
     where
         T: Literal + for<'q> Encode<'q, Postgres> + Type<Postgres> + Send + 'static,
     {
-        let mut lit = String::new();
-        self.unwritable |= !v.literal(&mut lit);
-        self.args.push((T::TYPE, lit));
-        let _ = write!(self.text, "${}", self.args.len());
+        self.literals.reserve(v.literal_size() + 2);
+        if !self.types.is_empty() {
+            self.literals.push_str(", ");
+        }
+        self.unwritable |= !v.literal(&mut self.literals);
+        self.types.push(T::TYPE);
+        let _ = write!(self.text, "${}", self.types.len());
         self
     }
 }
@@ -176,15 +211,16 @@ impl Sink for Stmt {
 impl Stmt {
     /// The bytes of its arguments' literals.
     pub fn literal_bytes(&self) -> usize {
-        self.args.iter().map(|(_, l)| l.len()).sum()
+        self.literals.len()
     }
 
     /// `PREPARE name (types) AS text`.
     pub fn prepare(&self, name: &str, out: &mut String) {
+        out.reserve(self.text.len() + 16 * self.types.len() + 32);
         let _ = write!(out, "PREPARE {name}");
-        if !self.args.is_empty() {
+        if !self.types.is_empty() {
             out.push_str(" (");
-            for (i, (ty, _)) in self.args.iter().enumerate() {
+            for (i, ty) in self.types.iter().enumerate() {
                 if i > 0 {
                     out.push_str(", ");
                 }
@@ -199,15 +235,12 @@ impl Stmt {
 
     /// `EXECUTE name (literals)`.
     pub fn execute(&self, name: &str, out: &mut String) {
-        let _ = write!(out, "EXECUTE {name}");
-        if !self.args.is_empty() {
+        out.reserve(self.literals.len() + name.len() + 16);
+        out.push_str("EXECUTE ");
+        out.push_str(name);
+        if !self.types.is_empty() {
             out.push_str(" (");
-            for (i, (_, lit)) in self.args.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                out.push_str(lit);
-            }
+            out.push_str(&self.literals);
             out.push(')');
         }
         out.push_str("; ");

@@ -210,15 +210,15 @@ impl PgStore {
         }
         let mut rec = before.clone();
         let out = f(&mut rec)?;
-        let decided = Decided::new(session_id, &before, rec, &out, stamp);
+        let decided = Decided::new(session_id, &before, rec, out, stamp);
         // The transaction is open already (the locking read began it).
         match decided.text(prepared, "")? {
-            Some((text, events)) => {
+            Some(text) => {
                 let version = run_write(conn, prepared, &text).await?;
-                Ok(Some(decided.written(version, events)))
+                Ok(Some(decided.written(version)))
             }
             None => {
-                let (stmts, events) = decided.build::<QueryBuilder<'static, Postgres>>()?;
+                let stmts = decided.build::<QueryBuilder<'static, Postgres>>()?;
                 for mut qb in stmts {
                     qb.build().execute(&mut *conn).await?;
                 }
@@ -227,7 +227,7 @@ impl PgStore {
                     .await?
                     .try_get(0)?;
                 conn.execute("COMMIT").await?;
-                Ok(Some(decided.written(Some(version), events)))
+                Ok(Some(decided.written(Some(version))))
             }
         }
     }
@@ -260,7 +260,7 @@ impl PgStore {
         let Ok(out) = f(&mut rec) else {
             return Ok(Attempt::Stale);
         };
-        let decided = Decided::new(session_id, expected, rec, &out, self.clock.stamp());
+        let decided = Decided::new(session_id, expected, rec, out, self.clock.stamp());
         let started = std::time::Instant::now();
         let mut hot = self.hot.get().await?;
         let gate = format!(
@@ -268,7 +268,7 @@ impl PgStore {
             expected.version
         );
         let (conn, prepared) = hot.parts();
-        let Some((text, events)) = decided.text(prepared, &gate)? else {
+        let Some(text) = decided.text(prepared, &gate)? else {
             hot.release();
             return Ok(Attempt::Stale);
         };
@@ -277,7 +277,7 @@ impl PgStore {
                 hot.release();
                 metrics::histogram!(crate::telemetry::EVENT_APPEND_DURATION)
                     .record(started.elapsed().as_secs_f64());
-                Ok(Attempt::Done(Some(decided.written(version, events))))
+                Ok(Attempt::Done(Some(decided.written(version))))
             }
             Err(e) => {
                 let stale = e
@@ -343,7 +343,7 @@ struct Decided<'a> {
     session_id: &'a str,
     before: &'a SessionRecord,
     rec: SessionRecord,
-    out: &'a TxnOutput,
+    out: TxnOutput,
     hooks: Vec<crate::store::webhooks::WebhookEvent>,
     stamp: Stamp,
     first_seq: i64,
@@ -355,7 +355,7 @@ impl<'a> Decided<'a> {
         session_id: &'a str,
         before: &'a SessionRecord,
         mut rec: SessionRecord,
-        out: &'a TxnOutput,
+        out: TxnOutput,
         stamp: Stamp,
     ) -> Self {
         let first_seq = before.last_seq + 1;
@@ -383,18 +383,17 @@ impl<'a> Decided<'a> {
     /// transaction and checks the row): statements by prepared name with their arguments as
     /// literals, then the version read and `COMMIT`; and the events it appends. `None` when
     /// an argument cannot be a literal or the literals are too large.
-    fn text(
-        &self,
-        prepared: &mut Prepared,
-        opening: &str,
-    ) -> StoreResult<Option<(WriteText, Vec<EventRecord>)>> {
-        let (stmts, events) = self.build::<Stmt>()?;
+    fn text(&self, prepared: &mut Prepared, opening: &str) -> StoreResult<Option<WriteText>> {
+        let stmts = self.build::<Stmt>()?;
         let literal = stmts.iter().all(|s| !s.unwritable)
             && stmts.iter().map(Stmt::literal_bytes).sum::<usize>() <= LITERAL_LIMIT;
         if !literal {
             return Ok(None);
         }
-        let mut sql = String::from(opening);
+        let mut sql = String::with_capacity(
+            opening.len() + stmts.iter().map(|s| s.literal_bytes() + 32).sum::<usize>() + 160,
+        );
+        sql.push_str(opening);
         if !opening.is_empty() {
             sql.push_str("; ");
         }
@@ -425,32 +424,32 @@ impl<'a> Decided<'a> {
             fresh,
             reads_version,
         };
-        Ok(Some((text, events)))
+        Ok(Some(text))
     }
 
     /// The committed row (at `version`, or where it was when nothing was written) and the
-    /// events appended.
-    fn written(
-        self,
-        version: Option<i64>,
-        events: Vec<EventRecord>,
-    ) -> (SessionRecord, Vec<EventRecord>) {
+    /// events appended, as stored.
+    fn written(self, version: Option<i64>) -> (SessionRecord, Vec<EventRecord>) {
         let mut rec = self.rec;
         if let Some(v) = version {
             rec.version = v;
         }
-        (rec, events)
+        let stored = (self.first_seq..)
+            .zip(self.out.events)
+            .map(|(seq, e)| e.stored(self.session_id, seq, self.now))
+            .collect();
+        (rec, stored)
     }
 }
 
 impl Decided<'_> {
-    /// The statements (none when nothing changed) and the events they append.
-    fn build<S: NewSink>(&self) -> StoreResult<(Vec<S>, Vec<EventRecord>)> {
+    /// The statements (none when nothing changed).
+    fn build<S: NewSink>(&self) -> StoreResult<Vec<S>> {
         let Decided {
             session_id,
             before,
             ref rec,
-            out,
+            ref out,
             ref hooks,
             ref stamp,
             first_seq,
@@ -460,14 +459,11 @@ impl Decided<'_> {
         let mut qb = S::new();
         let mut parts = 0;
         push_session_update(&mut qb, &mut parts, before, rec, stamp);
-        let events = if out.events.is_empty() {
-            vec![]
-        } else {
+        if !out.events.is_empty() {
             part(&mut qb, &mut parts, "e");
-            let stored = events::push_insert(&mut qb, session_id, first_seq, &out.events, now)?;
+            events::push_insert(&mut qb, session_id, first_seq, &out.events, now)?;
             qb.sql(")");
-            stored
-        };
+        }
         // Parts of one statement do not see each other's rows: input consumed in the same
         // transaction that logs it, and a thread changed as it is created, are written after.
         let marks_new = out
@@ -531,7 +527,7 @@ impl Decided<'_> {
                 .sql(" AND processed_at IS NULL");
             stmts.push(qb);
         }
-        Ok((stmts, events))
+        Ok(stmts)
     }
 }
 

@@ -47,8 +47,7 @@ pub(super) fn insert_events(
     )?;
     let mut out = Vec::with_capacity(events.len());
     for (seq, e) in (first_seq..).zip(events) {
-        // A child thread's event naming its thread shows on the session's stream too.
-        let crosspost = i64::from(e.body.get("session_thread_id").is_some());
+        let crosspost = i64::from(e.crossposts());
         stmt.execute(params![
             session_id,
             seq,
@@ -63,17 +62,7 @@ pub(super) fn insert_events(
             now,
             crosspost,
         ])?;
-        out.push(EventRecord {
-            session_id: session_id.to_string(),
-            seq,
-            id: e.id,
-            thread_id: e.thread_id,
-            kind: e.kind,
-            body: e.body,
-            internal: e.internal,
-            processed_at: e.processed_at,
-            created_at: now,
-        });
+        out.push(e.stored(session_id, seq, now));
     }
     Ok(out)
 }
