@@ -3,7 +3,8 @@
 //! server) and measures, with the scripted model, each figure beside its target or floor:
 //!
 //! - `latency`: one session, `user.message` posted → `session.status_idle` seen on SSE, for a
-//!   plain turn and for a whole custom-tool round trip, and the server's CPU per turn;
+//!   plain turn and for a whole custom-tool round trip, and the server's CPU per turn, beside
+//!   the same figures of a minimal server doing the same I/O (the round trip's floor);
 //! - `realistic`: the same with a 20 KB system prompt and 10 tool schemas, plus `history`;
 //! - `history`: a turn at position 1,000 of one session against one at position 10;
 //! - `throughput`: N sessions doing turns concurrently: turns/s and events/s, as a share of
@@ -20,6 +21,7 @@ mod api;
 mod compaction;
 mod fanout;
 mod floor;
+mod floor_server;
 mod history;
 mod idle;
 mod latency;
@@ -86,11 +88,23 @@ struct Args {
     /// posts each session's messages to one replica and streams it from the next.
     #[arg(long, default_value_t = 1)]
     replicas: usize,
+    /// Runs as the round trip's floor server on this address (started by the latency
+    /// scenario itself).
+    #[arg(long, hide = true)]
+    floor_server: Option<String>,
+    /// The floor server's SQLite directory.
+    #[arg(long, hide = true)]
+    floor_dir: Option<std::path::PathBuf>,
 }
 
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    if let Some(listen) = &args.floor_server {
+        let dir = args.floor_dir.clone().unwrap_or_else(std::env::temp_dir);
+        floor_server::serve(listen, &dir).await;
+        return;
+    }
     let all = args.scenario == "all";
     let run = |name: &str| all || args.scenario == name;
     let db = server::database().await;
@@ -124,22 +138,23 @@ async fn main() {
         servers.len(),
         if servers.len() == 1 { "" } else { "s" }
     );
+    let per = args.turns_per_session;
+    // The floor's series, measured once for both scenarios that print it.
+    let mut floor = if run("latency") || run("realistic") {
+        Some(latency::floor(&http, db.as_deref(), args.turns, per).await)
+    } else {
+        None
+    };
     if run("latency") {
-        latency::run(
-            api,
-            server,
-            Agent::Plain,
-            args.turns,
-            args.turns_per_session,
-        )
-        .await;
+        let floor = floor.as_mut().expect("measured above");
+        latency::run(api, server, Agent::Plain, args.turns, per, floor).await;
     }
     if run("history") {
         history::run(api, Agent::Plain, args.depth, args.window).await;
     }
     if run("realistic") {
-        let per = args.turns_per_session;
-        latency::run(api, server, Agent::Realistic, args.turns, per).await;
+        let floor = floor.as_mut().expect("measured above");
+        latency::run(api, server, Agent::Realistic, args.turns, per, floor).await;
         history::run(api, Agent::Realistic, args.depth, args.window).await;
     }
     if run("throughput") {

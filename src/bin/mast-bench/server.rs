@@ -110,12 +110,7 @@ pub async fn drop_database(admin: &str, db: &str) {
 /// it answers.
 pub async fn start_server(database: Option<&str>, env: &[(&str, String)]) -> Server {
     let bin: PathBuf = std::env::current_exe().unwrap().with_file_name("mast");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let dir = std::env::temp_dir().join(format!("mast-bench-{}", mast::domain::ids::new_secret(8)));
+    let (port, dir) = (free_port(), scratch_dir());
     let mut cmd = Command::new(&bin);
     cmd.args([
         "serve",
@@ -125,9 +120,40 @@ pub async fn start_server(database: Option<&str>, env: &[(&str, String)]) -> Ser
     ])
     .arg(&dir)
     .env("MAST_LOG", "warn")
-    .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-    .stdout(Stdio::null())
-    .stderr(Stdio::inherit());
+    .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+    spawn(cmd, database, port, dir).await
+}
+
+/// Starts the round trip's floor server ([`crate::floor_server`], this binary run with
+/// `--floor-server`) on a free port and the same store, and waits until it answers.
+pub async fn start_floor_server(database: Option<&str>) -> Server {
+    let (port, dir) = (free_port(), scratch_dir());
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--floor-server",
+        &format!("127.0.0.1:{port}"),
+        "--floor-dir",
+    ])
+    .arg(&dir);
+    spawn(cmd, database, port, dir).await
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn scratch_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("mast-bench-{}", mast::domain::ids::new_secret(8)))
+}
+
+/// Spawns `cmd` (a server listening on `port`, its data in `dir`) on `database` (SQLite when
+/// `None`) and waits until it answers `/healthz`.
+async fn spawn(mut cmd: Command, database: Option<&str>, port: u16, dir: PathBuf) -> Server {
+    cmd.stdout(Stdio::null()).stderr(Stdio::inherit());
     let backend = match database {
         Some(url) => {
             cmd.env("DATABASE_URL", url);
@@ -140,7 +166,7 @@ pub async fn start_server(database: Option<&str>, env: &[(&str, String)]) -> Ser
     };
     let child = cmd
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", cmd.get_program()));
     // From here the child is owned by `Server`, whose Drop kills and reaps it.
     let server = Server {
         child,
@@ -153,7 +179,11 @@ pub async fn start_server(database: Option<&str>, env: &[(&str, String)]) -> Ser
             .await
             .is_ok_and(|r| r.status().is_success())
         {
-            eprintln!("mast-bench: server pid {}", server.pid());
+            eprintln!(
+                "mast-bench: server pid {} ({:?})",
+                server.pid(),
+                cmd.get_program()
+            );
             return server;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
