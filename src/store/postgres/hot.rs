@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sqlx::Connection as _;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::{Connection as _, Executor as _};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::store::{StoreError, StoreResult};
@@ -28,6 +28,8 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A small pool of connections that skips sqlx's per-use pings.
 pub(super) struct HotConns {
     options: PgConnectOptions,
+    /// What every new connection runs first (statements it prepares).
+    setup: String,
     idle: Mutex<Vec<(PgConnection, Prepared, Instant)>>,
     permits: Semaphore,
 }
@@ -76,10 +78,12 @@ impl Prepared {
 }
 
 impl HotConns {
-    /// Up to `size` connections to the server `options` names, opened when first needed.
-    pub(super) fn new(options: PgConnectOptions, size: u32) -> Self {
+    /// Up to `size` connections to the server `options` names, opened when first needed;
+    /// each runs `setup` when it opens.
+    pub(super) fn new(options: PgConnectOptions, size: u32, setup: String) -> Self {
         HotConns {
             options,
+            setup,
             idle: Mutex::new(Vec::new()),
             permits: Semaphore::new(size.max(1) as usize),
         }
@@ -107,9 +111,13 @@ impl HotConns {
             // as long or longer, so they go too.
             self.idle.lock().expect("hot connections").clear();
         }
-        let conn = tokio::time::timeout(ACQUIRE_TIMEOUT, PgConnection::connect_with(&self.options))
-            .await
-            .map_err(|_| sqlx::Error::PoolTimedOut)??;
+        let conn = tokio::time::timeout(ACQUIRE_TIMEOUT, async {
+            let mut conn = PgConnection::connect_with(&self.options).await?;
+            conn.execute(sqlx::raw_sql(&self.setup)).await?;
+            Ok::<_, sqlx::Error>(conn)
+        })
+        .await
+        .map_err(|_| sqlx::Error::PoolTimedOut)??;
         Ok(HotConn {
             conn: Some((conn, Prepared::default())),
             home: self,

@@ -112,7 +112,11 @@ pub async fn connect(url: &str, max_connections: u32) -> StoreResult<PgStore> {
         })
         .connect_with(options.clone())
         .await?;
-    let hot = Arc::new(hot::HotConns::new(options, hot_size));
+    let hot = Arc::new(hot::HotConns::new(
+        options,
+        hot_size,
+        transact::prepared_at_connect(),
+    ));
     MIGRATOR
         .run(&pool)
         .await

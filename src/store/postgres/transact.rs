@@ -12,6 +12,8 @@
 //! locking read: it decides on its copy and sends the write behind a version check
 //! (`mast_expect_session`, on the row's `xmin`) in one round trip; if the row moved on, the
 //! check fails before anything is written and the writer decides again on the locked row.
+//! The locking read, the check and the version read are prepared when a connection opens
+//! ([`prepared_at_connect`]).
 
 use std::fmt::Write as _;
 
@@ -191,9 +193,7 @@ impl PgStore {
         let asked = time::now();
         // `BEGIN` and the locking read in one round trip: a simple-protocol query of two
         // statements (which cannot take parameters, hence the id in the text).
-        let lock = format!(
-            "BEGIN; SELECT {SESSION_COLS} FROM sessions WHERE id = '{session_id}' FOR UPDATE"
-        );
+        let lock = format!("BEGIN; EXECUTE mast_lock('{session_id}')");
         let row = conn.fetch_optional(sqlx::raw_sql(&lock)).await?;
         let Some(row) = row else { return Ok(None) };
         self.clock
@@ -264,7 +264,7 @@ impl PgStore {
         let started = std::time::Instant::now();
         let mut hot = self.hot.get().await?;
         let gate = format!(
-            "BEGIN; SELECT mast_expect_session('{session_id}', {})",
+            "BEGIN; EXECUTE mast_gate('{session_id}', {})",
             expected.version
         );
         let (conn, prepared) = hot.parts();
@@ -302,7 +302,19 @@ const STALE_CODE: &str = "MA001";
 
 /// The query that reads the session row's version inside the writing transaction.
 fn version_query(session_id: &str) -> String {
-    format!("SELECT xmin::text::bigint FROM sessions WHERE id = '{session_id}'")
+    format!("EXECUTE mast_version('{session_id}')")
+}
+
+/// The statements every session transaction runs, prepared on each hot connection when it
+/// opens ([`super::hot::HotConns`]): sent as plain text they were parsed and planned anew
+/// in every transaction. The locking read, the version check of a write from a held copy
+/// (`mast_expect_session`, on the row's `xmin`) and the row's version after a write.
+pub(super) fn prepared_at_connect() -> String {
+    format!(
+        "PREPARE mast_lock (text) AS SELECT {SESSION_COLS} FROM sessions WHERE id = $1 FOR UPDATE; \
+         PREPARE mast_gate (text, int8) AS SELECT mast_expect_session($1, $2); \
+         PREPARE mast_version (text) AS SELECT xmin::text::bigint FROM sessions WHERE id = $1"
+    )
 }
 
 /// Sends a write built by [`Decided::text`] and returns the row's version after it (`None`:

@@ -21,6 +21,7 @@ backend_tests!(
     failed_transactions_change_nothing,
     missing_sessions_give_none,
     any_text_is_written_as_it_was,
+    every_element_of_a_batch_is_read_back_as_written,
 );
 
 async fn sequences_are_contiguous_under_concurrent_appends(b: Backend) {
@@ -461,4 +462,33 @@ async fn any_text_is_written_as_it_was(b: Backend) {
         first[0].processed_at.is_some(),
         "the queued input was consumed"
     );
+}
+
+/// Values that an array literal could misread (on Postgres a batch's columns go as one array
+/// literal each): `NULL` as text, the empty string, spaces, commas and braces, quotes and
+/// backslashes — each is read back as it was, and an absent value stays absent.
+async fn every_element_of_a_batch_is_read_back_as_written(b: Backend) {
+    let (store, _d) = open(b).await;
+    session(store.as_ref(), "sesn_t").await;
+    let awkward = ["NULL", "", " a,{b} ", r#"x"y\z'"#, r"\", "naïve ✓ 🚢"];
+    let events: Vec<_> = awkward
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let mut e = event(text);
+            e.thread_id = (i % 2 == 0).then(|| text.to_string());
+            e.body = json!({ "text": text });
+            e
+        })
+        .collect();
+    let sent = events.clone();
+    client_txn(store.as_ref(), "sesn_t", append(events)).await;
+    let read = store.events_after("sesn_t", 0, &[], 100).await.unwrap();
+    assert_eq!(read.len(), sent.len());
+    for (r, e) in read.iter().zip(&sent) {
+        assert_eq!(
+            (&r.id, &r.kind, &r.thread_id, &r.body),
+            (&e.id, &e.kind, &e.thread_id, &e.body)
+        );
+    }
 }
