@@ -44,6 +44,12 @@ impl Server {
 
     /// CPU time (user + system) the server has used so far, in ms.
     pub fn cpu_ms(&self) -> f64 {
+        let (user, system) = self.cpu_split_ms();
+        user + system
+    }
+
+    /// CPU time the server has used so far in user space and in the kernel, in ms.
+    pub fn cpu_split_ms(&self) -> (f64, f64) {
         let stat =
             std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
         // Fields after the command name (which may hold spaces): state is the first, utime
@@ -57,7 +63,7 @@ impl Server {
                 .unwrap_or(0.0)
         };
         // Clock ticks of USER_HZ, which Linux fixes at 100 for user space.
-        (ticks(11) + ticks(12)) * 10.0
+        (ticks(11) * 10.0, ticks(12) * 10.0)
     }
 
     /// The server's data directory (a SQLite server's database file lives there).
