@@ -180,7 +180,18 @@ async fn main() {
         fanout::run(api, args.subscribers).await;
     }
     if run("idle") {
-        idle::run(api, server, args.idle_sessions).await;
+        if all {
+            // After the other scenarios the server holds what they left (the history
+            // cache, memory the allocator keeps): the idle figure gets a server of its own.
+            let fresh = server::start_server(db.as_deref(), &server_env).await;
+            let api = Api {
+                http: http.clone(),
+                base: fresh.base.clone(),
+            };
+            idle::run(&api, &fresh, args.idle_sessions).await;
+        } else {
+            idle::run(api, server, args.idle_sessions).await;
+        }
     }
     if args.scenario == "active" {
         active::run(
