@@ -117,6 +117,8 @@ impl Literal for Option<i64> {
 
 /// A value that can be one element of an array literal.
 pub(super) trait Element {
+    /// The Postgres type of an array of them.
+    const ARRAY: &'static str;
     /// Appends the value as one element of an array literal inside an `E'…'` string; false
     /// when it cannot be one (a NUL character).
     fn element(&self, out: &mut String) -> bool;
@@ -149,6 +151,7 @@ fn text_element(s: &str, out: &mut String) -> bool {
 }
 
 impl Element for String {
+    const ARRAY: &'static str = "text[]";
     fn element(&self, out: &mut String) -> bool {
         text_element(self, out)
     }
@@ -157,22 +160,8 @@ impl Element for String {
     }
 }
 
-impl Element for Option<String> {
-    fn element(&self, out: &mut String) -> bool {
-        match self {
-            Some(s) => text_element(s, out),
-            None => {
-                out.push_str("NULL");
-                true
-            }
-        }
-    }
-    fn element_size(&self) -> usize {
-        self.as_ref().map_or(4, |s| s.len() + 3)
-    }
-}
-
 impl Element for i64 {
+    const ARRAY: &'static str = "int8[]";
     fn element(&self, out: &mut String) -> bool {
         let _ = write!(out, "{self}");
         true
@@ -182,7 +171,8 @@ impl Element for i64 {
     }
 }
 
-impl Element for Option<i64> {
+impl<T: Element> Element for Option<T> {
+    const ARRAY: &'static str = T::ARRAY;
     fn element(&self, out: &mut String) -> bool {
         match self {
             Some(v) => v.element(out),
@@ -193,15 +183,15 @@ impl Element for Option<i64> {
         }
     }
     fn element_size(&self) -> usize {
-        20
+        self.as_ref().map_or(4, Element::element_size)
     }
 }
 
-/// `items` as one array literal, `E'{…}'::element[]`: a string the server's array input
+/// `items` as one array literal, `E'{…}'::type[]`: a string the server's array input
 /// reads, rather than an `ARRAY[…]` expression of element literals, which the server had to
 /// parse, analyse and fold element by element (three times the cost of the whole `EXECUTE`;
 /// BENCHMARKS.md).
-fn array<T: Element>(items: &[T], element: &str, out: &mut String) -> bool {
+fn array<T: Element>(items: &[T], out: &mut String) -> bool {
     out.reserve(array_size(items));
     out.push_str("E'{");
     for (i, v) in items.iter().enumerate() {
@@ -212,7 +202,7 @@ fn array<T: Element>(items: &[T], element: &str, out: &mut String) -> bool {
             return false;
         }
     }
-    let _ = write!(out, "}}'::{element}[]");
+    let _ = write!(out, "}}'::{}", T::ARRAY);
     true
 }
 
@@ -220,40 +210,10 @@ fn array_size<T: Element>(items: &[T]) -> usize {
     items.iter().map(|v| v.element_size() + 1).sum::<usize>() + 16
 }
 
-impl Literal for Vec<String> {
-    const TYPE: &'static str = "text[]";
+impl<T: Element> Literal for Vec<T> {
+    const TYPE: &'static str = T::ARRAY;
     fn literal(&self, out: &mut String) -> bool {
-        array(self, "text", out)
-    }
-    fn literal_size(&self) -> usize {
-        array_size(self)
-    }
-}
-
-impl Literal for Vec<Option<String>> {
-    const TYPE: &'static str = "text[]";
-    fn literal(&self, out: &mut String) -> bool {
-        array(self, "text", out)
-    }
-    fn literal_size(&self) -> usize {
-        array_size(self)
-    }
-}
-
-impl Literal for Vec<i64> {
-    const TYPE: &'static str = "int8[]";
-    fn literal(&self, out: &mut String) -> bool {
-        array(self, "int8", out)
-    }
-    fn literal_size(&self) -> usize {
-        array_size(self)
-    }
-}
-
-impl Literal for Vec<Option<i64>> {
-    const TYPE: &'static str = "int8[]";
-    fn literal(&self, out: &mut String) -> bool {
-        array(self, "int8", out)
+        array(self, out)
     }
     fn literal_size(&self) -> usize {
         array_size(self)
