@@ -176,13 +176,17 @@ pub fn hash_key(key: &str) -> String {
 ///
 /// A key created or revoked by another process (the CLI writing the store) must count on the
 /// very next request, so nothing is trusted from memory that could have changed unseen:
-/// - Open mode is decided by counting keys on each keyless request while no key exists (on
-///   Postgres, once per key epoch: see below); once one does, it is closed for good (keys are
-///   revoked, never deleted, so the count never falls back to zero).
+/// - Open mode is decided by counting keys on each keyless request while no key exists; once
+///   one does, it is closed for good (keys are revoked, never deleted, so the count never
+///   falls back to zero). It is not cached by key epoch even where key changes are heard:
+///   a replica hears of a key another process created only when the notification arrives,
+///   and until then it would still serve requests without a key.
 /// - API key lookups are cached only where every change is announced: on Postgres the store
 ///   signals each key change to every replica in the changing transaction, and a replica
 ///   caches only while its signal listener is connected (dropping the cache whenever it
-///   connects or loses the connection, when it may have missed one). On SQLite there is no
+///   connects or loses the connection, when it may have missed one). A revocation by another
+///   process therefore counts on a replica once its notification arrives (normally well
+///   under a millisecond after the commit), not before. On SQLite there is no
 ///   such channel to the CLI, and the lookup is a local indexed read, so there is no cache.
 pub struct Authenticator {
     allow_open: bool,
@@ -190,8 +194,6 @@ pub struct Authenticator {
     closed: AtomicBool,
     /// Where key changes are announced (Postgres); no caching without it.
     changes: Option<Arc<Hub>>,
-    /// The key epoch in which no key existed, while it is current.
-    open_epoch: Mutex<Option<u64>>,
     keys: Mutex<KeyCache>,
 }
 
@@ -211,7 +213,6 @@ impl Authenticator {
             allow_open,
             closed: AtomicBool::new(false),
             changes,
-            open_epoch: Mutex::new(None),
             keys: Mutex::new(KeyCache::default()),
         }
     }
@@ -220,19 +221,9 @@ impl Authenticator {
         if !self.allow_open || self.closed.load(Ordering::Relaxed) {
             return Ok(false);
         }
-        // Where key changes are heard, "no key yet" holds until the epoch moves.
-        let epoch = self.changes.as_ref().and_then(|hub| hub.keys_epoch());
-        if epoch.is_some() && epoch == *self.open_epoch.lock().expect("lock") {
-            return Ok(true);
-        }
         let open = store.count_api_keys().await? == 0;
         if !open {
             self.closed.store(true, Ordering::Relaxed);
-        } else if let Some(hub) = &self.changes
-            && epoch.is_some()
-            && hub.keys_epoch() == epoch
-        {
-            *self.open_epoch.lock().expect("lock") = epoch;
         }
         Ok(open)
     }

@@ -60,14 +60,33 @@ pub struct Api {
     pub http: reqwest::Client,
     /// The server's base URL.
     pub base: String,
+    /// The server's API key, sent with every request (the floor server has none).
+    pub key: Option<String>,
 }
 
 impl Api {
+    /// The client of `server`, on the shared `http` client.
+    pub fn of(http: &reqwest::Client, server: &crate::server::Server) -> Api {
+        Api {
+            http: http.clone(),
+            base: server.base.clone(),
+            key: server.key.clone(),
+        }
+    }
+
+    /// A request to `path`, with the API key.
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let r = self.http.request(method, format!("{}{path}", self.base));
+        match &self.key {
+            Some(key) => r.header("x-api-key", key),
+            None => r,
+        }
+    }
+
     /// POSTs `body` as JSON; panics unless the answer is a success.
     pub async fn post(&self, path: &str, body: Value) -> Value {
         let r = self
-            .http
-            .post(format!("{}{path}", self.base))
+            .request(reqwest::Method::POST, path)
             .json(&body)
             .send()
             .await
@@ -122,8 +141,10 @@ impl Api {
     /// Opens a session stream; events arrive on the returned channel with their arrival time.
     pub async fn stream(&self, sid: &str) -> Events {
         let resp = self
-            .http
-            .get(format!("{}/v1/sessions/{sid}/events/stream", self.base))
+            .request(
+                reqwest::Method::GET,
+                &format!("/v1/sessions/{sid}/events/stream"),
+            )
             .send()
             .await
             .expect("stream");

@@ -41,11 +41,10 @@ pub async fn run(api: &Api, server: &Server, count: usize) {
 pub async fn wait_until_none_active(api: &Api) {
     loop {
         let r: Value = api
-            .http
-            .get(format!(
-                "{}/v1/sessions?statuses%5B%5D=running&statuses%5B%5D=rescheduling&limit=1",
-                api.base
-            ))
+            .request(
+                reqwest::Method::GET,
+                "/v1/sessions?statuses%5B%5D=running&statuses%5B%5D=rescheduling&limit=1",
+            )
             .send()
             .await
             .unwrap()

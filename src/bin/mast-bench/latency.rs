@@ -80,10 +80,7 @@ pub async fn floor(
     per_session: usize,
 ) -> Figures {
     let server = crate::server::start_floor_server(database).await;
-    let api = Api {
-        http: http.clone(),
-        base: server.base.clone(),
-    };
+    let api = Api::of(http, &server);
     measure(&api, &server, Agent::Plain, turns, per_session).await
 }
 

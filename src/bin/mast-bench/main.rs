@@ -124,13 +124,7 @@ async fn main() {
         .pool_max_idle_per_host(256)
         .build()
         .unwrap();
-    let apis: Vec<Api> = servers
-        .iter()
-        .map(|s| Api {
-            http: http.clone(),
-            base: s.base.clone(),
-        })
-        .collect();
+    let apis: Vec<Api> = servers.iter().map(|s| Api::of(&http, s)).collect();
     let (server, api) = (&servers[0], &apis[0]);
     println!(
         "| scenario ({} store, {} replica{}) | result | target / floor |\n|---|---|---|",
@@ -184,10 +178,7 @@ async fn main() {
             // After the other scenarios the server holds what they left (the history
             // cache, memory the allocator keeps): the idle figure gets a server of its own.
             let fresh = server::start_server(db.as_deref(), &server_env).await;
-            let api = Api {
-                http: http.clone(),
-                base: fresh.base.clone(),
-            };
+            let api = Api::of(&http, &fresh);
             idle::run(&api, &fresh, args.idle_sessions).await;
         } else {
             idle::run(api, server, args.idle_sessions).await;

@@ -12,6 +12,9 @@ pub struct Server {
     pub base: String,
     /// `sqlite` or `postgres`.
     pub backend: &'static str,
+    /// The API key clients send (a Mast server is measured as it is run, with a key; the
+    /// floor server has none).
+    pub key: Option<String>,
     dir: PathBuf,
 }
 
@@ -117,6 +120,7 @@ pub async fn drop_database(admin: &str, db: &str) {
 pub async fn start_server(database: Option<&str>, env: &[(&str, String)]) -> Server {
     let bin: PathBuf = std::env::current_exe().unwrap().with_file_name("mast");
     let (port, dir) = (free_port(), scratch_dir());
+    let key = create_key(&bin, database, &dir);
     let mut cmd = Command::new(&bin);
     cmd.args([
         "serve",
@@ -127,7 +131,26 @@ pub async fn start_server(database: Option<&str>, env: &[(&str, String)]) -> Ser
     .arg(&dir)
     .env("MAST_LOG", "warn")
     .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
-    spawn(cmd, database, port, dir).await
+    spawn(cmd, database, port, dir, Some(key)).await
+}
+
+/// Creates an API key in the store of a server about to start (`mast keys create`).
+fn create_key(bin: &std::path::Path, database: Option<&str>, dir: &std::path::Path) -> String {
+    let mut cmd = Command::new(bin);
+    cmd.args(["keys", "create", "--data-dir"])
+        .arg(dir)
+        .env("MAST_LOG", "warn")
+        .stderr(Stdio::null());
+    match database {
+        Some(url) => cmd.env("DATABASE_URL", url),
+        None => cmd.env_remove("DATABASE_URL"),
+    };
+    let out = cmd.output().expect("run `mast keys create`");
+    assert!(out.status.success(), "`mast keys create` failed");
+    String::from_utf8(out.stdout)
+        .expect("a key is text")
+        .trim()
+        .to_string()
 }
 
 /// Starts the round trip's floor server ([`crate::floor_server`], this binary run with
@@ -141,7 +164,7 @@ pub async fn start_floor_server(database: Option<&str>) -> Server {
         "--floor-dir",
     ])
     .arg(&dir);
-    spawn(cmd, database, port, dir).await
+    spawn(cmd, database, port, dir, None).await
 }
 
 fn free_port() -> u16 {
@@ -156,9 +179,15 @@ fn scratch_dir() -> PathBuf {
     std::env::temp_dir().join(format!("mast-bench-{}", mast::domain::ids::new_secret(8)))
 }
 
-/// Spawns `cmd` (a server listening on `port`, its data in `dir`) on `database` (SQLite when
-/// `None`) and waits until it answers `/healthz`.
-async fn spawn(mut cmd: Command, database: Option<&str>, port: u16, dir: PathBuf) -> Server {
+/// Spawns `cmd` (a server listening on `port`, its data in `dir`, answering `key`) on
+/// `database` (SQLite when `None`) and waits until it answers `/healthz`.
+async fn spawn(
+    mut cmd: Command,
+    database: Option<&str>,
+    port: u16,
+    dir: PathBuf,
+    key: Option<String>,
+) -> Server {
     cmd.stdout(Stdio::null()).stderr(Stdio::inherit());
     let backend = match database {
         Some(url) => {
@@ -178,6 +207,7 @@ async fn spawn(mut cmd: Command, database: Option<&str>, port: u16, dir: PathBuf
         child,
         base: format!("http://127.0.0.1:{port}"),
         backend,
+        key,
         dir,
     };
     for _ in 0..400 {
