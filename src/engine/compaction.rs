@@ -256,6 +256,7 @@ impl Loop<'_> {
             effort: None,
             fast: false,
             inference_geo: self.agent.model.inference_geo.clone(),
+            sized: Default::default(),
         };
         let client = match self.inner.models.route(&model) {
             Ok(route) => {

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::domain::content::SYSTEM_PREFIX;
 use crate::domain::events::kind;
-use crate::models::{Message, Role};
+use crate::models::{Message, Role, SizedPrefix};
 use crate::store::EventRecord;
 
 /// The event types the loop reads: those that shape a thread's model context, and the tool
@@ -97,6 +97,9 @@ pub struct Transcript {
     /// How many leading messages hold no file source left to inline (`engine::file_sources`):
     /// all but the newest (which may still grow) as of the last request that lent them.
     inlined: usize,
+    /// The JSON size of leading messages, at most [`Transcript::inlined`] of them (which no
+    /// later request changes), so a request sizes only what is new.
+    sized: SizedPrefix,
 }
 
 fn push(messages: &mut Vec<Message>, role: Role, mut content: Vec<Value>) {
@@ -390,6 +393,7 @@ impl Transcript {
         self.added_bytes = 0;
         self.compactions_in_row += 1;
         self.inlined = 0;
+        self.sized = SizedPrefix::default();
     }
 
     /// The closed messages and what the context appends to them (results of answered calls,
@@ -467,6 +471,17 @@ impl Transcript {
     /// earlier request ([`Transcript::give_back_inlined`]) and unchanged since.
     pub fn inlined(&self) -> usize {
         self.inlined
+    }
+
+    /// What is known of the JSON size of `messages` — lent by [`Transcript::lend`], or a copy
+    /// of [`Transcript::context`]'s — extended over the leading messages no later request
+    /// changes ([`Transcript::inlined`]).
+    pub fn sized(&mut self, messages: &[Message]) -> SizedPrefix {
+        if self.sized.messages > self.inlined {
+            self.sized = SizedPrefix::default();
+        }
+        self.sized = self.sized.extended(messages, self.inlined);
+        self.sized
     }
 
     /// [`Transcript::give_back`] of messages whose file sources were all inlined.
@@ -856,6 +871,54 @@ mod tests {
             ((bytes + 40) / BYTES_PER_TOKEN) as u64
         );
         assert_eq!(t.compactions_in_row(), 1);
+    }
+
+    /// Requests made as the log grows, across a compaction boundary: the size the transcript
+    /// knows always adds up to the whole conversation's, and covers all but what is new.
+    #[test]
+    fn the_sized_prefix_follows_requests_and_compaction() {
+        use crate::models::json_size::content_len;
+        let mut t = Transcript::default();
+        let mut seq = 0;
+        let mut next = |kind: &str, body: Value, internal: Option<Value>| {
+            seq += 1;
+            ev(seq, kind, body, internal, true)
+        };
+        let mut request = |t: &mut Transcript| {
+            let lent = t.lend();
+            let sized = t.sized(&lent);
+            let whole: usize = lent.iter().map(content_len).sum();
+            assert_eq!(sized.total(&lent), whole);
+            let known = sized.messages;
+            t.give_back_inlined(lent);
+            known
+        };
+        let mut known = vec![];
+        for round in 0..6 {
+            if round == 3 {
+                t.apply(&next(
+                    kind::AGENT_THREAD_CONTEXT_COMPACTED,
+                    json!({}),
+                    Some(json!({"summary": "S", "keep": 2})),
+                ));
+            }
+            let say = format!("message {round} with \"quotes\"\n");
+            t.apply(&next(
+                kind::USER_MESSAGE,
+                json!({"content": text(&say)}),
+                None,
+            ));
+            known.push(request(&mut t));
+            t.apply(&next(kind::SPAN_START, json!({}), None));
+            t.apply(&next(
+                kind::SPAN_END,
+                json!({}),
+                Some(json!({"content": text("answer"), "stop_reason": "end_turn"})),
+            ));
+        }
+        // Each request knows all but the previous request's newest message and what came
+        // since; a boundary starts again from nothing.
+        assert_eq!(known, [0, 0, 2, 0, 2, 4]);
     }
 
     #[test]

@@ -22,7 +22,9 @@ use crate::domain::model_config::Speed;
 use crate::domain::session::{ModelUsage, SessionStatus, SessionUsage};
 use crate::domain::time;
 use crate::domain::tools::{Tool, ToolDef};
-use crate::models::{Block, Delta, Message, ModelError, ModelRequest, ModelResponse, ModelStop};
+use crate::models::{
+    Block, Delta, Message, ModelError, ModelRequest, ModelResponse, ModelStop, SizedPrefix,
+};
 use crate::store::NewEvent;
 
 impl Loop<'_> {
@@ -126,7 +128,7 @@ impl Loop<'_> {
         Ok(())
     }
 
-    fn request(&self, messages: Vec<Message>) -> ModelRequest {
+    fn request(&self, messages: Vec<Message>, sized: SizedPrefix) -> ModelRequest {
         let model = &self.agent.model;
         ModelRequest {
             model: model.id.clone(),
@@ -140,6 +142,7 @@ impl Loop<'_> {
             effort: model.effort.map(|e| e.level),
             fast: model.speed == Some(Speed::Fast),
             inference_geo: model.inference_geo.clone(),
+            sized,
         }
     }
 
@@ -168,7 +171,8 @@ impl Loop<'_> {
         // Messages an earlier request inlined are as it left them.
         let from = self.transcript.inlined().min(messages.len());
         super::file_sources::inline(self.inner, &self.sid, &mut messages[from..]).await;
-        let mut request = self.request(messages);
+        let sized = self.transcript.sized(&messages);
+        let mut request = self.request(messages, sized);
         request.system = self.with_skills_note(request.system.take()).await?;
         let done = self.send_request(&mut request, consumed).await;
         self.transcript

@@ -71,6 +71,7 @@ impl Loop<'_> {
             effort: None,
             fast: false,
             inference_geo: None,
+            sized: Default::default(),
         };
         let mut attempt = 0u32;
         loop {

@@ -3,6 +3,7 @@
 
 pub mod anthropic;
 mod http;
+pub mod json_size;
 pub mod openai;
 pub mod registry;
 pub mod scripted;
@@ -17,6 +18,7 @@ use serde_json::Value;
 use crate::domain::model_config::EffortLevel;
 use crate::domain::session::ModelUsage;
 
+pub use json_size::SizedPrefix;
 pub use registry::Models;
 
 /// Who said a message.
@@ -58,6 +60,8 @@ pub struct ModelRequest {
     pub effort: Option<EffortLevel>,
     pub fast: bool,
     pub inference_geo: Option<String>,
+    /// What the engine already knows of the messages' size as JSON; zero when nothing is.
+    pub sized: SizedPrefix,
 }
 
 /// A finished model response.

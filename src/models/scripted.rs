@@ -22,6 +22,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
+use super::json_size::json_len;
 use super::{
     Delta, DeltaSink, ErrorKind, ModelClient, ModelError, ModelRequest, ModelResponse, Role,
 };
@@ -170,48 +171,6 @@ fn estimate_tokens(chars: usize) -> i64 {
     (chars / 4 + 1) as i64
 }
 
-/// The length of `v` as compact JSON text, counted without writing it: the usage estimate
-/// sizes every request's whole conversation, and serialising it only to measure it was most
-/// of a scripted turn's cost.
-fn json_len(v: &Value) -> usize {
-    match v {
-        Value::Null => 4,
-        Value::Bool(b) => {
-            if *b {
-                4
-            } else {
-                5
-            }
-        }
-        Value::Number(n) => n.to_string().len(),
-        Value::String(s) => json_str_len(s),
-        Value::Array(items) => {
-            2 + items.len().saturating_sub(1) + items.iter().map(json_len).sum::<usize>()
-        }
-        Value::Object(map) => {
-            2 + map.len().saturating_sub(1)
-                + map
-                    .iter()
-                    .map(|(k, v)| json_str_len(k) + 1 + json_len(v))
-                    .sum::<usize>()
-        }
-    }
-}
-
-/// A string's length as a JSON string literal, quotes and escapes included (serde_json's
-/// escapes: two bytes for `"`, `\\` and the five short control escapes, six for other control
-/// characters; everything else as UTF-8).
-fn json_str_len(s: &str) -> usize {
-    2 + s
-        .bytes()
-        .map(|b| match b {
-            b'"' | b'\\' | b'\x08' | b'\x0c' | b'\n' | b'\r' | b'\t' => 2,
-            0..=0x1f => 6,
-            _ => 1,
-        })
-        .sum::<usize>()
-}
-
 /// The scripted answer to a summarisation request: short and deterministic, so a test can
 /// recognise it in later requests; usage is estimated like any other request's.
 fn summary(req: &ModelRequest) -> ModelResponse {
@@ -313,15 +272,8 @@ impl ModelClient for Scripted {
         } else {
             "tool_use"
         };
-        let prompt_chars: usize = req
-            .messages
-            .iter()
-            .map(|m| {
-                2 + m.content.len().saturating_sub(1)
-                    + m.content.iter().map(json_len).sum::<usize>()
-            })
-            .sum::<usize>()
-            + req.system.as_deref().map_or(0, str::len);
+        let prompt_chars =
+            req.sized.total(&req.messages) + req.system.as_deref().map_or(0, str::len);
         Ok(ModelResponse {
             content,
             stop_reason: stop_reason.to_string(),
@@ -363,30 +315,8 @@ mod tests {
         assert!(super::grader_answer("say hi\ngrade satisfied x").is_none());
     }
 
-    #[test]
-    fn json_len_matches_serde_json() {
-        let values = [
-            serde_json::json!(null),
-            serde_json::json!([true, false, 0, -12, 3.5, 1e300, u64::MAX, "x"]),
-            serde_json::json!({"a": "q\"uote\\back\nnl\r\t\u{8}\u{c}\u{1}\u{1f} é ü 日本 🎉", "b": [], "c": {}, "": [{}]}),
-            serde_json::json!([{"type": "text", "text": "hi"}, {"type": "tool_use", "id": "toolu_1", "input": {"n": 1}}]),
-        ];
-        for v in values {
-            assert_eq!(
-                json_len(&v),
-                serde_json::to_string(&v).unwrap().len(),
-                "{v}"
-            );
-        }
-        let content = vec![serde_json::json!({"type": "text"}), serde_json::json!(1)];
-        assert_eq!(
-            2 + content.len() - 1 + content.iter().map(json_len).sum::<usize>(),
-            serde_json::to_string(&content).unwrap().len()
-        );
-    }
-
     use super::*;
-    use crate::models::Message;
+    use crate::models::{Message, SizedPrefix};
 
     fn req(messages: Vec<Message>) -> ModelRequest {
         ModelRequest {
@@ -398,6 +328,7 @@ mod tests {
             effort: None,
             fast: false,
             inference_geo: None,
+            sized: SizedPrefix::default(),
         }
     }
 
