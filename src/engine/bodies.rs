@@ -5,11 +5,15 @@
 //! of a turn's engine work. The body only changes through a session update, so a parse stays
 //! good exactly while the stored text is byte for byte the same — which is checked on every
 //! use (a comparison costs far less than a parse), so nothing here can go stale.
+//!
+//! What a request derives from the body alone — the tool definitions its agent offers — is
+//! kept with it ([`Bodies::tools`]), as building them copies every tool schema.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::domain::session::SessionBody;
+use crate::domain::tools::ToolDef;
 use crate::store::StoreError;
 
 /// Default bound on the bytes (estimated) the cache holds.
@@ -31,6 +35,8 @@ struct Entries {
 struct Entry {
     text: String,
     parsed: Arc<SessionBody>,
+    /// The tool definitions `parsed`'s agent offers, once a request built them.
+    tools: Option<Arc<Vec<ToolDef>>>,
     used: u64,
 }
 
@@ -80,6 +86,7 @@ impl Bodies {
         let entry = Entry {
             text: text.to_string(),
             parsed: parsed.clone(),
+            tools: None,
             used,
         };
         if let Some(old) = e.by_session.insert(session_id.to_string(), entry) {
@@ -91,6 +98,38 @@ impl Bodies {
         }
         Ok(parsed)
     }
+
+    /// The tool definitions `body`'s agent offers, built by `build` the first time and kept
+    /// while `body` is the session's kept parse (the entry holds it, so it is the same body
+    /// exactly while it is the same allocation); built every time otherwise.
+    pub fn tools(
+        &self,
+        session_id: &str,
+        body: &Arc<SessionBody>,
+        build: impl FnOnce() -> Vec<ToolDef>,
+    ) -> Arc<Vec<ToolDef>> {
+        let cached = same_entry(&mut self.inner.lock().expect("bodies"), session_id, body)
+            .and_then(|entry| entry.tools.clone());
+        if let Some(tools) = cached {
+            return tools;
+        }
+        let tools = Arc::new(build());
+        if let Some(entry) = same_entry(&mut self.inner.lock().expect("bodies"), session_id, body) {
+            entry.tools = Some(tools.clone());
+        }
+        tools
+    }
+}
+
+/// The session's entry, if it holds `body` itself.
+fn same_entry<'e>(
+    e: &'e mut Entries,
+    session_id: &str,
+    body: &Arc<SessionBody>,
+) -> Option<&'e mut Entry> {
+    e.by_session
+        .get_mut(session_id)
+        .filter(|entry| Arc::ptr_eq(&entry.parsed, body))
 }
 
 /// Drops the least recently used entries until the cache holds at most `target` bytes; done
@@ -137,6 +176,38 @@ mod tests {
         let changed = cache.get("sesn_1", &b).unwrap();
         assert_eq!(changed.agent.system.as_deref(), Some("two"));
         assert!(!Arc::ptr_eq(&first, &changed));
+    }
+
+    #[test]
+    fn tool_definitions_are_built_once_per_kept_body() {
+        let cache = Bodies::new(DEFAULT_BUDGET);
+        let (a, b) = (body("one"), body("two"));
+        let def = |name: &str| ToolDef {
+            name: name.into(),
+            description: String::new(),
+            input_schema: serde_json::json!({"type": "object"}),
+        };
+        let first = cache.get("sesn_1", &a).unwrap();
+        let built = cache.tools("sesn_1", &first, || vec![def("a")]);
+        let again = cache.tools("sesn_1", &first, || panic!("built again"));
+        assert!(Arc::ptr_eq(&built, &again));
+        // A changed body is a new parse: its tools are built anew, and kept in turn.
+        let changed = cache.get("sesn_1", &b).unwrap();
+        let rebuilt = cache.tools("sesn_1", &changed, || vec![def("b")]);
+        assert_eq!(rebuilt[0].name, "b");
+        assert!(Arc::ptr_eq(
+            &rebuilt,
+            &cache.tools("sesn_1", &changed, || panic!("built again"))
+        ));
+        // A body that is not the kept one (an older parse) is never served the kept tools.
+        assert_eq!(
+            cache.tools("sesn_1", &first, || vec![def("old")])[0].name,
+            "old"
+        );
+        assert_eq!(
+            cache.tools("sesn_2", &first, || vec![def("c")])[0].name,
+            "c"
+        );
     }
 
     #[test]

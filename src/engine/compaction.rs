@@ -251,7 +251,7 @@ impl Loop<'_> {
                     json!({"type": "text", "text": summarise::request_text(&head, text_budget)}),
                 ],
             }],
-            tools: vec![],
+            tools: Default::default(),
             max_tokens: SUMMARY_MAX_TOKENS.min(self.inner.config.max_tokens),
             effort: None,
             fast: false,

@@ -884,7 +884,7 @@ mod tests {
             seq += 1;
             ev(seq, kind, body, internal, true)
         };
-        let mut request = |t: &mut Transcript| {
+        let request = |t: &mut Transcript| {
             let lent = t.lend();
             let sized = t.sized(&lent);
             let whole: usize = lent.iter().map(content_len).sum();

@@ -63,7 +63,7 @@ pub fn session(status: SessionStatus, st: &EngineState, self_hosted: bool) -> Se
         agent_version: 1,
         environment_id: "env_1".into(),
         status: status.as_str().into(),
-        body: serde_json::to_string(&body).unwrap(),
+        body: serde_json::to_string(&body).unwrap().into(),
         usage: serde_json::to_string(&SessionUsage::default()).unwrap(),
         active_micros: 0,
         running_since: active.then_some(NOW - 2_000_000),

@@ -135,7 +135,7 @@ mod tests {
             false,
         );
         rec.id = id.into();
-        rec.body = "x".repeat(body);
+        rec.body = "x".repeat(body).into();
         rec.engine.clear();
         rec.usage.clear();
         rec

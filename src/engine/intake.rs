@@ -16,7 +16,7 @@ use crate::domain::environment::EnvironmentConfig;
 use crate::domain::events::{self, Answer, ClientEvent, StopReason, kind};
 use crate::domain::ids::new_id;
 use crate::domain::invalid::Invalid;
-use crate::domain::session::{SessionBodyHead, SessionStatus};
+use crate::domain::session::{SessionBody, SessionBodyHead, SessionStatus};
 use crate::domain::time::Micros;
 use crate::store::{NewEvent, SessionRecord, StoreError, TxnOutput};
 
@@ -78,18 +78,20 @@ fn not_pending(i: usize, field: &str, id: &str, what: &str) -> StoreError {
     )))
 }
 
-/// Applies a validated batch to the locked row. Client echoes come first in the output, in
-/// request order; status events caused by the batch follow. `post` holds, by batch index,
-/// what `post_tool_use` hooks said of a `user.tool_result` (recorded with it).
+/// Applies a validated batch to the locked row, whose body parsed is `body` (from
+/// `engine::bodies`, so a batch does not parse the agent snapshot again). Client echoes come
+/// first in the output, in request order; status events caused by the batch follow. `post`
+/// holds, by batch index, what `post_tool_use` hooks said of a `user.tool_result` (recorded
+/// with it).
 pub fn accept(
     rec: &mut SessionRecord,
+    body: &SessionBody,
     batch: &[ClientEvent],
     post: &[Option<PostOutcome>],
     lease: Option<&LeaseGrant>,
     now: Micros,
 ) -> Result<(TxnOutput, Accepted), StoreError> {
     check_open(rec)?;
-    let body: SessionBodyHead = serde_json::from_str(&rec.body)?;
     let before = EngineState::of(rec)?;
     let mut intake = Intake::new(&body.primary_thread_id, status_of(rec), before.clone());
     let mut events = Vec::with_capacity(batch.len() + 1);

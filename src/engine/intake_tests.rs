@@ -61,13 +61,19 @@ enum Refused {
     Conflict,
 }
 
+/// The record's body parsed, as `engine::bodies` gives it to the intake.
+fn body_of(rec: &crate::store::SessionRecord) -> crate::domain::session::SessionBody {
+    serde_json::from_str(&rec.body).unwrap()
+}
+
 fn run(
     status: SessionStatus,
     st: EngineState,
     batch: Vec<ClientEvent>,
 ) -> Result<Outcome, Refused> {
     let mut rec = session(status, &st, false);
-    match accept(&mut rec, &batch, &[], None, NOW) {
+    let body = body_of(&rec);
+    match accept(&mut rec, &body, &batch, &[], None, NOW) {
         Ok((out, acc)) => {
             let after = EngineState::of(&rec).unwrap();
             let kinds = out
@@ -319,7 +325,8 @@ fn which_events_are_accepted_in_which_state() {
 fn an_archived_session_accepts_nothing() {
     let mut rec = session(SessionStatus::Idle, &EngineState::default(), false);
     rec.archived_at = Some(NOW);
-    let err = accept(&mut rec, &[message()], &[], None, NOW).unwrap_err();
+    let body = body_of(&rec);
+    let err = accept(&mut rec, &body, &[message()], &[], None, NOW).unwrap_err();
     assert!(
         matches!(&err, StoreError::Invalid(i) if i.code == Some("session_archived")),
         "{err}"
@@ -330,7 +337,8 @@ fn an_archived_session_accepts_nothing() {
 fn new_input_to_a_self_hosted_session_asks_for_a_worker() {
     for (batch, wants_work) in [(vec![message()], true), (vec![interrupt(None)], false)] {
         let mut rec = session(SessionStatus::Idle, &EngineState::default(), true);
-        let (out, acc) = accept(&mut rec, &batch, &[], None, NOW).unwrap();
+        let body = body_of(&rec);
+        let (out, acc) = accept(&mut rec, &body, &batch, &[], None, NOW).unwrap();
         assert_eq!(out.ensure_work.is_some(), wants_work, "{batch:?}");
         assert_eq!(acc.work, wants_work, "{batch:?}");
     }

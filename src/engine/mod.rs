@@ -38,6 +38,7 @@ pub mod ops;
 mod outputs;
 pub mod permissions;
 mod repos;
+mod shared_agent;
 pub mod skills;
 pub mod state;
 mod supervisor;

@@ -12,6 +12,7 @@ use super::hook_step::{self, CallHooks, Hooked, PreHooks};
 use super::intake::server_event;
 use super::mcp::connect::Reach;
 use super::permissions;
+use super::shared_agent::SharedAgent;
 use super::state::{Pending, PendingKind, ThreadStatus, set_status};
 use super::tool_step::SANDBOX_TOOLS;
 use super::turn::{Loop, RunError, Waited};
@@ -43,15 +44,33 @@ impl Loop<'_> {
             .collect()
     }
 
-    /// Custom tools, the enabled built-in tools and (coordinators) the delegation tools.
-    pub(super) fn offered_tools(&self) -> Vec<ToolDef> {
-        let mut tools = self.custom_tools();
-        tools.extend(crate::tools::definitions(&self.agent.tools));
+    /// The custom tools and the enabled built-in tools: what the agent alone decides. The
+    /// primary thread's are kept with the session's parsed body between wakes.
+    fn agent_tools(&self) -> Arc<Vec<ToolDef>> {
+        let build = || {
+            let mut tools = self.custom_tools();
+            tools.extend(crate::tools::definitions(&self.agent.tools));
+            tools
+        };
+        match &self.agent {
+            SharedAgent::Session(body) => self.inner.bodies.tools(&self.sid, body, build),
+            SharedAgent::Own(_) => Arc::new(build()),
+        }
+    }
+
+    /// Custom tools, the enabled built-in tools, (coordinators) the delegation tools and
+    /// the MCP tools of the last [`Loop::prepare_mcp`].
+    pub(super) fn offered_tools(&self) -> Arc<Vec<ToolDef>> {
+        let base = self.agent_tools();
+        if self.roster.is_none() && self.mcp_offer.defs.is_empty() {
+            return base;
+        }
+        let mut tools = Vec::clone(&base);
         if let Some(r) = &self.roster {
             tools.extend(r.tools());
         }
         tools.extend(self.mcp_offer.defs.iter().cloned());
-        tools
+        Arc::new(tools)
     }
 
     /// Connects to the MCP servers this thread's agent uses (those not connected yet, in
@@ -76,7 +95,11 @@ impl Loop<'_> {
             Waited::Interrupted => return Ok(false),
         };
         self.mcp_offer = Default::default();
-        let taken = self.offered_tools().into_iter().map(|t| t.name).collect();
+        let taken = self
+            .offered_tools()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
         self.mcp_offer = self.crew.mcp.offer(&self.agent, &taken);
         if !failures.is_empty() {
             self.report_mcp_failures(failures).await?;
@@ -702,7 +725,11 @@ impl Loop<'_> {
             );
             e.id = id.clone();
             calls.events.push(e);
-            let available: Vec<String> = self.offered_tools().into_iter().map(|t| t.name).collect();
+            let available: Vec<String> = self
+                .offered_tools()
+                .iter()
+                .map(|t| t.name.clone())
+                .collect();
             let available = if available.is_empty() {
                 "none".to_string()
             } else {

@@ -66,7 +66,7 @@ impl Loop<'_> {
                 role: Role::User,
                 content: vec![crate::domain::content::text(self.grader_input(&o))],
             }],
-            tools: vec![],
+            tools: Default::default(),
             max_tokens: self.inner.config.max_tokens,
             effort: None,
             fast: false,

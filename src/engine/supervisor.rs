@@ -5,12 +5,14 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::sync::{Notify, mpsc};
 
 use super::delegation::thread_agent;
+use super::shared_agent::SharedAgent;
 use super::turn::{Crew, Ended, Loop, Role, RunError};
 use super::{Inner, InterruptsSeen, RunnerHandle};
 
@@ -45,7 +47,7 @@ pub(super) async fn drive(
         &rec,
         seen.count(&body.primary_thread_id),
         body.primary_thread_id.clone(),
-        body.agent.clone(),
+        SharedAgent::Session(body.clone()),
         Role::Primary,
     )?;
     primary.armed = armed;
@@ -130,7 +132,7 @@ async fn run_child<'a>(
             &rec,
             seen,
             tid.clone(),
-            agent,
+            SharedAgent::Own(Arc::new(agent)),
             Role::Child { name },
         )?;
         lp.run(Some(rec)).await

@@ -16,10 +16,10 @@ use super::context::{self, Tail, Transcript};
 use super::delegation::Roster;
 use super::history::Known;
 use super::intake::server_event;
+use super::shared_agent::SharedAgent;
 use super::state::{EngineState, LeaseGrant, ThreadStatus, set_status, status_of};
 use super::tool_step::ToolStep;
 use super::{Inner, RunnerHandle};
-use crate::domain::agent::SessionAgent;
 use crate::domain::environment::EnvironmentConfig;
 use crate::domain::events::{self, StopReason, kind};
 use crate::domain::session::{ModelUsage, SessionBody, SessionStatus};
@@ -91,7 +91,7 @@ pub(super) struct Loop<'a> {
     pub writer: Writer,
     pub body: std::sync::Arc<SessionBody>,
     /// The agent this thread runs.
-    pub agent: SessionAgent,
+    pub agent: SharedAgent,
     pub thread: String,
     pub primary: String,
     pub role: Role,
@@ -153,7 +153,7 @@ impl<'a> Loop<'a> {
         rec: &SessionRecord,
         seen_interrupts: u64,
         thread: String,
-        agent: SessionAgent,
+        agent: SharedAgent,
         role: Role,
     ) -> Result<Self, RunError> {
         let body = inner.bodies.get(&rec.id, &rec.body)?;

@@ -55,7 +55,8 @@ pub struct ModelRequest {
     pub model: String,
     pub system: Option<String>,
     pub messages: Vec<Message>,
-    pub tools: Vec<ToolDef>,
+    /// Shared: most requests of a session offer the same definitions.
+    pub tools: std::sync::Arc<Vec<ToolDef>>,
     pub max_tokens: u32,
     pub effort: Option<EffortLevel>,
     pub fast: bool,

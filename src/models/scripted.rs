@@ -323,7 +323,7 @@ mod tests {
             model: MODEL_ID.into(),
             system: None,
             messages,
-            tools: vec![],
+            tools: Default::default(),
             max_tokens: 100,
             effort: None,
             fast: false,

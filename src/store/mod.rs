@@ -166,7 +166,9 @@ pub struct SessionRecord {
     pub environment_id: String,
     pub status: String,
     /// JSON: title, metadata, agent snapshot, resources, vault ids, budget, environment snapshot.
-    pub body: String,
+    /// Shared, as it is large (an agent's prompt and tool schemas) and rarely changes, while
+    /// the record is copied on every write of the session.
+    pub body: std::sync::Arc<str>,
     /// JSON `SessionUsage`.
     pub usage: String,
     pub active_micros: i64,

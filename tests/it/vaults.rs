@@ -192,7 +192,9 @@ async fn fixture(b: Backend, vault_ids: &[&str]) -> Fixture {
             .unwrap();
     }
     let mut rec = session_rec("sesn_v", time::now());
-    rec.body = json!({"title": null, "metadata": {}, "vault_ids": vault_ids}).to_string();
+    rec.body = json!({"title": null, "metadata": {}, "vault_ids": vault_ids})
+        .to_string()
+        .into();
     create(store.as_ref(), &rec).await;
     let vaults = Arc::new(Vaults::new(
         store.clone(),

@@ -319,7 +319,7 @@ impl Engine {
             agent_version: agent.version,
             environment_id: env.id.clone(),
             status: SessionStatus::Idle.as_str().into(),
-            body: serde_json::to_string(&body).map_err(internal)?,
+            body: serde_json::to_string(&body).map_err(internal)?.into(),
             usage: serde_json::to_string(&SessionUsage::default()).map_err(internal)?,
             active_micros: 0,
             running_since: None,

@@ -35,7 +35,9 @@ impl Engine {
             let inner = self.inner.clone();
             decide_held(&self.inner, ws, id, move |rec| {
                 let now = time::now();
-                let (mut out, acc) = intake::accept(rec, &batch, &post, lease.as_ref(), now)?;
+                let body = inner.bodies.get(&rec.id, &rec.body)?;
+                let (mut out, acc) =
+                    intake::accept(rec, &body, &batch, &post, lease.as_ref(), now)?;
                 let armed = fast_start::arm(&inner, rec, &batch, &mut out, &acc, now);
                 Ok((out, (acc, armed)))
             })

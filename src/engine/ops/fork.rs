@@ -371,7 +371,7 @@ fn plan(
         agent_version: orig.agent_version,
         environment_id: orig.environment_id.clone(),
         status: SessionStatus::Idle.as_str().into(),
-        body: serde_json::to_string(&sb).map_err(StoreError::from)?,
+        body: serde_json::to_string(&sb).map_err(StoreError::from)?.into(),
         usage: serde_json::to_string(&SessionUsage::default()).map_err(StoreError::from)?,
         active_micros: 0,
         running_since: None,

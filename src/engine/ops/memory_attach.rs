@@ -70,6 +70,6 @@ pub(super) fn add_to_body(
     for s in stores {
         body.resources.push(serde_json::to_value(s)?);
     }
-    rec.body = serde_json::to_string(&body)?;
+    rec.body = serde_json::to_string(&body)?.into();
     Ok(())
 }

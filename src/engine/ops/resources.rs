@@ -185,7 +185,7 @@ impl Engine {
                 sb.repository_tokens.insert(id.to_string(), sealed.clone());
             }
             sb.resources.push(added.clone());
-            rec.body = serde_json::to_string(&sb)?;
+            rec.body = serde_json::to_string(&sb)?.into();
             rec.updated_at = now;
             Ok((TxnOutput::default(), added))
         })
@@ -226,7 +226,7 @@ impl Engine {
             r["updated_at"] = Value::String(time::format(now));
             let shown = r.clone();
             sb.repository_tokens.insert(wanted.clone(), sealed.clone());
-            rec.body = serde_json::to_string(&sb)?;
+            rec.body = serde_json::to_string(&sb)?.into();
             rec.updated_at = now;
             Ok((TxnOutput::default(), Some(shown)))
         })
@@ -248,7 +248,7 @@ impl Engine {
             let gone = sb.resources.remove(at);
             sb.repository_tokens.remove(&wanted);
             let now = time::now();
-            rec.body = serde_json::to_string(&sb)?;
+            rec.body = serde_json::to_string(&sb)?.into();
             rec.updated_at = now;
             Ok((TxnOutput::default(), Some(gone)))
         })

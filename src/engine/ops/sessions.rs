@@ -158,7 +158,7 @@ impl Engine {
             if changed.as_object().is_none_or(|o| o.is_empty()) {
                 return Ok((TxnOutput::default(), false));
             }
-            rec.body = serde_json::to_string(&sb)?;
+            rec.body = serde_json::to_string(&sb)?.into();
             rec.updated_at = now;
             let mut events = vec![server_event(
                 kind::SESSION_UPDATED,

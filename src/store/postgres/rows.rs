@@ -30,7 +30,7 @@ pub(super) fn session(row: &PgRow, stamp: &Stamp) -> StoreResult<SessionRecord> 
         agent_version: row.try_get(3)?,
         environment_id: row.try_get(4)?,
         status: row.try_get(5)?,
-        body: row.try_get(6)?,
+        body: row.try_get::<&str, _>(6)?.into(),
         usage: row.try_get(7)?,
         active_micros: row.try_get(8)?,
         running_since: row.try_get(9)?,

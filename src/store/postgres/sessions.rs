@@ -61,7 +61,7 @@ impl PgStore {
             .push_bind(s.agent_version)
             .push_bind(s.environment_id.clone())
             .push_bind(s.status.clone())
-            .push_bind(s.body.clone())
+            .push_bind(s.body.to_string())
             .push_unseparated("::json")
             .push_bind(s.usage.clone())
             .push_unseparated("::json")

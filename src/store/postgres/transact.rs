@@ -71,10 +71,15 @@ fn push_session_update(
     stamp: &Stamp,
 ) -> bool {
     let texts = [
-        ("status", &before.status, &rec.status, ""),
-        ("body", &before.body, &rec.body, "::json"),
-        ("usage", &before.usage, &rec.usage, "::json"),
-        ("engine", &before.engine, &rec.engine, "::json"),
+        ("status", before.status.as_str(), rec.status.as_str(), ""),
+        ("body", &*before.body, &*rec.body, "::json"),
+        ("usage", before.usage.as_str(), rec.usage.as_str(), "::json"),
+        (
+            "engine",
+            before.engine.as_str(),
+            rec.engine.as_str(),
+            "::json",
+        ),
     ];
     let ints = [
         ("active_micros", before.active_micros, rec.active_micros),
@@ -102,7 +107,7 @@ fn push_session_update(
     for (name, old, new, cast) in texts {
         if old != new {
             sep(qb, &mut first);
-            qb.sql(name).sql(" = ").arg(new.clone()).sql(cast);
+            qb.sql(name).sql(" = ").arg(new.to_string()).sql(cast);
         }
     }
     for (name, old, new) in ints {

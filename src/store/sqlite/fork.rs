@@ -31,7 +31,7 @@ pub(super) fn insert_fork(conn: &Connection, fork: &SessionFork) -> StoreResult<
         s.terminated_at,
     ])?;
     conn.prepare_cached("INSERT INTO session_bodies (session_id, body) VALUES (?1, ?2)")?
-        .execute([&s.id, &s.body])?;
+        .execute([&*s.id, &*s.body])?;
     for t in &fork.threads {
         insert_thread(conn, t)?;
     }

@@ -34,7 +34,7 @@ pub(super) fn session(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
         agent_version: r.get(3)?,
         environment_id: r.get(4)?,
         status: r.get(5)?,
-        body: r.get(6)?,
+        body: r.get_ref(6)?.as_str()?.into(),
         usage: r.get(7)?,
         active_micros: r.get(8)?,
         running_since: r.get(9)?,

@@ -100,7 +100,7 @@ pub(super) fn create_session(
         s.lease_expires_at,
     ])?;
     conn.prepare_cached("INSERT INTO session_bodies (session_id, body) VALUES (?1, ?2)")?
-        .execute([&s.id, &s.body])?;
+        .execute([&*s.id, &*s.body])?;
     insert_thread(conn, t)?;
     // Webhooks: `session.created` (and what the first events imply), in this transaction.
     let mut hooks = vec![WebhookEvent::new("session.created", &s.workspace_id, &s.id)];
@@ -287,7 +287,7 @@ fn write_changes(
     }
     if before.body != after.body {
         conn.prepare_cached("UPDATE session_bodies SET body = ?1 WHERE session_id = ?2")?
-            .execute([&after.body, &after.id])?;
+            .execute([&*after.body, &*after.id])?;
     }
     Ok(())
 }

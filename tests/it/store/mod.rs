@@ -66,7 +66,7 @@ pub fn session_rec(id: &str, at: Micros) -> SessionRecord {
         agent_version: 1,
         environment_id: "env_x".into(),
         status: "idle".into(),
-        body: json!({"title": id, "metadata": {}}).to_string(),
+        body: json!({"title": id, "metadata": {}}).to_string().into(),
         usage: json!({"input_tokens": 0}).to_string(),
         active_micros: 0,
         running_since: None,
@@ -231,7 +231,7 @@ pub fn js(text: &str) -> Value {
 pub fn assert_same_session(got: &SessionRecord, want: &SessionRecord) {
     let norm = |r: &SessionRecord| {
         let mut r = r.clone();
-        r.body = js(&r.body).to_string();
+        r.body = js(&r.body).to_string().into();
         r.usage = js(&r.usage).to_string();
         r.engine = js(&r.engine).to_string();
         // The store's own token, which the `transact_from` cases check.

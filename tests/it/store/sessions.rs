@@ -138,8 +138,9 @@ async fn filter_fixture(store: &dyn mast::store::Store) -> Vec<SessionRecord> {
             .map(|m| serde_json::json!({"type": "memory_store", "memory_store_id": m}))
             .chain([serde_json::json!({"type": "file", "file_id": "memstore_m"})])
             .collect();
-        r.body =
-            serde_json::json!({"title": id, "metadata": {}, "resources": resources}).to_string();
+        r.body = serde_json::json!({"title": id, "metadata": {}, "resources": resources})
+            .to_string()
+            .into();
         create(store, &r).await;
         out.push(r);
     }

@@ -77,7 +77,9 @@ async fn the_row_is_written_back_as_the_decision_left_it(b: Backend) {
         Box::new(move |rec| {
             *seen2.lock().unwrap() = Some(rec.clone());
             rec.status = "running".into();
-            rec.body = json!({"title": "new", "metadata": {"k": "v"}}).to_string();
+            rec.body = json!({"title": "new", "metadata": {"k": "v"}})
+                .to_string()
+                .into();
             rec.usage = json!({"input_tokens": 10}).to_string();
             rec.engine = json!({"pending": ["sevt_x"]}).to_string();
             rec.active_micros = 99;

@@ -122,11 +122,12 @@ fn request(body: &Value, system: Option<String>, messages: Vec<Message>) -> Mode
         model: body["model"].as_str().unwrap().to_string(),
         system,
         messages,
-        tools: vec![],
+        tools: Default::default(),
         max_tokens: 1000,
         effort: None,
         fast: false,
         inference_geo: None,
+        sized: Default::default(),
     }
 }
 
