@@ -7,9 +7,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
+use super::anthropic_body::Body;
 use super::http::{parse_data, stream_events};
 use super::{Delta, DeltaSink, ErrorKind, ModelClient, ModelError, ModelRequest, ModelResponse};
-use crate::domain::model_config::EffortLevel;
 use crate::domain::session::ModelUsage;
 
 /// Connection settings for the Messages API.
@@ -69,57 +69,6 @@ impl AnthropicClient {
             .build()
             .expect("http client");
         AnthropicClient { http, config }
-    }
-
-    fn body(&self, req: &ModelRequest) -> Value {
-        let ephemeral = json!({"type": "ephemeral"});
-        let mut messages: Vec<Value> = req
-            .messages
-            .iter()
-            .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
-            .collect();
-        // A moving cache breakpoint on the newest block lets each request reuse the previous
-        // one's prefix.
-        if let Some(o) = messages
-            .last_mut()
-            .and_then(|m| m["content"].as_array_mut())
-            .and_then(|c| c.last_mut())
-            .and_then(Value::as_object_mut)
-        {
-            o.insert("cache_control".into(), ephemeral.clone());
-        }
-        let mut body = json!({
-            "model": req.model,
-            "max_tokens": req.max_tokens,
-            "stream": true,
-            "messages": messages,
-        });
-        if let Some(system) = req.system.as_ref().filter(|s| !s.is_empty()) {
-            body["system"] = json!([{"type": "text", "text": system, "cache_control": ephemeral}]);
-        }
-        if !req.tools.is_empty() {
-            let mut tools: Vec<Value> = req
-                .tools
-                .iter()
-                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
-                .collect();
-            if let Some(o) = tools.last_mut().and_then(Value::as_object_mut) {
-                o.insert("cache_control".into(), ephemeral);
-            }
-            body["tools"] = Value::Array(tools);
-        }
-        // `high` is every model's default; only send a different level, so models without
-        // effort support keep working with the default.
-        if let Some(e) = req.effort.filter(|e| *e != EffortLevel::High) {
-            body["output_config"] = json!({"effort": e});
-        }
-        if req.fast {
-            body["speed"] = json!("fast");
-        }
-        if let Some(geo) = &req.inference_geo {
-            body["inference_geo"] = json!(geo);
-        }
-        body
     }
 }
 
@@ -392,8 +341,8 @@ impl ModelClient for AnthropicClient {
         if req.fast {
             http = http.header("anthropic-beta", "fast-mode-2026-02-01");
         }
-        let body = self.body(req);
-        tracing::debug!(body = %body, "anthropic request");
+        let body = Body::of(req);
+        tracing::debug!(body = %serde_json::to_string(&body).unwrap_or_default(), "anthropic request");
         let mut acc = Accumulator::default();
         stream_events(http, &body, |ev| {
             let name = ev.event.unwrap_or_default();

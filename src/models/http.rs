@@ -10,9 +10,9 @@ use super::{ErrorKind, ModelError};
 
 /// Sends a streaming request with `body` and hands every SSE event of the response to
 /// `on_event`. HTTP errors, unreachable endpoints and broken streams become model errors.
-pub async fn stream_events(
+pub async fn stream_events<B: serde::Serialize + ?Sized>(
     request: reqwest::RequestBuilder,
-    body: &Value,
+    body: &B,
     mut on_event: impl FnMut(SseEvent) -> Result<(), ModelError>,
 ) -> Result<(), ModelError> {
     let resp = request

@@ -2,6 +2,7 @@
 //! model. Requests and responses use Anthropic's content-block shapes as the common format.
 
 pub mod anthropic;
+mod anthropic_body;
 mod http;
 pub mod json_size;
 pub mod openai;
