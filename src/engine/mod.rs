@@ -42,6 +42,7 @@ mod shared_agent;
 pub mod skills;
 pub mod state;
 mod supervisor;
+mod tool_offer;
 mod tool_step;
 mod turn;
 mod turn_end;

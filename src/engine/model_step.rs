@@ -12,7 +12,6 @@ use super::hook_step::{self, CallHooks, Hooked, PreHooks};
 use super::intake::server_event;
 use super::mcp::connect::Reach;
 use super::permissions;
-use super::shared_agent::SharedAgent;
 use super::state::{Pending, PendingKind, ThreadStatus, set_status};
 use super::tool_step::SANDBOX_TOOLS;
 use super::turn::{Loop, RunError, Waited};
@@ -22,57 +21,13 @@ use crate::domain::ids::new_id;
 use crate::domain::model_config::Speed;
 use crate::domain::session::{ModelUsage, SessionStatus, SessionUsage};
 use crate::domain::time;
-use crate::domain::tools::{Tool, ToolDef};
+use crate::domain::tools::Tool;
 use crate::models::{
     Block, Delta, Message, ModelError, ModelRequest, ModelResponse, ModelStop, SizedPrefix,
 };
 use crate::store::NewEvent;
 
 impl Loop<'_> {
-    fn custom_tools(&self) -> Vec<ToolDef> {
-        self.agent
-            .tools
-            .iter()
-            .filter_map(|t| match t {
-                Tool::Custom(c) => Some(ToolDef {
-                    name: c.name.clone(),
-                    description: c.description.clone(),
-                    input_schema: Value::Object(c.input_schema.0.clone()),
-                }),
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// The custom tools and the enabled built-in tools: what the agent alone decides. The
-    /// primary thread's are kept with the session's parsed body between wakes.
-    fn agent_tools(&self) -> Arc<Vec<ToolDef>> {
-        let build = || {
-            let mut tools = self.custom_tools();
-            tools.extend(crate::tools::definitions(&self.agent.tools));
-            tools
-        };
-        match &self.agent {
-            SharedAgent::Session(body) => self.inner.bodies.tools(&self.sid, body, build),
-            SharedAgent::Own(_) => Arc::new(build()),
-        }
-    }
-
-    /// Custom tools, the enabled built-in tools, (coordinators) the delegation tools and
-    /// the MCP tools of the last [`Loop::prepare_mcp`].
-    pub(super) fn offered_tools(&self) -> Arc<Vec<ToolDef>> {
-        let base = self.agent_tools();
-        if self.roster.is_none() && self.mcp_offer.defs.is_empty() {
-            return base;
-        }
-        let mut tools = Vec::clone(&base);
-        if let Some(r) = &self.roster {
-            tools.extend(r.tools());
-        }
-        tools.extend(self.mcp_offer.defs.iter().cloned());
-        Arc::new(tools)
-    }
-
     /// Connects to the MCP servers this thread's agent uses (those not connected yet, in
     /// parallel), tells the user about each failure with a `session.error` naming the
     /// server, and sets the MCP tools the next request offers. False when an interrupt came
