@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error_chain;
 pub mod files;
 pub mod hub;
+pub mod lru;
 pub mod models;
 pub mod secrets;
 pub mod standard_webhooks;

@@ -23,7 +23,7 @@ use super::error::{ApiError, ApiResult};
 use super::extract::QueryParams;
 use super::sessions::not_found;
 use crate::domain::events::kind;
-use crate::domain::session::SessionBody;
+use crate::domain::session::SessionBodyHead;
 use crate::hub::{HubItem, Subscription};
 use crate::store::Store;
 
@@ -276,7 +276,7 @@ pub async fn open(
         .get_session(ws, id)
         .await?
         .ok_or_else(|| not_found(id))?;
-    let primary = serde_json::from_str::<SessionBody>(&rec.body)
+    let primary = serde_json::from_str::<SessionBodyHead>(&rec.body)
         .map_err(ApiError::internal)?
         .primary_thread_id;
     let crossposts = thread.is_none();

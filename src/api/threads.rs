@@ -15,7 +15,7 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
 use super::sessions::not_found;
-use crate::domain::session::SessionBody;
+use crate::domain::session::SessionBodyHead;
 use crate::domain::thread::SessionThread;
 use crate::engine::ops::OpError;
 use crate::engine::state::ThreadStatus;
@@ -183,7 +183,7 @@ async fn transcript(
         .get_session(&ws, &id)
         .await?
         .ok_or_else(|| not_found(&id))?;
-    let primary = serde_json::from_str::<SessionBody>(&rec.body)
+    let primary = serde_json::from_str::<SessionBodyHead>(&rec.body)
         .map_err(ApiError::internal)?
         .primary_thread_id;
     let threads = app

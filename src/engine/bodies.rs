@@ -9,11 +9,11 @@
 //! What a request derives from the body alone — the tool definitions its agent offers — is
 //! kept with it ([`Bodies::tools`]), as building them copies every tool schema.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::domain::session::SessionBody;
 use crate::domain::tools::ToolDef;
+use crate::lru::Lru;
 use crate::store::StoreError;
 
 /// Default bound on the bytes (estimated) the cache holds.
@@ -21,23 +21,23 @@ pub const DEFAULT_BUDGET: usize = 16 << 20;
 
 /// Parsed bodies by session id, bounded by an estimate of their size.
 pub struct Bodies {
-    budget: usize,
-    inner: Mutex<Entries>,
-}
-
-#[derive(Default)]
-struct Entries {
-    by_session: HashMap<String, Entry>,
-    bytes: usize,
-    tick: u64,
+    inner: Mutex<Lru<Entry>>,
 }
 
 struct Entry {
-    text: String,
+    /// The stored text `parsed` came from (shared with the records that carry it).
+    text: Arc<str>,
     parsed: Arc<SessionBody>,
     /// The tool definitions `parsed`'s agent offers, once a request built them.
     tools: Option<Arc<Vec<ToolDef>>>,
-    used: u64,
+}
+
+impl Entry {
+    /// Whether this entry was parsed from `text`: the same allocation (a store that keeps
+    /// the bodies it read hands the same one back) or, failing that, the same bytes.
+    fn is_of(&self, text: &Arc<str>) -> bool {
+        Arc::ptr_eq(&self.text, text) || *self.text == **text
+    }
 }
 
 /// A rough size in memory of a body kept as text and parsed.
@@ -49,54 +49,44 @@ impl Bodies {
     /// An empty cache holding at most about `budget` bytes.
     pub fn new(budget: usize) -> Self {
         Bodies {
-            budget,
-            inner: Mutex::new(Entries::default()),
+            inner: Mutex::new(Lru::new(budget)),
         }
     }
 
     /// The session's body parsed from `text`, only if it is kept already.
-    pub fn peek(&self, session_id: &str, text: &str) -> Option<Arc<SessionBody>> {
-        let e = self.inner.lock().expect("bodies");
-        e.by_session
-            .get(session_id)
-            .filter(|entry| entry.text == text)
+    pub fn peek(&self, session_id: &str, text: &Arc<str>) -> Option<Arc<SessionBody>> {
+        let mut e = self.inner.lock().expect("bodies");
+        e.get_mut(session_id)
+            .filter(|entry| entry.is_of(text))
             .map(|entry| entry.parsed.clone())
     }
 
     /// The session's body parsed from `text`, its stored form.
-    pub fn get(&self, session_id: &str, text: &str) -> Result<Arc<SessionBody>, StoreError> {
-        {
-            let mut e = self.inner.lock().expect("bodies");
-            e.tick += 1;
-            let tick = e.tick;
-            if let Some(entry) = e.by_session.get_mut(session_id)
-                && entry.text == text
-            {
-                entry.used = tick;
-                return Ok(entry.parsed.clone());
-            }
-        }
-        let parsed = Arc::new(serde_json::from_str::<SessionBody>(text)?);
-        let bytes = size(text);
-        if bytes > self.budget / 4 {
+    pub fn get(&self, session_id: &str, text: &Arc<str>) -> Result<Arc<SessionBody>, StoreError> {
+        if let Some(parsed) = self.peek(session_id, text) {
             return Ok(parsed);
         }
-        let mut e = self.inner.lock().expect("bodies");
-        let used = e.tick;
-        let entry = Entry {
-            text: text.to_string(),
-            parsed: parsed.clone(),
-            tools: None,
-            used,
-        };
-        if let Some(old) = e.by_session.insert(session_id.to_string(), entry) {
-            e.bytes -= size(&old.text);
-        }
-        e.bytes += bytes;
-        if e.bytes > self.budget {
-            evict(&mut e, self.budget * 3 / 4);
-        }
+        let parsed = Arc::new(serde_json::from_str::<SessionBody>(text)?);
+        self.insert(session_id, text, parsed.clone());
         Ok(parsed)
+    }
+
+    /// Keeps `parsed` as the session's body parsed from `text`, which the caller made by
+    /// serialising it (a session just created), so the first use need not parse it.
+    pub fn keep(&self, session_id: &str, text: &Arc<str>, parsed: SessionBody) {
+        self.insert(session_id, text, Arc::new(parsed));
+    }
+
+    fn insert(&self, session_id: &str, text: &Arc<str>, parsed: Arc<SessionBody>) {
+        let entry = Entry {
+            text: text.clone(),
+            parsed,
+            tools: None,
+        };
+        self.inner
+            .lock()
+            .expect("bodies")
+            .insert(session_id.to_string(), entry, size(text));
     }
 
     /// The tool definitions `body`'s agent offers, built by `build` the first time and kept
@@ -123,31 +113,12 @@ impl Bodies {
 
 /// The session's entry, if it holds `body` itself.
 fn same_entry<'e>(
-    e: &'e mut Entries,
+    e: &'e mut Lru<Entry>,
     session_id: &str,
     body: &Arc<SessionBody>,
 ) -> Option<&'e mut Entry> {
-    e.by_session
-        .get_mut(session_id)
+    e.get_mut(session_id)
         .filter(|entry| Arc::ptr_eq(&entry.parsed, body))
-}
-
-/// Drops the least recently used entries until the cache holds at most `target` bytes; done
-/// in one pass for many entries, so its cost is spread over the inserts that filled them.
-fn evict(e: &mut Entries, target: usize) {
-    let mut order: Vec<(u64, String, usize)> = e
-        .by_session
-        .iter()
-        .map(|(k, v)| (v.used, k.clone(), size(&v.text)))
-        .collect();
-    order.sort_unstable();
-    for (_, key, bytes) in order {
-        if e.bytes <= target {
-            break;
-        }
-        e.by_session.remove(&key);
-        e.bytes -= bytes;
-    }
 }
 
 #[cfg(test)]
@@ -155,7 +126,7 @@ mod tests {
     use super::*;
 
     /// A fixture session's stored body with `prompt` as its system prompt.
-    fn body(prompt: &str) -> String {
+    fn body(prompt: &str) -> Arc<str> {
         use crate::engine::fixtures;
         let rec = fixtures::session(
             crate::domain::session::SessionStatus::Idle,
@@ -164,7 +135,7 @@ mod tests {
         );
         let mut body: SessionBody = serde_json::from_str(&rec.body).unwrap();
         body.agent.system = Some(prompt.into());
-        serde_json::to_string(&body).unwrap()
+        serde_json::to_string(&body).unwrap().into()
     }
 
     #[test]
@@ -211,16 +182,31 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_stays_within_its_budget_and_keeps_the_recent_entries() {
-        let text = body("x");
-        let cache = Bodies::new(size(&text) * 8);
-        for i in 0..40 {
-            cache.get(&format!("sesn_{i}"), &text).unwrap();
-            cache.get("sesn_hot", &text).unwrap();
-        }
-        let e = cache.inner.lock().unwrap();
-        assert!(e.bytes <= size(&text) * 8, "{}", e.bytes);
-        assert!(e.by_session.contains_key("sesn_hot"));
-        assert!(e.by_session.contains_key("sesn_39"));
+    fn a_body_kept_at_creation_is_served_as_its_text_parses() {
+        let cache = Bodies::new(DEFAULT_BUDGET);
+        let text = body("one");
+        let parsed: SessionBody = serde_json::from_str(&text).unwrap();
+        // What creation keeps is the body its stored text was serialised from.
+        assert_eq!(&*text, serde_json::to_string(&parsed).unwrap());
+        cache.keep("sesn_1", &text, parsed.clone());
+        let served = cache.get("sesn_1", &text).unwrap();
+        assert_eq!(*served, parsed);
+        assert!(Arc::ptr_eq(&served, &cache.get("sesn_1", &text).unwrap()));
+        // Kept for that text only.
+        let other = body("two");
+        assert_eq!(
+            cache.get("sesn_1", &other).unwrap().agent.system.as_deref(),
+            Some("two")
+        );
+    }
+
+    #[test]
+    fn the_same_text_in_another_allocation_is_the_same_body() {
+        let cache = Bodies::new(DEFAULT_BUDGET);
+        let a = body("one");
+        let copy: Arc<str> = a.to_string().into();
+        let first = cache.get("sesn_1", &a).unwrap();
+        assert!(Arc::ptr_eq(&first, &cache.get("sesn_1", &copy).unwrap()));
+        assert!(cache.peek("sesn_2", &a).is_none());
     }
 }

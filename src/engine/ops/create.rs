@@ -135,6 +135,8 @@ type Prepared = (
 /// The rows a creation writes, not written yet.
 struct Draft {
     session: SessionRecord,
+    /// What `session.body` holds, parsed: kept for the runner once the session is written.
+    body: SessionBody,
     thread: ThreadRecord,
     events: Vec<NewEvent>,
     /// The first work item of a self-hosted session.
@@ -166,7 +168,9 @@ impl Engine {
         checked.deployment_id = deployment_id.map(str::to_string);
         let now = time::now();
         let mut draft = self.draft(ws, checked, agent, &env, now)?;
-        super::memory_attach::add_to_body(&mut draft.session, memory).map_err(internal)?;
+        if super::memory_attach::add_to_body(&mut draft.body, memory).map_err(internal)? {
+            draft.session.body = serde_json::to_string(&draft.body).map_err(internal)?.into();
+        }
         self.gate_initial_prompts(&draft).await?;
         let rec = self.commit_draft(draft).await?;
         Ok(views::session(&rec, now)?)
@@ -393,6 +397,7 @@ impl Engine {
             .then(|| work_item_for(&session, now));
         Ok(Draft {
             session,
+            body,
             thread,
             events,
             work,
@@ -425,6 +430,7 @@ impl Engine {
     async fn commit_draft(&self, draft: Draft) -> Result<SessionRecord, OpError> {
         let Draft {
             mut session,
+            body,
             thread,
             events,
             work,
@@ -434,6 +440,8 @@ impl Engine {
             .store
             .create_session(&session, &thread, &events, work.as_ref())
             .await?;
+        // The runner's first wake finds the body parsed already.
+        self.inner.bodies.keep(&session.id, &session.body, body);
         if work.is_some() {
             self.inner.hub.work_queued(&session.environment_id);
         }

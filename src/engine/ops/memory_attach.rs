@@ -11,7 +11,6 @@ use crate::domain::memory_resource::{
 use crate::domain::resource::{ResourceParams, check_free};
 use crate::domain::session::SessionBody;
 use crate::engine::Engine;
-use crate::store::SessionRecord;
 
 impl Engine {
     /// The resources attaching `list`, in order; refuses a store that is missing or archived,
@@ -58,18 +57,17 @@ impl Engine {
     }
 }
 
-/// Appends the attached stores to the draft session's resources (after its files).
+/// Appends the attached stores to the draft session's resources (after its files); true
+/// when there were any, so the stored body must be written anew.
 pub(super) fn add_to_body(
-    rec: &mut SessionRecord,
+    body: &mut SessionBody,
     stores: Vec<MemoryStoreResource>,
-) -> Result<(), serde_json::Error> {
+) -> Result<bool, serde_json::Error> {
     if stores.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
-    let mut body: SessionBody = serde_json::from_str(&rec.body)?;
     for s in stores {
         body.resources.push(serde_json::to_value(s)?);
     }
-    rec.body = serde_json::to_string(&body)?.into();
-    Ok(())
+    Ok(true)
 }

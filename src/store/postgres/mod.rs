@@ -11,6 +11,7 @@ mod files;
 mod fork;
 mod hot;
 mod keys;
+mod known_bodies;
 mod leases;
 mod memory;
 mod rows;
@@ -76,13 +77,15 @@ async fn announce(
     Ok(())
 }
 
-/// The [`Store`] on Postgres. Cheap to clone (a pool and a shared clock).
+/// The [`Store`] on Postgres. Cheap to clone (a pool, a shared clock and shared caches).
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
     /// The session transaction's and the runner's reads' own connections (see [`hot`]).
     hot: Arc<hot::HotConns>,
     clock: Arc<Clock>,
+    /// The session bodies this process read, so hot reads leave out an unchanged one.
+    bodies: Arc<known_bodies::KnownBodies>,
 }
 
 /// Connects to `url`, runs pending migrations, and returns the store.
@@ -123,7 +126,12 @@ pub async fn connect(url: &str, max_connections: u32) -> StoreResult<PgStore> {
         .map_err(|e| anyhow::anyhow!("postgres migrations failed: {e}"))?;
     let clock = Arc::new(Clock::default());
     clock.sync(&pool).await?;
-    Ok(PgStore { pool, hot, clock })
+    Ok(PgStore {
+        pool,
+        hot,
+        clock,
+        bodies: Arc::new(known_bodies::KnownBodies::new(known_bodies::DEFAULT_BUDGET)),
+    })
 }
 
 /// The newest migration this binary carries.

@@ -2,6 +2,8 @@
 //! next to each decoder (a name lookup per column per row is measurable on the hot path);
 //! JSON columns are selected as `::text` and parsed by serde where the record wants a value.
 
+use std::sync::Arc;
+
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 
@@ -9,20 +11,53 @@ use super::clock::Stamp;
 use crate::domain::agent::Agent;
 use crate::domain::environment::Environment;
 use crate::domain::time;
-use crate::store::{EventRecord, SessionRecord, StoreResult, ThreadRecord, WorkRecord};
+use crate::store::{EventRecord, SessionRecord, StoreError, StoreResult, ThreadRecord, WorkRecord};
 
-/// Session columns for [`session`]; the last one reads the database's clock, so a single
-/// session read also checks this process's clock offset.
-pub(super) const SESSION_COLS: &str = "id, workspace_id, agent_id, agent_version, environment_id, \
-    status, body::text, usage::text, active_micros, running_since, last_seq, engine::text, \
-    lease_owner, lease_expires_at, created_at, updated_at, archived_at, terminated_at, mast_clock(), \
-    xmin::text::bigint";
+/// The session columns [`session`] decodes, with `$body` as the body's expression; the
+/// column after the version is the body's revision (`body_rev`, see [`super::known_bodies`]).
+/// `mast_clock()` reads the database's clock, so a single session read also checks this
+/// process's clock offset.
+macro_rules! session_cols {
+    ($body:literal) => {
+        concat!(
+            "id, workspace_id, agent_id, agent_version, environment_id, status, ",
+            $body,
+            ", usage::text, active_micros, running_since, last_seq, engine::text, \
+             lease_owner, lease_expires_at, created_at, updated_at, archived_at, terminated_at, \
+             mast_clock(), xmin::text::bigint, body_rev"
+        )
+    };
+}
 
-/// Index of `mast_clock()` in [`SESSION_COLS`].
+/// Session columns for [`session`], the body always included.
+pub(super) const SESSION_COLS: &str = session_cols!("body::text");
+
+/// Session columns for [`session`], the body left out (`NULL`) when its revision is `$2`:
+/// the reader holds that revision's body already.
+pub(super) const SESSION_COLS_UNLESS_REV_2: &str =
+    session_cols!("CASE WHEN body_rev = $2 THEN NULL ELSE body::text END");
+
+/// Index of `mast_clock()` in the session columns.
 pub(super) const SESSION_CLOCK: usize = 18;
 
-/// A session row; the lease deadline comes back on the caller's clock.
-pub(super) fn session(row: &PgRow, stamp: &Stamp) -> StoreResult<SessionRecord> {
+/// Index of `body_rev` in the session columns.
+const SESSION_BODY_REV: usize = 20;
+
+/// A session row; the lease deadline comes back on the caller's clock. `known` is the body
+/// the reader holds, which a row that left the body out stands for.
+pub(super) fn session(
+    row: &PgRow,
+    stamp: &Stamp,
+    known: Option<&Arc<str>>,
+) -> StoreResult<SessionRecord> {
+    let body = match row.try_get::<Option<&str>, _>(6)? {
+        Some(text) => text.into(),
+        None => known.cloned().ok_or_else(|| {
+            StoreError::Internal(anyhow::anyhow!(
+                "a session read left out a body its reader does not hold"
+            ))
+        })?,
+    };
     Ok(SessionRecord {
         id: row.try_get(0)?,
         workspace_id: row.try_get(1)?,
@@ -30,7 +65,7 @@ pub(super) fn session(row: &PgRow, stamp: &Stamp) -> StoreResult<SessionRecord> 
         agent_version: row.try_get(3)?,
         environment_id: row.try_get(4)?,
         status: row.try_get(5)?,
-        body: row.try_get::<&str, _>(6)?.into(),
+        body,
         usage: row.try_get(7)?,
         active_micros: row.try_get(8)?,
         running_since: row.try_get(9)?,
@@ -44,6 +79,14 @@ pub(super) fn session(row: &PgRow, stamp: &Stamp) -> StoreResult<SessionRecord> 
         terminated_at: row.try_get(17)?,
         version: row.try_get(19)?,
     })
+}
+
+/// The body's revision in a session row, and whether the row carried the body itself.
+pub(super) fn session_body_rev(row: &PgRow) -> StoreResult<(i64, bool)> {
+    Ok((
+        row.try_get(SESSION_BODY_REV)?,
+        row.try_get::<Option<&str>, _>(6)?.is_some(),
+    ))
 }
 
 /// Thread columns for [`thread`].

@@ -3,7 +3,7 @@
 use sqlx::postgres::Postgres;
 use sqlx::{QueryBuilder, Row};
 
-use super::rows::{self, SESSION_CLOCK, SESSION_COLS, THREAD_COLS};
+use super::rows::{self, SESSION_CLOCK, SESSION_COLS, SESSION_COLS_UNLESS_REV_2, THREAD_COLS};
 use super::sink::Sink;
 use super::{PgStore, events, push_scan, work};
 use crate::domain::time;
@@ -117,6 +117,9 @@ impl PgStore {
             events::push_insert(&mut qb, &s.id, 1, events, s.created_at)?;
         }
         qb.build().execute(&self.pool).await?;
+        // A new row's body is at revision 0 (only an update bumps it): the first reads can
+        // leave it out.
+        self.bodies.keep(&s.id, 0, &s.body);
         Ok((1..)
             .zip(events.iter().cloned())
             .map(|(seq, e)| e.stored(&s.id, seq, s.created_at))
@@ -130,11 +133,14 @@ impl PgStore {
         id: &str,
     ) -> StoreResult<Option<SessionRecord>> {
         let before = time::now();
+        let (rev, known) = self.bodies.ask(id);
         let mut conn = self.hot.get().await?;
         let row = sqlx::query(&format!(
-            "SELECT {SESSION_COLS} FROM sessions WHERE id = $1 AND ($2::text IS NULL OR workspace_id = $2)"
+            "SELECT {SESSION_COLS_UNLESS_REV_2} FROM sessions \
+             WHERE id = $1 AND ($3::text IS NULL OR workspace_id = $3)"
         ))
         .bind(id)
+        .bind(rev)
         .bind(workspace_id)
         .fetch_optional(conn.conn())
         .await
@@ -143,7 +149,9 @@ impl PgStore {
         let Some(row) = row else { return Ok(None) };
         self.clock
             .observe(row.try_get(SESSION_CLOCK)?, before, time::now());
-        rows::session(&row, &self.clock.stamp()).map(Some)
+        self.bodies
+            .session(&row, &self.clock.stamp(), known)
+            .map(Some)
     }
 
     pub(super) async fn last_seqs_pg(&self, ids: &[String]) -> StoreResult<Vec<(String, i64)>> {
@@ -207,7 +215,9 @@ impl PgStore {
         push_scan(&mut qb, "id", scan);
         let rows = qb.build().fetch_all(&self.pool).await?;
         let stamp = self.clock.stamp();
-        rows.iter().map(|r| rows::session(r, &stamp)).collect()
+        rows.iter()
+            .map(|r| rows::session(r, &stamp, None))
+            .collect()
     }
 
     pub(super) async fn delete_session_pg(

@@ -22,7 +22,7 @@ use sqlx::{Executor as _, QueryBuilder, Row};
 
 use super::clock::Stamp;
 use super::hot::Prepared;
-use super::rows::{self, SESSION_CLOCK, SESSION_COLS};
+use super::rows::{SESSION_CLOCK, SESSION_COLS_UNLESS_REV_2};
 use super::sink::{Sink, Stmt};
 use super::{PgStore, events, sessions, work};
 use crate::domain::time;
@@ -198,13 +198,14 @@ impl PgStore {
         let asked = time::now();
         // `BEGIN` and the locking read in one round trip: a simple-protocol query of two
         // statements (which cannot take parameters, hence the id in the text).
-        let lock = format!("BEGIN; EXECUTE mast_lock('{session_id}')");
+        let (rev, known) = self.bodies.ask(session_id);
+        let lock = format!("BEGIN; EXECUTE mast_lock('{session_id}', {rev})");
         let row = conn.fetch_optional(sqlx::raw_sql(&lock)).await?;
         let Some(row) = row else { return Ok(None) };
         self.clock
             .observe(row.try_get(SESSION_CLOCK)?, asked, time::now());
         let stamp = self.clock.stamp();
-        let before = rows::session(&row, &stamp)?;
+        let before = self.bodies.session(&row, &stamp, known)?;
         if let Writer::Runner { owner } = writer
             && before.lease_owner.as_deref() != Some(owner.as_str())
         {
@@ -316,7 +317,8 @@ fn version_query(session_id: &str) -> String {
 /// (`mast_expect_session`, on the row's `xmin`) and the row's version after a write.
 pub(super) fn prepared_at_connect() -> String {
     format!(
-        "PREPARE mast_lock (text) AS SELECT {SESSION_COLS} FROM sessions WHERE id = $1 FOR UPDATE; \
+        "PREPARE mast_lock (text, int8) AS SELECT {SESSION_COLS_UNLESS_REV_2} FROM sessions \
+         WHERE id = $1 FOR UPDATE; \
          PREPARE mast_gate (text, int8) AS SELECT mast_expect_session($1, $2); \
          PREPARE mast_version (text) AS SELECT xmin::text::bigint FROM sessions WHERE id = $1"
     )

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use crate::support::{Backend, Options, fresh_postgres_database, test_config};
 
 mod agents;
+mod bodies;
 mod deployments;
 mod environments;
 mod events;
@@ -55,6 +56,20 @@ pub async fn open(b: Backend) -> (Arc<dyn Store>, tempfile::TempDir) {
     .await
     .unwrap();
     (store, dir)
+}
+
+/// Two stores on one fresh, empty, migrated database of `b`, as two processes (replicas)
+/// open it (and the directory it lives in).
+pub async fn open_twice(b: Backend) -> (Arc<dyn Store>, Arc<dyn Store>, tempfile::TempDir) {
+    let dir = tempfile::TempDir::new().unwrap();
+    let url = match b {
+        Backend::Sqlite => None,
+        Backend::Postgres => Some(fresh_postgres_database().await),
+    };
+    let config = test_config(dir.path().to_path_buf(), url, &Options::default());
+    let first = mast::open_store(&config).await.unwrap();
+    let second = mast::open_store(&config).await.unwrap();
+    (first, second, dir)
 }
 
 /// An idle session row of `WS` created at `at`, using agent `agent_x` v1 and `env_x`.
