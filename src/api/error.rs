@@ -1,7 +1,7 @@
 //! The one API error type: every non-2xx response body is
 //! `{"type":"error","error":{"type","message","details"?},"request_id"}` (API.md §1.9).
 
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -174,6 +174,13 @@ impl IntoResponse for ApiError {
         if self.no_retry {
             resp.headers_mut()
                 .insert("x-should-retry", HeaderValue::from_static("false"));
+        }
+        if self.status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The body was refused unread, so the connection is closed after this answer; a
+            // client told so opens a new one for its next request instead of sending it on
+            // a connection the server is closing.
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         resp
     }

@@ -57,6 +57,14 @@ async fn post_upload(s: &TestServer, body: reqwest::Body) -> (u16, Value) {
         .await
         .unwrap();
     let status = resp.status().as_u16();
+    if status == 413 {
+        // Refused unread: the client must be told the connection will not be reused, or its
+        // next request may go out on a connection the server is closing.
+        assert_eq!(
+            resp.headers().get("connection").map(|v| v.as_bytes()),
+            Some(&b"close"[..])
+        );
+    }
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
