@@ -139,6 +139,9 @@ pub fn parse_token(at: &str, t: &str) -> Valid<Token> {
 fn parse_url(at: &str, raw: &str) -> Valid<String> {
     check_len(at, raw, 1, MAX_URL)?;
     let bad = |why: &str| Invalid::new(format!("`{at}` {why}"));
+    if let Some(why) = ambiguous_url(raw) {
+        return Err(bad(why));
+    }
     let url = reqwest::Url::parse(raw).map_err(|e| bad(&format!("is not a URL: {e}")))?;
     if !matches!(url.scheme(), "https" | "http") {
         return Err(bad(&format!(
@@ -158,6 +161,28 @@ fn parse_url(at: &str, raw: &str) -> Valid<String> {
         return Err(bad("must not have a query or a fragment"));
     }
     Ok(raw.to_string())
+}
+
+/// Why `raw` could be read differently by git (curl) than by the WHATWG parser the address
+/// check uses, if it could: `http://1.1.1.1\@127.0.0.1/r.git` is host `1.1.1.1` to one and
+/// `127.0.0.1` to the other. Backslashes, whitespace and control characters, and any `@` before
+/// the path (userinfo, which tokens never travel in), are refused outright.
+pub fn ambiguous_url(raw: &str) -> Option<&'static str> {
+    if raw.contains('\\') {
+        return Some("must not contain backslashes");
+    }
+    if raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some("must not contain whitespace or control characters");
+    }
+    let after_scheme = raw.split_once("://").map_or(raw, |(_, rest)| rest);
+    let authority = after_scheme
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default();
+    if authority.contains('@') {
+        return Some("must not carry credentials; give the token as `authorization_token`");
+    }
+    None
 }
 
 /// The last segment of the URL's path without `.git`: `https://h/o/r.git` → `r`.
@@ -308,6 +333,10 @@ mod tests {
             json!({"type": "github_repository", "url": "file:///etc"}),
             json!({"type": "github_repository", "url": "ssh://github.com/o/r"}),
             json!({"type": "github_repository", "url": "https://u:sekrit@h/o/r"}),
+            json!({"type": "github_repository", "url": "http://1.1.1.1\\@127.0.0.1:9/x.git"}),
+            json!({"type": "github_repository", "url": "https://@h/o/r"}),
+            json!({"type": "github_repository", "url": "https://h/o r"}),
+            json!({"type": "github_repository", "url": "https://h\t/o/r"}),
             json!({"type": "github_repository", "url": "https://h/"}),
             json!({"type": "github_repository", "url": "https://h/o/r", "mount_path": "/mnt/r"}),
             json!({"type": "github_repository", "url": "https://h/o/r", "mount_path": "/workspace"}),

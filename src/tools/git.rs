@@ -18,7 +18,7 @@ use rustix::fs::{AtFlags, Mode, RenameFlags};
 use super::egress::EgressPolicy;
 use super::files::{Missing, Workspace};
 use super::netguard::NetGuard;
-use crate::domain::repository::Checkout;
+use crate::domain::repository::{Checkout, ambiguous_url};
 
 /// How long one clone may take, checkout included.
 pub const CLONE_TIMEOUT: Duration = Duration::from_secs(600);
@@ -83,6 +83,10 @@ pub struct CloneJob<'a> {
 
 /// Clones `job.url` into `job.dest` and checks out what was asked.
 pub async fn clone(job: &CloneJob<'_>) -> Result<(), Failure> {
+    // Stored before such URLs were refused at creation: refused here too.
+    if let Some(why) = ambiguous_url(job.url) {
+        return Err(Failure::clone_error(format!("the repository URL {why}")));
+    }
     let url = reqwest::Url::parse(job.url)
         .map_err(|e| Failure::clone_error(format!("the URL could not be read: {e}")))?;
     let host = url.host_str().unwrap_or_default().to_string();
@@ -92,11 +96,15 @@ pub async fn clone(job: &CloneJob<'_>) -> Result<(), Failure> {
             "the environment's networking does not allow `{host}`; add it to `allowed_hosts`"
         )));
     }
-    let addrs = job
-        .guard
-        .resolve(&host, port)
-        .await
-        .map_err(Failure::clone_error)?;
+    let addrs = job.guard.resolve(&host, port).await.map_err(|why| {
+        // The operator sees why; the session sees what a closed port would show, so the
+        // guard cannot be used to map which addresses and ports exist.
+        tracing::warn!(%host, port, reason = %why, "a repository clone was refused by the address guard");
+        unreachable(&host)
+    })?;
+    // git is handed our own serialisation of the URL, never the text as given: what it
+    // connects to is then the host checked above, at the addresses pinned below.
+    let url_text = url.as_str().to_string();
     let resolve = format!(
         "{host}:{port}:{}",
         addrs
@@ -122,7 +130,7 @@ pub async fn clone(job: &CloneJob<'_>) -> Result<(), Failure> {
     let dest = dest.as_str();
     let run = async {
         match job.checkout {
-            None => env.run(&["clone", "--quiet", "--", job.url, dest]).await,
+            None => env.run(&["clone", "--quiet", "--", &url_text, dest]).await,
             Some(Checkout::Branch { name }) => {
                 env.run(&[
                     "clone",
@@ -130,13 +138,13 @@ pub async fn clone(job: &CloneJob<'_>) -> Result<(), Failure> {
                     "--branch",
                     name.as_str(),
                     "--",
-                    job.url,
+                    &url_text,
                     dest,
                 ])
                 .await
             }
             Some(Checkout::Commit { sha }) => {
-                env.run(&["clone", "--quiet", "--no-checkout", "--", job.url, dest])
+                env.run(&["clone", "--quiet", "--no-checkout", "--", &url_text, dest])
                     .await?;
                 let wanted = format!("{sha}^{{commit}}");
                 let found = env
@@ -164,12 +172,32 @@ pub async fn clone(job: &CloneJob<'_>) -> Result<(), Failure> {
         }
     };
     match tokio::time::timeout(job.timeout, run).await {
-        Ok(r) => r.map(|_| ()),
+        Ok(r) => r.map(|_| ()).map_err(|f| match f.kind {
+            FailureKind::Clone if is_transport_failure(&f.message) => {
+                tracing::warn!(%host, port, reason = %f.message, "a repository could not be reached");
+                unreachable(&host)
+            }
+            _ => f,
+        }),
         Err(_) => Err(Failure::clone_error(format!(
             "the clone did not finish within {} seconds",
             job.timeout.as_secs()
         ))),
     }
+}
+
+/// The one message of every clone that found nothing answering: refused by the address guard,
+/// a closed port, a name that does not resolve, a timeout or a TLS failure all read the same.
+fn unreachable(host: &str) -> Failure {
+    Failure::clone_error(format!(
+        "`{host}` could not be reached: nothing answered there, or the server's network rules keep it out of reach"
+    ))
+}
+
+/// Whether git's message is about reaching the host rather than about what it answered.
+fn is_transport_failure(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    lower.contains("unable to access") && !lower.contains("returned error")
 }
 
 /// The configuration a clone runs with, as `(key, value)` pairs.
@@ -402,6 +430,39 @@ mod tests {
             ),
         ] {
             assert_eq!(classify(stderr).kind, kind, "{stderr}");
+        }
+    }
+
+    /// A URL git would read differently than the address check is refused before git runs,
+    /// even when it was stored before creation refused it.
+    #[tokio::test]
+    async fn a_url_git_reads_differently_never_reaches_git() {
+        let dir = tempfile::tempdir().unwrap();
+        for url in [
+            "http://1.1.1.1\\@127.0.0.1:1/x.git",
+            "http://u@127.0.0.1:1/x.git",
+            "http://127.0.0.1:1/x.git ",
+        ] {
+            let job = CloneJob {
+                url,
+                token: Some("tok"),
+                checkout: None,
+                dest: &dir.path().join("clone"),
+                egress: &EgressPolicy::Open,
+                guard: NetGuard {
+                    allow_private: true,
+                    allow: &[],
+                },
+                timeout: Duration::from_secs(5),
+            };
+            let failure = clone(&job).await.unwrap_err();
+            assert_eq!(failure.kind, FailureKind::Clone);
+            assert!(
+                failure.message.starts_with("the repository URL "),
+                "{url}: {}",
+                failure.message
+            );
+            assert!(!dir.path().join("clone").exists());
         }
     }
 

@@ -253,3 +253,41 @@ def test_bad_repository_resources_are_refused(client, environment, agent, gitsrv
         client.beta.sessions.resources.update(added["id"], session_id=sess.id, authorization_token="bad\ntoken")
     with pytest.raises(anthropic.NotFoundError):
         client.beta.sessions.resources.update("sesrsc_missing", session_id=sess.id, authorization_token=NEW_TOKEN)
+
+
+def test_a_url_git_would_read_differently_never_reaches_git(client, environment, agent, gitsrv):
+    """`http://1.1.1.1\\@127.0.0.1:PORT/x.git` is host 1.1.1.1 to the address check and
+    127.0.0.1 to git, which would send the token there: refused at creation, on either path,
+    and the git server is never asked."""
+    repo = gitsrv.make_repo(f"o/amb-{uuid.uuid4().hex[:6]}.git")
+    port = gitsrv.base.rsplit(":", 1)[1]
+    name = repo["url"].split("/", 3)[3]
+    gitsrv.seen_tokens.clear()
+    sess = client.beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    for url in [f"http://1.1.1.1\\@127.0.0.1:{port}/{name}", f"http://1.1.1.1@127.0.0.1:{port}/{name}",
+                f"http://127.0.0.1:{port}/{name} ", f"http://127.0.0.1:{port}\t/{name}"]:
+        res = {"type": "github_repository", "url": url, "authorization_token": TOKEN}
+        with pytest.raises(anthropic.BadRequestError):
+            client.beta.sessions.create(agent=agent.id, environment_id=environment.id, resources=[res])
+        with pytest.raises(anthropic.BadRequestError):
+            client.post(f"/v1/sessions/{sess.id}/resources", cast_to=object, body=res,
+                        options={"headers": {"anthropic-beta": "managed-agents-2026-04-01"}})
+    assert not gitsrv.seen_tokens
+    assert not any(p.startswith("/" + name) for p in gitsrv.paths)
+
+
+def test_a_refused_address_reads_like_a_closed_port(client, environment, agent, gitsrv):
+    """The session cannot map addresses and ports with clones: an address the guard refuses
+    (127.0.0.2, loopback, not among the allowed private hosts) and a closed port on an allowed
+    address give the same error."""
+    closed = free_port()
+    sess = client.beta.sessions.create(agent=agent.id, environment_id=environment.id, resources=[
+        {"type": "github_repository", "url": f"http://127.0.0.2:{closed}/o/a.git", "mount_path": "/workspace/a"},
+        {"type": "github_repository", "url": f"http://127.0.0.1:{closed}/o/b.git", "mount_path": "/workspace/b"}])
+    seen = run(client, sess.id, [bash("ls -A /workspace"), "say done"])
+    refused, closed_port = errors(seen)
+    assert refused.type == closed_port.type == "repository_clone_error"
+    # After the repository and its mount path, which differ, the two read the same.
+    why = [e.message.split(": ", 1)[1].replace(host, "H")
+           for e, host in [(refused, "127.0.0.2"), (closed_port, "127.0.0.1")]]
+    assert why[0] == why[1], why
