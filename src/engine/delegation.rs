@@ -288,6 +288,22 @@ pub fn parse_send(
     })
 }
 
+/// How the id of an agent the model defined inline begins (`inline:<name>`).
+pub const INLINE_ID_PREFIX: &str = "inline:";
+
+/// The agent whose agent-scoped rules govern a thread running `agent_id` in a session whose
+/// agent is `session_agent_id`. A delegate the model defines (inline, or the advisor) is
+/// governed by everything that governs the coordinator that defined it — its policies are
+/// narrowed to the coordinator's, and the coordinator's agent-scoped hooks apply to it, or the
+/// model could shed a hook by delegating the call. Predefined roster agents keep their own.
+pub fn governing_agent<'a>(agent_id: &'a str, session_agent_id: &'a str) -> &'a str {
+    if agent_id.starts_with(INLINE_ID_PREFIX) || agent_id == ADVISOR_NAME {
+        session_agent_id
+    } else {
+        agent_id
+    }
+}
+
 fn inline_agent(
     def: &serde_json::Map<String, Value>,
     coordinator: &SessionAgent,
@@ -320,7 +336,7 @@ fn inline_agent(
     let tools = super::permissions::narrow(&tools, &coordinator.tools);
     let agent = SessionAgent {
         tag: coordinator.tag,
-        id: format!("inline:{name}"),
+        id: format!("{INLINE_ID_PREFIX}{name}"),
         version: 0,
         name: name.to_string(),
         description: text("description"),

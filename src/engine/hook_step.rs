@@ -84,6 +84,7 @@ impl Loop<'_> {
             session_id: &self.sid,
             thread_id: &self.thread,
             agent_id: &self.agent.id,
+            scope_agent_id: super::delegation::governing_agent(&self.agent.id, &self.body.agent.id),
             environment_id: &self.environment_id,
         }
     }

@@ -70,7 +70,7 @@ struct Listed {
 
 /// Whether `hook` (with its compiled `matcher`) applies in `ctx` and sees `name`.
 fn sees(hook: &Hook, matcher: Option<&Matcher>, ctx: &HookContext<'_>, name: Option<&str>) -> bool {
-    hook.in_scope(ctx.agent_id, ctx.environment_id) && sees_name(matcher, name)
+    hook.in_scope(ctx.scope_agent_id, ctx.environment_id) && sees_name(matcher, name)
 }
 
 /// The stored hooks of one (workspace, event), when they were read.
@@ -90,7 +90,12 @@ pub struct HookContext<'a> {
     pub workspace_id: &'a str,
     pub session_id: &'a str,
     pub thread_id: &'a str,
+    /// The agent the thread runs (what the hook is told).
     pub agent_id: &'a str,
+    /// The agent whose agent-scoped hooks apply: the thread's own, or for an agent the model
+    /// defined (an inline delegate, the advisor) the coordinator that defined it (see
+    /// [`crate::engine::delegation::governing_agent`]).
+    pub scope_agent_id: &'a str,
     pub environment_id: &'a str,
 }
 

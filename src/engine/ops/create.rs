@@ -419,6 +419,7 @@ impl Engine {
             session_id: &s.id,
             thread_id: &draft.thread.id,
             agent_id: &s.agent_id,
+            scope_agent_id: &s.agent_id,
             environment_id: &s.environment_id,
         };
         self.gate_prompts(&session, "initial_events", &prompts)

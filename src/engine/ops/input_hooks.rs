@@ -126,6 +126,7 @@ impl Engine {
             session_id: id,
             thread_id: &head.primary_thread_id,
             agent_id: &rec.agent_id,
+            scope_agent_id: &rec.agent_id,
             environment_id: &rec.environment_id,
         };
         self.gate_prompts(&session, "events", &prompts).await?;
@@ -185,6 +186,7 @@ impl Engine {
         let ctx = HookContext {
             thread_id: &thread,
             agent_id: &agent_id,
+            scope_agent_id: crate::engine::delegation::governing_agent(&agent_id, session.agent_id),
             ..*session
         };
         let call = ToolCallRef {

@@ -266,3 +266,37 @@ def test_a_delegates_call_goes_through_the_hook(client, environment, receiver):
     assert c["verified"] and c["payload"]["agent_id"] == worker.id
     primary = client.beta.sessions.threads.list(sess.id).data[0].id
     assert c["payload"]["thread_id"] != primary
+
+
+def test_an_inline_delegate_is_governed_by_its_coordinators_hooks(client, environment, receiver):
+    """A delegate the model defines (`send_to_agent` with an inline definition) answers to every
+    rule of the coordinator that defined it: its agent-scoped hooks included. Otherwise the
+    model could shed a hook by delegating the call."""
+    allow = {"default_config": {"permission_policy": {"type": "always_allow"}}}
+    lead = client.beta.agents.create(name="lead-inline", model="mast-scripted",
+                                     tools=[{"type": "agent_toolset_20260401", **allow}],
+                                     multiagent={"type": "multiagent_20261001"})
+    hook = add_hook(client, receiver, lambda p: (0, {"decision": "deny", "reason": "the lead may not run bash"}),
+                    matcher="bash", scope={"type": "agent", "agent_id": lead.id})
+    sess = client.beta.sessions.create(agent=lead.id, environment_id=environment.id)
+    helper = {"name": "helper", "system": "You run commands.", "tools": [{"type": "agent_toolset_20260401", **allow}]}
+    inner = call("bash", command="echo INLINE-$((40+2))") + "\n---\nsay helper saw: {{result}}"
+    seen = run(client, sess.id, [call("send_to_agent", agent=helper, message=inner), "say lead heard: {{result}}"])
+    final = [e for e in seen if e.type == "agent.message"][-1].content[0].text
+    assert "the lead may not run bash" in final and "INLINE-42" not in final, final
+    [c] = receiver.of(hook["name"])
+    assert c["verified"] and c["payload"]["agent_id"] == "inline:helper"
+    primary = client.beta.sessions.threads.list(sess.id).data[0].id
+    assert c["payload"]["thread_id"] != primary
+    # A predefined roster agent keeps its own scope: the lead's hook does not reach it.
+    worker = coder(client, name="roster-worker")
+    lead2 = client.beta.agents.create(name="lead-roster", model="mast-scripted",
+                                      tools=[{"type": "agent_toolset_20260401", **allow}],
+                                      multiagent={"type": "coordinator", "agents": [worker.id]})
+    hook2 = add_hook(client, receiver, lambda p: (0, {"decision": "deny", "reason": "the lead may not run bash"}),
+                     matcher="bash", scope={"type": "agent", "agent_id": lead2.id})
+    sess2 = client.beta.sessions.create(agent=lead2.id, environment_id=environment.id)
+    seen = run(client, sess2.id, [call("send_to_agent", agent="roster-worker", message=inner), "say lead heard: {{result}}"])
+    final = [e for e in seen if e.type == "agent.message"][-1].content[0].text
+    assert "INLINE-42" in final, final
+    assert not receiver.of(hook2["name"])
