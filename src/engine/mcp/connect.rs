@@ -132,8 +132,11 @@ async fn http_client(
         .resolve(host, port)
         .await
         .map_err(|why| Failure::connection(server, why, false))?;
+    // No proxy from the server's environment (`HTTP(S)_PROXY`): a proxy would resolve the
+    // name itself and connect wherever its answer points, past the addresses pinned here.
     let mut builder = reqwest13::Client::builder()
         .redirect(reqwest13::redirect::Policy::none())
+        .no_proxy()
         .connect_timeout(timeout);
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     if bare.parse::<std::net::IpAddr>().is_err() {
