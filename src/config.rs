@@ -17,6 +17,10 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Serve without API keys on a non-loopback address.
     pub allow_unauthenticated: bool,
+    /// `MAST_ALLOWED_HOSTS`: the names clients use for this server (behind a proxy, say).
+    /// Set, every request must name one of them (or a loopback address); in open mode they
+    /// are answered besides loopback names.
+    pub allowed_hosts: Vec<String>,
     /// A key `serve` makes sure exists for the default workspace.
     pub bootstrap_api_key: Option<String>,
     pub db_max_connections: u32,
@@ -55,6 +59,26 @@ pub fn flag(name: &str) -> anyhow::Result<bool> {
     parse_flag(name, std::env::var(name).ok().as_deref())
 }
 
+/// `MAST_ALLOWED_HOSTS`: comma-separated names (`mast.example.com`), wildcards of whole labels
+/// (`*.example.com`) and addresses, without scheme or port.
+fn parse_allowed_hosts(v: &str) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for h in v.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+        let name = h.strip_prefix("*.").unwrap_or(h);
+        let ok = !name.is_empty()
+            && (name.parse::<std::net::IpAddr>().is_ok()
+                || name.split('.').all(|l| {
+                    !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                }));
+        anyhow::ensure!(
+            ok,
+            "MAST_ALLOWED_HOSTS: `{h}` is not a host name, `*.domain` or an address (give no scheme or port)"
+        );
+        out.push(h.to_ascii_lowercase());
+    }
+    Ok(out)
+}
+
 fn parse_flag(name: &str, value: Option<&str>) -> anyhow::Result<bool> {
     let Some(v) = value else {
         return Ok(false);
@@ -74,6 +98,7 @@ impl Config {
             database_url: None,
             data_dir,
             allow_unauthenticated: false,
+            allowed_hosts: Vec::new(),
             bootstrap_api_key: None,
             db_max_connections: 16,
             sqlite_synchronous: crate::store::sqlite::Synchronous::default(),
@@ -156,6 +181,9 @@ impl Config {
             anyhow::ensure!(n >= 1, "MAST_WORK_TTL_SECONDS must be at least 1");
             self.work_leases.default_ttl_seconds = i64::from(n);
             self.work_leases.max_ttl_seconds = self.work_leases.max_ttl_seconds.max(i64::from(n));
+        }
+        if let Ok(v) = std::env::var("MAST_ALLOWED_HOSTS") {
+            self.allowed_hosts = parse_allowed_hosts(&v)?;
         }
         if flag("MAST_ALLOW_PRIVATE_NETWORK")? {
             self.tools.allow_private_network = true;

@@ -135,6 +135,8 @@ pub struct Running {
     server: JoinHandle<std::io::Result<()>>,
     /// The Files API's sweep task (expired files, orphan blobs).
     files_sweeper: JoinHandle<()>,
+    /// Announces key changes to open streams (see `Authenticator::spawn_key_watch`).
+    key_watch: JoinHandle<()>,
     /// The webhook delivery task.
     webhook_sender: JoinHandle<()>,
     grace: std::time::Duration,
@@ -151,6 +153,7 @@ impl Running {
         self.engine.shutdown(self.grace).await;
         let _ = tokio::time::timeout(self.grace, self.server).await;
         let _ = tokio::time::timeout(self.grace, self.files_sweeper).await;
+        let _ = tokio::time::timeout(self.grace, self.key_watch).await;
         let _ = tokio::time::timeout(self.grace, self.webhook_sender).await;
     }
 
@@ -360,6 +363,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         auth: Authenticator::new(
             loopback || config.allow_unauthenticated,
             config.database_url.is_some().then(|| hub.clone()),
+            api::browser_guard::HostRules::new(addr.ip(), config.allowed_hosts.clone()),
         ),
         hub: hub.clone(),
         engine: engine.clone(),
@@ -377,6 +381,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     }
     engine.start().await?;
     let files_sweeper = files.spawn_sweeper(shutdown.clone());
+    let key_watch = state.auth.spawn_key_watch(store.clone(), shutdown.clone());
     let webhook_sender = webhooks.spawn_sender(domain::ids::new_id("whsender"), shutdown.clone());
     let banner = banner(&config, addr, &state, keys == 0);
     let app = api::router(state);
@@ -407,6 +412,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         hub,
         server,
         files_sweeper,
+        key_watch,
         webhook_sender,
         grace: config.shutdown_grace,
         _data_dir_lock: data_dir_lock,

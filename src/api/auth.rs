@@ -35,7 +35,11 @@ pub const WORK_TOKEN_PREFIX: &str = "mast_wt_";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Principal {
     /// An API key (or open mode): the whole workspace.
-    ApiKey { workspace: String },
+    ApiKey {
+        workspace: String,
+        /// Hash of the key (to check later that it still stands); None in open mode.
+        key_hash: Option<String>,
+    },
     /// An environment key: polls its environment's queue and serves its sessions.
     EnvironmentKey {
         workspace: String,
@@ -60,7 +64,7 @@ impl Principal {
     /// The workspace the credential belongs to.
     pub fn workspace(&self) -> &str {
         match self {
-            Principal::ApiKey { workspace }
+            Principal::ApiKey { workspace, .. }
             | Principal::EnvironmentKey { workspace, .. }
             | Principal::WorkToken { workspace, .. } => workspace,
         }
@@ -95,7 +99,7 @@ impl Workspace {
     /// The workspace of an API key; worker credentials are refused.
     pub fn of(principal: &Principal) -> Result<Self, ApiError> {
         match principal {
-            Principal::ApiKey { workspace } => Ok(Workspace(workspace.clone())),
+            Principal::ApiKey { workspace, .. } => Ok(Workspace(workspace.clone())),
             _ => Err(ApiError::forbidden(
                 "worker credentials (environment keys and work tokens) are accepted only on the work queue, \
                  on their sessions' retrieve and events endpoints, and (work tokens) on the files their session mounts; \
@@ -114,7 +118,7 @@ pub async fn session_workspace(
     session_id: &str,
 ) -> Result<String, ApiError> {
     match principal {
-        Principal::ApiKey { workspace } => Ok(workspace.clone()),
+        Principal::ApiKey { workspace, .. } => Ok(workspace.clone()),
         Principal::WorkToken {
             workspace,
             session_id: scoped,
@@ -149,11 +153,16 @@ pub async fn session_workspace(
     }
 }
 
-/// Whether a credential still stands (a long-lived stream re-checks its caller's): an
-/// environment key not revoked, a work token whose item is still held.
+/// Whether a credential still stands (a long-lived stream re-checks its caller's): an API or
+/// environment key not revoked, open mode while no key exists, a work token whose item is
+/// still held.
 pub async fn still_valid(store: &dyn Store, principal: &Principal) -> Result<bool, ApiError> {
     Ok(match principal {
-        Principal::ApiKey { .. } => true,
+        Principal::ApiKey {
+            key_hash: Some(hash),
+            ..
+        } => store.workspace_for_key(hash).await?.is_some(),
+        Principal::ApiKey { key_hash: None, .. } => store.count_api_keys().await? == 0,
         Principal::EnvironmentKey { key_hash, .. } => {
             store.environment_for_key(key_hash).await?.is_some()
         }
@@ -190,12 +199,21 @@ pub fn hash_key(key: &str) -> String {
 ///   such channel to the CLI, and the lookup is a local indexed read, so there is no cache.
 pub struct Authenticator {
     allow_open: bool,
+    /// Which hosts requests may name (open mode's browser rules, `MAST_ALLOWED_HOSTS`).
+    hosts: super::browser_guard::HostRules,
     /// Set once a key exists: open mode never comes back.
     closed: AtomicBool,
     /// Where key changes are announced (Postgres); no caching without it.
     changes: Option<Arc<Hub>>,
     keys: Mutex<KeyCache>,
+    /// Bumped when the stored keys may have changed (one was revoked, say): open streams then
+    /// check that their caller's credential still stands.
+    key_changes: Arc<tokio::sync::watch::Sender<u64>>,
 }
+
+/// How often [`Authenticator::spawn_key_watch`] looks at the stored keys. A key revoked by
+/// another process (the CLI, another replica) ends the streams it opened within about this.
+pub const KEY_WATCH_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Cached positive lookups, all from one key epoch (see [`Hub::keys_changed`]).
 #[derive(Default)]
@@ -207,14 +225,63 @@ struct KeyCache {
 impl Authenticator {
     /// `allow_open`: accept requests into the default workspace while no key exists.
     /// `changes`: the hub hearing every key change (replicas on Postgres), which makes caching
-    /// lookups safe; None looks every key up.
-    pub fn new(allow_open: bool, changes: Option<Arc<Hub>>) -> Self {
+    /// lookups safe; None looks every key up. `hosts`: which hosts requests may name.
+    pub fn new(
+        allow_open: bool,
+        changes: Option<Arc<Hub>>,
+        hosts: super::browser_guard::HostRules,
+    ) -> Self {
         Authenticator {
             allow_open,
+            hosts,
             closed: AtomicBool::new(false),
             changes,
             keys: Mutex::new(KeyCache::default()),
+            key_changes: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
+    }
+
+    /// Changes whenever the stored keys may have changed (see [`Self::spawn_key_watch`]).
+    pub fn key_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.key_changes.subscribe()
+    }
+
+    /// Watches the stored keys until `shutdown`: every [`KEY_WATCH_INTERVAL`] it reads them
+    /// (one small query, however many streams are open) and announces a change through
+    /// [`Self::key_changes`]. Keys change in other processes too (`mast keys revoke` writes
+    /// the store directly), so this reads rather than waits to be told.
+    pub fn spawn_key_watch(
+        &self,
+        store: Arc<dyn Store>,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let changes = self.key_changes.clone();
+        tokio::spawn(async move {
+            let mut last = None;
+            loop {
+                match store.list_keys().await {
+                    Ok(keys) => {
+                        let now = key_fingerprint(&keys);
+                        if last.is_some_and(|l| l != now) {
+                            changes.send_modify(|n| *n += 1);
+                        }
+                        last = Some(now);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not read the keys to see revocations")
+                    }
+                }
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(KEY_WATCH_INTERVAL) => {}
+                }
+            }
+        })
+    }
+
+    /// Which hosts requests may name.
+    pub fn host_rules(&self) -> &super::browser_guard::HostRules {
+        &self.hosts
     }
 
     async fn is_open(&self, store: &dyn Store) -> Result<bool, ApiError> {
@@ -306,12 +373,16 @@ impl Authenticator {
                 }
             }
             Some(k) => match self.workspace_for(store, k).await? {
-                Some(workspace) => Principal::ApiKey { workspace },
-                None => self.open_or(store, "invalid API key").await?,
+                Some(workspace) => Principal::ApiKey {
+                    workspace,
+                    key_hash: Some(hash_key(k)),
+                },
+                None => self.open_or(store, headers, "invalid API key").await?,
             },
             None => {
                 self.open_or(
                     store,
+                    headers,
                     "missing API key: send `x-api-key: <key>` or `Authorization: Bearer <key>`",
                 )
                 .await?
@@ -344,14 +415,36 @@ impl Authenticator {
         })
     }
 
-    async fn open_or(&self, store: &dyn Store, refusal: &str) -> Result<Principal, ApiError> {
+    /// The open-mode principal while the server is open and the request is not one a web page
+    /// on another site made (see [`super::browser_guard`]); else `refusal`.
+    async fn open_or(
+        &self,
+        store: &dyn Store,
+        headers: &HeaderMap,
+        refusal: &str,
+    ) -> Result<Principal, ApiError> {
         if self.is_open(store).await? {
+            if let Some(refused) = super::browser_guard::open_mode_refusal(&self.hosts, headers) {
+                return Err(refused);
+            }
             return Ok(Principal::ApiKey {
                 workspace: DEFAULT_WORKSPACE.to_string(),
+                key_hash: None,
             });
         }
         Err(ApiError::unauthorized(refusal))
     }
+}
+
+/// What changes when a key is created, revoked or deleted.
+fn key_fingerprint(keys: &[crate::store::KeyRecord]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for k in keys {
+        k.id.hash(&mut h);
+        k.revoked_at.is_some().hash(&mut h);
+    }
+    h.finish()
 }
 
 /// The key a request presents, if any.

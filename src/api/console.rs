@@ -78,36 +78,26 @@ fn serve(name: &str, headers: &HeaderMap) -> Response {
     let common = [
         (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
         (header::ETAG, HeaderValue::from_str(etag).expect("hex")),
-        (
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(CSP),
-        ),
-        (
-            header::X_CONTENT_TYPE_OPTIONS,
-            HeaderValue::from_static("nosniff"),
-        ),
-        (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
-        (
-            header::REFERRER_POLICY,
-            HeaderValue::from_static("no-referrer"),
-        ),
     ];
     let matches = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
-    if matches {
-        return (StatusCode::NOT_MODIFIED, common).into_response();
-    }
-    (
-        common,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static(asset.content_type),
-        )],
-        asset.bytes,
-    )
-        .into_response()
+    let mut resp = if matches {
+        (StatusCode::NOT_MODIFIED, common).into_response()
+    } else {
+        (
+            common,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(asset.content_type),
+            )],
+            asset.bytes,
+        )
+            .into_response()
+    };
+    super::page_headers::page(resp.headers_mut(), CSP);
+    resp
 }
 
 async fn index(headers: HeaderMap) -> Response {

@@ -4,7 +4,7 @@
 
 use axum::Router;
 use axum::http::header;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use super::AppState;
@@ -28,24 +28,30 @@ const PAGE: &str = r#"<!doctype html>
 /// Redoc 2.5.4's standalone bundle.
 const REDOC: &[u8] = include_bytes!("../../assets/redoc/redoc.standalone.js");
 
-async fn page() -> impl IntoResponse {
-    (
+async fn page() -> Response {
+    let mut resp = (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, "no-cache"),
         ],
         PAGE,
     )
+        .into_response();
+    super::page_headers::page(resp.headers_mut(), super::page_headers::DOCS_CSP);
+    resp
 }
 
-async fn bundle() -> impl IntoResponse {
-    (
+async fn bundle() -> Response {
+    let mut resp = (
         [
             (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
             (header::CACHE_CONTROL, "public, max-age=86400"),
         ],
         REDOC,
     )
+        .into_response();
+    super::page_headers::page(resp.headers_mut(), super::page_headers::DOCS_CSP);
+    resp
 }
 
 /// Routes of the reference page (no API key needed, like `/openapi.json`).

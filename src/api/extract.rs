@@ -14,14 +14,67 @@ use crate::domain::fields::{describe, must_be, one_of};
 use crate::domain::invalid::{Invalid, join};
 use crate::domain::time::{self, Micros};
 
-/// A JSON request body. Content type is not enforced (curl users often omit it); the body must
-/// parse, and errors name the offending path.
+/// A JSON request body, sent as `Content-Type: application/json`; it must parse, and errors
+/// name the offending path.
 pub struct Json<T>(pub T);
+
+/// Refuses a body that is not declared JSON (415). A browser sends `text/plain`, form and
+/// multipart bodies to another site without asking it first, so a server that read them as
+/// JSON could be driven by any web page its user visits. An empty body (an action endpoint's)
+/// needs no type.
+fn require_json(
+    content_type: Option<&axum::http::HeaderValue>,
+    body: &[u8],
+) -> Result<(), ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    let declared = content_type.and_then(|v| v.to_str().ok()).unwrap_or("");
+    let essence = declared
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+    {
+        return Ok(());
+    }
+    let got = if declared.is_empty() {
+        "no `Content-Type`".to_string()
+    } else {
+        format!("`Content-Type: {declared}`")
+    };
+    Err(ApiError::invalid(format!(
+        "request bodies are JSON and must be sent with `Content-Type: application/json`, not {got}"
+    ))
+    .with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE))
+}
+
+/// The error for an upload whose body could not be opened as `multipart/form-data`: 415 when
+/// it was not declared as such (see [`require_json`] for why types matter), else 400.
+pub fn multipart_refusal(
+    rejection: axum::extract::multipart::MultipartRejection,
+    expected: &str,
+) -> ApiError {
+    let error = ApiError::invalid(format!(
+        "the body must be multipart/form-data with {expected}: {}",
+        rejection.body_text()
+    ));
+    match rejection {
+        axum::extract::multipart::MultipartRejection::InvalidBoundary(_) => {
+            error.with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE)
+        }
+        _ => error,
+    }
+}
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let content_type = req.headers().get(axum::http::header::CONTENT_TYPE).cloned();
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::too_large("request body is too large")
@@ -29,6 +82,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
                 ApiError::invalid(format!("could not read request body: {e}"))
             }
         })?;
+        require_json(content_type.as_ref(), &bytes)?;
         parse_json(&bytes).map(Json)
     }
 }
@@ -96,9 +150,11 @@ impl<S: Send + Sync> FromRequest<S> for NoBody {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let content_type = req.headers().get(axum::http::header::CONTENT_TYPE).cloned();
         let bytes = Bytes::from_request(req, state)
             .await
             .map_err(|e| ApiError::invalid(format!("could not read request body: {e}")))?;
+        require_json(content_type.as_ref(), &bytes)?;
         let map = read_object(&bytes)?;
         match map.keys().next() {
             None => Ok(NoBody),

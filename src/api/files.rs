@@ -185,7 +185,8 @@ async fn read_parts(app: &AppState, mp: &mut Multipart, parts: &mut Parts) -> Ap
 #[utoipa::path(post, path = "/v1/files", tag = "files", operation_id = "files_upload",
     request_body(content = FileUpload, content_type = "multipart/form-data"),
     responses((status = 200, body = FileMetadata), (status = 400, body = super::openapi::ErrorBody),
-        (status = 413, body = super::openapi::ErrorBody, description = "the file is over the size limit")))]
+        (status = 413, body = super::openapi::ErrorBody, description = "the file is over the size limit"),
+        (status = 415, body = super::openapi::ErrorBody, description = "the body is not multipart/form-data")))]
 async fn upload(
     State(app): State<AppState>,
     Workspace(ws): Workspace,
@@ -201,12 +202,9 @@ async fn upload(
     {
         return Err(too_large(max));
     }
-    let mut mp = Multipart::from_request(request, &app).await.map_err(|e| {
-        ApiError::invalid(format!(
-            "the body must be multipart/form-data with a `file` part: {}",
-            e.body_text()
-        ))
-    })?;
+    let mut mp = Multipart::from_request(request, &app)
+        .await
+        .map_err(|e| super::extract::multipart_refusal(e, "a `file` part"))?;
     let mut parts = Parts::default();
     let read = read_parts(&app, &mut mp, &mut parts).await;
     let Some((id, filename, mime_type, size)) = parts.file else {
@@ -380,7 +378,7 @@ async fn download(
     let (file, bytes) = app.files.open_content(&ws, &id).await.map_err(file_error)?;
     let mime = HeaderValue::from_str(&file.mime_type)
         .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream"));
-    Response::builder()
+    let mut resp = Response::builder()
         .header(header::CONTENT_TYPE, mime)
         .header(header::CONTENT_LENGTH, file.size_bytes)
         .header(
@@ -388,7 +386,9 @@ async fn download(
             content_disposition(&file.filename),
         )
         .body(Body::from_stream(bytes))
-        .map_err(ApiError::internal)
+        .map_err(ApiError::internal)?;
+    super::page_headers::download(resp.headers_mut());
+    Ok(resp)
 }
 
 /// Delete a file.

@@ -65,7 +65,7 @@ impl FromRequestParts<AppState> for MemoryWorkspace {
             )));
         }
         match Principal::from_request_parts(parts, state).await? {
-            Principal::ApiKey { workspace } => Ok(MemoryWorkspace(workspace)),
+            Principal::ApiKey { workspace, .. } => Ok(MemoryWorkspace(workspace)),
             worker => Ok(MemoryWorkspace(
                 super::memory_access::worker_workspace(state, parts, &worker).await?,
             )),

@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod auth;
+pub mod browser_guard;
 pub mod console;
 pub mod deployments;
 pub mod docs;
@@ -22,6 +23,7 @@ pub mod memory_stores;
 pub mod models;
 pub mod openapi;
 pub mod ops;
+pub mod page_headers;
 pub mod pagination;
 pub mod request_id;
 pub mod resources;
@@ -153,12 +155,16 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(ops::metrics))
         .fallback(no_route)
         .route_layer(middleware::from_fn(ops::track))
-        .with_state(state);
+        .with_state(state.clone());
     // The layers every request passes go around the routes once: `Router::layer` wraps each
     // route's endpoint, and a route's stack is cloned for every request it serves.
     let layered = tower::ServiceBuilder::new()
         .layer(middleware::from_fn(request_id::middleware))
         .layer(middleware::from_fn(reject_nul))
+        .layer(middleware::from_fn_with_state(
+            state,
+            browser_guard::allowed_hosts,
+        ))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .service(routes);
     Router::new().fallback_service(layered)

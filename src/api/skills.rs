@@ -163,12 +163,9 @@ async fn read_upload(app: &AppState, request: Request, with_name: bool) -> ApiRe
     {
         return Err(too_large());
     }
-    let mut mp = Multipart::from_request(request, app).await.map_err(|e| {
-        ApiError::invalid(format!(
-            "the body must be multipart/form-data with one `files[]` part per file: {}",
-            e.body_text()
-        ))
-    })?;
+    let mut mp = Multipart::from_request(request, app)
+        .await
+        .map_err(|e| super::extract::multipart_refusal(e, "one `files[]` part per file"))?;
     let bad = |e: axum::extract::multipart::MultipartError| {
         ApiError::invalid(format!(
             "the multipart body could not be read: {}",
@@ -268,7 +265,8 @@ fn new_version(skill_id: &str, files: Vec<(String, Vec<u8>)>) -> ApiResult<NewSk
 #[utoipa::path(post, path = "/v1/skills", tag = "skills", operation_id = "skills_create",
     request_body(content = SkillUpload, content_type = "multipart/form-data"),
     responses((status = 200, body = SkillObject), (status = 400, body = super::openapi::ErrorBody),
-        (status = 413, body = super::openapi::ErrorBody, description = "the bundle is over the size limit")))]
+        (status = 413, body = super::openapi::ErrorBody, description = "the bundle is over the size limit"),
+        (status = 415, body = super::openapi::ErrorBody, description = "the body is not multipart/form-data")))]
 async fn create(
     State(app): State<AppState>,
     Workspace(ws): Workspace,
@@ -374,7 +372,8 @@ async fn delete(
     params(("skill_id" = String, Path, description = "The skill's id (`skill_...`).")),
     request_body(content = SkillUpload, content_type = "multipart/form-data"),
     responses((status = 200, body = SkillVersionObject), (status = 400, body = super::openapi::ErrorBody),
-        (status = 404, body = super::openapi::ErrorBody), (status = 413, body = super::openapi::ErrorBody)))]
+        (status = 404, body = super::openapi::ErrorBody), (status = 413, body = super::openapi::ErrorBody),
+        (status = 415, body = super::openapi::ErrorBody, description = "the body is not multipart/form-data")))]
 async fn create_version(
     State(app): State<AppState>,
     Workspace(ws): Workspace,
@@ -436,7 +435,7 @@ async fn reader_workspace(
 ) -> ApiResult<String> {
     let Principal::WorkToken { session_id, .. } = principal else {
         return match principal {
-            Principal::ApiKey { workspace } => Ok(workspace.clone()),
+            Principal::ApiKey { workspace, .. } => Ok(workspace.clone()),
             _ => Err(ApiError::forbidden(
                 "an environment key cannot read skills; the worker reads its session's skills with the work item's sessions token",
             )),
@@ -576,7 +575,7 @@ async fn download(
     let zip = skill_bundle::to_zip(&v.name, &files);
     let disposition = HeaderValue::from_str(&format!("attachment; filename=\"{}.zip\"", v.name))
         .unwrap_or_else(|_| HeaderValue::from_static("attachment"));
-    Ok((
+    let mut resp = (
         [
             (
                 header::CONTENT_TYPE,
@@ -586,7 +585,9 @@ async fn download(
         ],
         zip,
     )
-        .into_response())
+        .into_response();
+    super::page_headers::download(resp.headers_mut());
+    Ok(resp)
 }
 
 /// Refuses an agent's custom skills that are not in the workspace (or lack the pinned

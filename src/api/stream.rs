@@ -78,12 +78,15 @@ struct Tail {
     last_sent: tokio::time::Instant,
     done: bool,
     shutdown: tokio_util::sync::CancellationToken,
-    /// A worker credential, re-checked every [`RECHECK`]: the stream ends when it dies.
-    worker: Option<Principal>,
+    /// The credential the stream was opened with: the stream ends when it no longer stands.
+    /// A work token is re-checked every [`RECHECK`] (its item's state is not announced); every
+    /// credential is re-checked when the stored keys change (`key_changes`).
+    caller: Principal,
+    key_changes: tokio::sync::watch::Receiver<u64>,
     last_check: tokio::time::Instant,
 }
 
-/// How often a stream opened with a worker credential checks that it still stands.
+/// How often a stream opened with a work token checks that it still stands.
 const RECHECK: Duration = Duration::from_secs(5);
 
 fn frame(kind: &str, id: &str, json: &str) -> Event {
@@ -120,18 +123,28 @@ impl Tail {
         Ok(())
     }
 
+    /// Whether the caller's credential is re-checked on a timer (see [`Tail::caller`]).
+    fn rechecks_on_timer(&self) -> bool {
+        matches!(self.caller, Principal::WorkToken { .. })
+    }
+
+    /// Whether the caller's credential still stands; a store that cannot say keeps the stream.
+    async fn caller_stands(&mut self) -> bool {
+        self.last_check = tokio::time::Instant::now();
+        super::auth::still_valid(self.store.as_ref(), &self.caller)
+            .await
+            .unwrap_or(true)
+    }
+
     async fn next_frame(&mut self) -> Option<Event> {
-        if let Some(p) = &self.worker
-            && self.last_check.elapsed() >= RECHECK
-        {
-            self.last_check = tokio::time::Instant::now();
-            if !super::auth::still_valid(self.store.as_ref(), p)
-                .await
-                .unwrap_or(true)
-            {
-                // The item stopped or moved on, or the key was revoked.
-                return None;
-            }
+        let due = self.rechecks_on_timer() && self.last_check.elapsed() >= RECHECK;
+        let keys_changed = self.key_changes.has_changed().unwrap_or(false);
+        if keys_changed {
+            self.key_changes.mark_unchanged();
+        }
+        if (due || keys_changed) && !self.caller_stands().await {
+            // The key was revoked, or the work item stopped or moved on.
+            return None;
         }
         let f = self.produce().await;
         self.last_sent = tokio::time::Instant::now();
@@ -154,12 +167,18 @@ impl Tail {
             }
             // Items this connection skips do not count: the deadline is from the last frame.
             let mut deadline = self.last_sent + KEEPALIVE;
-            if self.worker.is_some() {
+            if self.rechecks_on_timer() {
                 // Wake up in time for the next credential check (the ping it may send is harmless).
                 deadline = deadline.min(self.last_check + RECHECK);
             }
             let item = tokio::select! {
                 _ = self.shutdown.cancelled() => return None,
+                changed = self.key_changes.changed() => {
+                    if changed.is_ok() && !self.caller_stands().await {
+                        return None;
+                    }
+                    continue;
+                }
                 r = tokio::time::timeout_at(deadline, self.sub.recv()) => r,
             };
             match item {
@@ -254,8 +273,7 @@ async fn stream(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let ws = session_workspace(app.store.as_ref(), &principal, &id).await?;
-    let worker = (!matches!(principal, Principal::ApiKey { .. })).then_some(principal);
-    open(&app, &ws, &id, None, &q, &headers, worker).await
+    open(&app, &ws, &id, None, &q, &headers, principal).await
 }
 
 /// Opens an SSE stream of a session's view (`thread` None) or of one thread's own log.
@@ -266,7 +284,7 @@ pub async fn open(
     thread: Option<String>,
     q: &QueryParams,
     headers: &HeaderMap,
-    worker: Option<Principal>,
+    caller: Principal,
 ) -> ApiResult<Response> {
     let previews = parse_deltas(q)?;
     // Subscribe before reading the session, so nothing committed from here on can be missed.
@@ -305,7 +323,8 @@ pub async fn open(
         last_sent: tokio::time::Instant::now(),
         done: false,
         shutdown: app.shutdown.clone(),
-        worker,
+        caller,
+        key_changes: app.auth.key_changes(),
         last_check: tokio::time::Instant::now(),
     };
     if let Some(after) = after {

@@ -10,7 +10,7 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::auth::Workspace;
+use super::auth::{Principal, Workspace};
 use super::error::{ApiError, ApiResult};
 use super::extract::{NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
@@ -154,16 +154,17 @@ async fn events(
         (status = 404, body = super::openapi::ErrorBody)))]
 async fn stream(
     State(app): State<AppState>,
-    Workspace(ws): Workspace,
+    principal: Principal,
     Path((id, tid)): Path<(String, String)>,
     q: QueryParams,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
+    let Workspace(ws) = Workspace::of(&principal)?;
     app.store
         .get_thread(&id, &tid)
         .await?
         .ok_or_else(|| thread_not_found(&tid))?;
-    super::stream::open(&app, &ws, &id, Some(tid), &q, &headers, None).await
+    super::stream::open(&app, &ws, &id, Some(tid), &q, &headers, principal).await
 }
 
 /// Download a session's transcript.

@@ -104,7 +104,7 @@ async fn item_caller(
     api_keys: bool,
 ) -> ApiResult<String> {
     match principal {
-        Principal::ApiKey { workspace } if api_keys => {
+        Principal::ApiKey { workspace, .. } if api_keys => {
             self_hosted(app, workspace, env_id).await?;
             Ok(workspace.clone())
         }

@@ -123,6 +123,49 @@ async fn revoked_key_fails_at_once_on_every_replica(b: Backend) {
     );
 }
 
+/// Streams opened with a key end soon after `mast keys revoke` (another process), on every
+/// replica; streams of another key go on.
+async fn a_revoked_keys_streams_end_on_every_replica(b: Backend) {
+    let servers = servers(b).await;
+    let store = StoreAt::of(&servers[0]);
+    let doomed = mast_ok(&store, &["keys", "create"])
+        .await
+        .trim()
+        .to_string();
+    let listed: Value =
+        serde_json::from_str(&mast_ok(&store, &["keys", "list", "--json"]).await).unwrap();
+    let id = listed.as_array().unwrap()[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let kept = mast_ok(&store, &["keys", "create"])
+        .await
+        .trim()
+        .to_string();
+    let client = Client::new(&servers[0].url).with_key(&kept);
+    let agent = client.agent(serde_json::json!([])).await;
+    let session = client.session(&agent).await;
+    let sid = session["id"].as_str().unwrap();
+    let path = format!("/v1/sessions/{sid}/events/stream");
+    let mut doomed_streams = vec![];
+    let mut kept_streams = vec![];
+    for s in &servers {
+        doomed_streams
+            .push(crate::support::sse::Stream::open(&s.url, &path, Some(&doomed), &[]).await);
+        kept_streams.push(crate::support::sse::Stream::open(&s.url, &path, Some(&kept), &[]).await);
+    }
+    mast_ok(&store, &["keys", "revoke", &id]).await;
+    for st in &mut doomed_streams {
+        // The watch looks every two seconds; a few intervals of slack for a loaded machine.
+        assert!(st.ends_within(15).await, "the revoked key's stream ended");
+    }
+    // The other key's streams are still delivering.
+    client.say(sid, "still here?").await;
+    for st in &mut kept_streams {
+        st.until(30, |e| e["type"] == "user.message").await;
+    }
+}
+
 async fn first_key_ends_open_mode_at_once(b: Backend) {
     let servers = servers(b).await;
     let store = StoreAt::of(&servers[0]);
@@ -148,6 +191,7 @@ async fn first_key_ends_open_mode_at_once(b: Backend) {
 
 backend_tests!(
     revoked_key_fails_at_once_on_every_replica,
+    a_revoked_keys_streams_end_on_every_replica,
     first_key_ends_open_mode_at_once,
 );
 

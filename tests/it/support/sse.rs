@@ -113,4 +113,16 @@ impl Stream {
         self.until(secs, |e| e["type"] == "session.status_idle")
             .await
     }
+
+    /// Whether the server ends the stream within `secs` (frames before the end are skipped).
+    pub async fn ends_within(&mut self, secs: u64) -> bool {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+        loop {
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(None) => return true,
+                Ok(Some(_)) => continue,
+                Err(_) => return false,
+            }
+        }
+    }
 }

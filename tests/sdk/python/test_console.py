@@ -126,6 +126,89 @@ def test_shell_is_static_with_strict_headers(srv):
         assert r.headers["content-type"].startswith("text/javascript")
 
 
+def test_the_api_reference_renders_under_its_own_policy(browser, srv):
+    """`/docs` is framed by nobody and runs only this server's Redoc bundle; the page still
+    renders the reference with no policy violation."""
+    with urllib.request.urlopen(srv.base + "/docs") as r:
+        csp = r.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "default-src 'none'" in csp
+        assert r.headers["x-frame-options"] == "DENY" and r.headers["x-content-type-options"] == "nosniff"
+    ctx = browser.new_context(base_url=srv.base)
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto("/docs")
+    expect(page.get_by_role("menuitem", name="agents")).to_be_visible()
+    expect(page.get_by_role("heading", name="Mast").first).to_be_visible()
+    # Its own script, styles, search worker and the OpenAPI document load; what the policy
+    # keeps out is the bundle's "powered by" logo from its vendor's site.
+    blocked = [e for e in errors if "Content Security Policy" in e and "cdn.redoc.ly" not in e]
+    assert not blocked, errors
+    ctx.close()
+
+
+def test_a_page_on_another_site_cannot_drive_an_open_server(browser, srv, sdk):
+    """A server without keys is driven by nothing a page on another origin sends: a
+    `text/plain` fetch (no preflight), a form post, a multipart form. The attacker's page is
+    served from another port (another origin) of this machine."""
+    import http.server
+    import threading
+
+    hooks_before = len(sdk.get("/v1/mast/hooks", cast_to=object)["data"])
+    target = srv.base + "/v1/mast/hooks"
+    body = json.dumps({"event": "pre_tool_use", "url": "http://127.0.0.1:9/attacker"})
+    page_html = f"""<!doctype html><body>
+<form id="f" method="post" action="{target}" enctype="text/plain" target="sink">
+<input name='{{"event": "pre_tool_use", "url": "http://127.0.0.1:9/form", "x": "' value='"}}'></form>
+<form id="m" method="post" action="{target}" enctype="multipart/form-data" target="sink">
+<input name="event" value="pre_tool_use"></form>
+<iframe name="sink"></iframe>
+<script>
+window.done = Promise.allSettled([
+  fetch({json.dumps(target)}, {{method: "POST", mode: "no-cors", body: {json.dumps(body)}}}),
+  fetch({json.dumps(target)}, {{method: "POST", mode: "no-cors", headers: {{"content-type": "text/plain"}}, body: {json.dumps(body)}}}),
+  fetch({json.dumps(target)}, {{method: "POST", mode: "no-cors", body: new Blob([{json.dumps(body)}])}}),
+]).then(() => {{ document.getElementById("f").submit(); document.getElementById("m").submit(); return "sent"; }});
+</script></body>"""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            data = page_html.encode()
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    try:
+        ctx = browser.new_context()
+        page = ctx.new_page()
+        page.goto(f"http://127.0.0.1:{site.server_address[1]}/")
+        assert page.evaluate("window.done") == "sent"
+        # Both forms have been answered (the iframe loads each answer) before counting.
+        page.wait_for_load_state("networkidle")
+        ctx.close()
+    finally:
+        site.shutdown()
+    assert len(sdk.get("/v1/mast/hooks", cast_to=object)["data"]) == hooks_before
+
+
+def test_downloads_are_never_pages_of_this_origin(srv, sdk):
+    """A file uploaded as `text/html` downloads as an attachment, never sniffed, and under a
+    policy that would run nothing were a browser to open it anyway."""
+    f = sdk.beta.files.upload(file=("page.html", b"<script>alert(document.domain)</script>", "text/html"))
+    with urllib.request.urlopen(f"{srv.base}/v1/files/{f.id}/content") as r:
+        assert r.headers["content-disposition"].startswith("attachment")
+        assert r.headers["x-content-type-options"] == "nosniff"
+        assert "sandbox" in r.headers["content-security-policy"]
+
+
 def test_sign_in_create_session_answer_a_custom_tool(browser, srv, sdk, env_id):
     agent = scripted(sdk, "weather-" + uuid.uuid4().hex[:6], tools=[WEATHER_TOOL])
     page = open_page(browser, srv)
