@@ -174,7 +174,8 @@ impl Tail {
             let item = tokio::select! {
                 _ = self.shutdown.cancelled() => return None,
                 changed = self.key_changes.changed() => {
-                    if changed.is_ok() && !self.caller_stands().await {
+                    // No watch any more: the server is going away.
+                    if changed.is_err() || !self.caller_stands().await {
                         return None;
                     }
                     continue;
