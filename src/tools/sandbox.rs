@@ -262,7 +262,7 @@ pub fn write_account_files(dir: &Path) -> std::io::Result<()> {
         std::fs::write(&tmp, text)?;
         std::fs::rename(&tmp, dir.join(name))?;
     }
-    Ok(())
+    super::masks::write_mask_entries(dir)
 }
 
 /// The `/etc` paths bound into the sandbox on this host.
@@ -306,6 +306,8 @@ pub struct SandboxCommand<'a> {
     pub mounts: &'a super::mounts::MountTable,
     /// The environment's package layer, mounted at [`PACKAGES`] (see `tools::packages`).
     pub packages: Option<PackageMount<'a>>,
+    /// Protected entries masked from a command the `auto` policy approved (see `masks`).
+    pub hidden: &'a super::masks::Masks,
 }
 
 /// Where an environment's package layer appears inside the sandbox: the same path while it is
@@ -466,6 +468,9 @@ impl SandboxCommand<'_> {
                     a.extend(["--ro-bind".into(), self.helper.into(), HELPER.into()]);
                 }
                 a.extend(self.mounts.bwrap_args());
+                // After the trees they lie in, and before the root is made read-only (a
+                // protected entry gone since the walk gets a mount point made for it).
+                a.extend(self.hidden.bwrap_args(self.accounts));
                 if let Some(p) = &self.packages {
                     let how = if p.install { "--bind" } else { "--ro-bind" };
                     a.extend([how.into(), p.dir.into(), PACKAGES.into()]);
@@ -593,6 +598,7 @@ mod tests {
             accounts: dir.path(),
             mounts: &Default::default(),
             packages: None,
+            hidden: &Default::default(),
         };
         let child = command.spawn(None, "the text".into()).unwrap();
         let out = child.wait_with_output().await.unwrap();
