@@ -32,7 +32,7 @@ use crate::domain::time;
 use crate::store::memory::{MemoryChange, MemoryWrite, MemoryWriteOutcome};
 use crate::tools::memory_dir;
 use crate::tools::mounts::{Mount, MountTable};
-use crate::tools::{SessionTools, ToolOutput};
+use crate::tools::{Approval, SessionTools, ToolOutput};
 
 /// The built-in tools that see the sandbox's files, around which mounts are synced.
 const FILE_TOOLS: &[&str] = &["bash", "read", "write", "edit", "glob", "grep"];
@@ -92,16 +92,17 @@ pub(super) async fn run_synced(
     tools: &SessionTools,
     name: &str,
     input: &Value,
+    approval: Approval,
 ) -> ToolOutput {
     if !FILE_TOOLS.contains(&name) || attached(&body.resources).is_empty() {
-        return tools.run(name, input).await;
+        return tools.run(name, input, approval).await;
     }
     let mut problems = after_call(inner, sid, body).await;
     if let Err(e) = before_call(inner, sid, body, tools.user).await {
         problems.push(e);
         return with_problems(ToolOutput::error("the tool did not run."), problems);
     }
-    let out = tools.run(name, input).await;
+    let out = tools.run(name, input, approval).await;
     problems.extend(after_call(inner, sid, body).await);
     with_problems(out, problems)
 }

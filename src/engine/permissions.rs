@@ -8,7 +8,8 @@
 //!   /lib…) and the harmless part of /etc the sandbox mounts; anywhere else they ask — on a
 //!   self-hosted worker the policy is the only guard of the machine's files;
 //! - `web_search` is allowed;
-//! - `write` and `edit` are allowed inside `/workspace` and denied (`high_risk`) elsewhere;
+//! - `write` and `edit` are allowed inside `/workspace` and denied (`high_risk`) elsewhere
+//!   and on a well-known secret;
 //! - `web_fetch` is allowed when the environment's networking reaches the host, else denied;
 //! - `bash` is read with a small shell lexer (quotes, escapes, operators, redirections,
 //!   here-documents). It is denied (`high_risk`) when a command in it, or in one of its
@@ -30,6 +31,10 @@
 //!   `git` (a repository's config can run commands), `sed` beyond printing and plain `s///`,
 //!   `find` with actions, writes not provably under /workspace or /tmp, and reads or
 //!   listings (operands, option values, `<` redirections) outside the places `read` may go.
+//!
+//! Reading a command cannot settle what the programs it runs will open (`grep -R`, `tar`, a
+//! script), so the calls `auto` allows run with the protected paths (`protected`, derived
+//! from the same lists) hidden: masked in the sandbox, skipped by the file tools.
 
 use serde_json::{Value, json};
 
@@ -321,6 +326,9 @@ pub fn evaluate(name: &str, input: &Value, egress: &EgressPolicy) -> Verdict {
         "grep" => file_read(["path"], input),
         "web_search" => Verdict::Allow,
         "write" | "edit" => match input.get("file_path").and_then(Value::as_str) {
+            // As for reads and bash: a key in /workspace is still a key (edit reads it, and
+            // its answers tell whether a guess of its text was right).
+            Some(p) if let Some(reason) = secret_denial(p) => Verdict::Deny(reason),
             Some(p) if inside_workspace(p) => Verdict::Allow,
             Some(p) => Verdict::Deny(format!("`{p}` is outside /workspace")),
             None => Verdict::Ask,
@@ -1207,6 +1215,9 @@ mod sed;
 mod narrow;
 pub use narrow::{narrow, stricter};
 
+mod protected;
+pub use protected::{hidden_entry, is_protected};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1735,9 +1746,19 @@ mod tests {
             ("/workspace2/a.md", false),
             ("/workspace/../etc/passwd", false),
             ("../a.md", false),
+            // A key in the workspace is a key: neither overwritten nor probed by edit.
+            ("/workspace/.ssh/authorized_keys", false),
+            ("deploy/id_ed25519", false),
+            (".netrc", false),
         ] {
-            let verdict = evaluate("write", &json!({ "file_path": path }), &open);
-            assert_eq!(verdict == Verdict::Allow, allowed, "{path}: {verdict:?}");
+            for tool in ["write", "edit"] {
+                let verdict = evaluate(tool, &json!({ "file_path": path }), &open);
+                assert_eq!(
+                    verdict == Verdict::Allow,
+                    allowed,
+                    "{tool} {path}: {verdict:?}"
+                );
+            }
         }
     }
 

@@ -14,7 +14,7 @@ use crate::domain::content;
 use crate::domain::events::{self, Answer, kind};
 use crate::domain::session::SessionUsage;
 use crate::domain::time;
-use crate::tools::SessionTools;
+use crate::tools::{Approval, SessionTools};
 
 /// Tools a self-hosted environment's workers run (web tools stay on the server).
 pub(super) const SANDBOX_TOOLS: &[&str] = &["bash", "read", "write", "edit", "glob", "grep"];
@@ -26,6 +26,8 @@ pub(super) struct ToolCall {
     input: Value,
     /// The MCP tool it calls (`agent.mcp_tool_use`); None for a built-in tool.
     mcp: Option<McpTarget>,
+    /// Who let it run, which decides what it may see.
+    approval: Approval,
 }
 
 /// What to do next about tool calls without results.
@@ -44,6 +46,19 @@ pub(super) enum ToolStep {
     Orphaned(String),
     /// Only the user (or a worker) can answer what is left.
     Wait,
+}
+
+/// Who let an allowed call run, from its `agent.tool_use` event: only `always_allow` grants
+/// it everything (a person's confirmation is an answer to an `ask`, never an `allow`).
+/// Anything else — `auto`, or an event without its evaluation — keeps the protected paths
+/// hidden.
+fn approval_of(use_body: &Value) -> Approval {
+    let policy = use_body.pointer("/evaluation/type").and_then(Value::as_str);
+    if policy == Some("always_allow") {
+        Approval::Granted
+    } else {
+        Approval::Auto
+    }
 }
 
 impl Loop<'_> {
@@ -100,18 +115,22 @@ impl Loop<'_> {
             // MCP calls always run here, whoever runs the sandbox tools.
             let for_worker =
                 mcp.is_none() && self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
-            let call = ToolCall {
+            let mut call = ToolCall {
                 id: id.clone(),
                 name: name.clone(),
                 input,
                 mcp,
+                approval: Approval::Granted,
             };
             match use_event
                 .body
                 .get("evaluated_permission")
                 .and_then(Value::as_str)
             {
-                Some("allow") if !for_worker => return ToolStep::Run(call),
+                Some("allow") if !for_worker => {
+                    call.approval = approval_of(&use_event.body);
+                    return ToolStep::Run(call);
+                }
                 Some("ask") => {
                     let answer = self.events.iter().find(|e| {
                         e.kind == kind::USER_TOOL_CONFIRMATION
@@ -200,14 +219,17 @@ impl Loop<'_> {
             Ok(tools) => {
                 // Session fork: the workspace as this turn found it, for forks at earlier events.
                 self.checkpoint_workspace(&tools.workspace).await;
-                let (name, input) = (call.name.clone(), call.input.clone());
+                let (name, input, approval) =
+                    (call.name.clone(), call.input.clone(), call.approval);
                 let reporter = tools.packages.clone();
                 let started = std::time::Instant::now();
                 let (inner, sid, body) = (self.inner, self.sid.clone(), self.body.clone());
                 match self
                     .interruptible(Box::pin(async move {
-                        super::memory_mount::run_synced(inner, &sid, &body, &tools, &name, &input)
-                            .await
+                        super::memory_mount::run_synced(
+                            inner, &sid, &body, &tools, &name, &input, approval,
+                        )
+                        .await
                     }))
                     .await?
                 {

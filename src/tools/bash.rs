@@ -8,9 +8,10 @@ use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::cgroup::Events;
+use super::masks::{self, Masks};
 use super::quota;
-use super::sandbox::{Limits, SandboxCommand};
-use super::{SessionTools, ToolOutput};
+use super::sandbox::{Isolation, Limits, SandboxCommand};
+use super::{Approval, SessionTools, ToolOutput};
 
 /// Default and largest `timeout_ms`.
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -69,7 +70,11 @@ fn section(bytes: &[u8], total: usize, label: &str) -> String {
 }
 
 /// Runs one `bash` call.
-pub async fn run(tools: &SessionTools, input: &serde_json::Value) -> ToolOutput {
+pub async fn run(
+    tools: &SessionTools,
+    input: &serde_json::Value,
+    approval: Approval,
+) -> ToolOutput {
     let input: Input = match serde_json::from_value(input.clone()) {
         Ok(i) => i,
         Err(e) => {
@@ -105,6 +110,13 @@ pub async fn run(tools: &SessionTools, input: &serde_json::Value) -> ToolOutput 
             Err(why) => return ToolOutput::error(why),
         },
         None => None,
+    };
+    let hidden = match approval {
+        Approval::Auto => match hidden_entries(tools).await {
+            Ok(hidden) => hidden,
+            Err(refusal) => return refusal,
+        },
+        Approval::Granted => Masks::default(),
     };
     let roots = quota::roots(tools);
     let start = quota::usage(roots.clone(), &tools.limits).await;
@@ -152,6 +164,7 @@ pub async fn run(tools: &SessionTools, input: &serde_json::Value) -> ToolOutput 
             dir,
             install: false,
         }),
+        hidden: &hidden,
     };
     let cgroup =
         super::cgroup::host().command(&tools.session_id, limits.memory_bytes, limits.max_processes);
@@ -199,6 +212,50 @@ pub async fn run(tools: &SessionTools, input: &serde_json::Value) -> ToolOutput 
         _ => None,
     };
     report(ended, events, &limits, timeout_ms, over_at_start, after)
+}
+
+/// The protected entries to mask from a command `auto` approved, or why it cannot run.
+async fn hidden_entries(tools: &SessionTools) -> Result<Masks, ToolOutput> {
+    let mut roots = vec![
+        masks::Root {
+            host: tools.workspace.clone(),
+            sandbox: super::sandbox::WORKSPACE.into(),
+        },
+        masks::Root {
+            host: tools.state_dir.clone(),
+            sandbox: super::sandbox::STATE.into(),
+        },
+    ];
+    roots.extend(tools.mounts.entries().iter().map(|m| masks::Root {
+        host: m.host.clone(),
+        sandbox: m.sandbox.clone().into(),
+    }));
+    let cap = tools.limits.workspace_files;
+    let found = tokio::task::spawn_blocking(move || masks::find(&roots, cap))
+        .await
+        .unwrap_or_else(|_| Err("the check failed unexpectedly".into()));
+    let hidden = found.map_err(|why| {
+        ToolOutput::error(format!(
+            "This command was approved by the `auto` permission policy, which hides protected files (keys and \
+             credentials) from the commands it approves, but the session's files could not be checked for them: {why}. \
+             The command did not run."
+        ))
+    })?;
+    if tools.isolation == Isolation::Unsandboxed && !hidden.is_empty() {
+        let some: Vec<String> = hidden
+            .paths()
+            .take(3)
+            .map(|p| p.display().to_string())
+            .collect();
+        return Err(ToolOutput::error(format!(
+            "This command was approved by the `auto` permission policy, which hides protected files (keys and \
+             credentials, here {}) from the commands it approves. This server runs tools without a sandbox \
+             (MAST_UNSAFE_UNSANDBOXED_TOOLS), where nothing can be hidden, so the command did not run. Tell the user: \
+             with such files in the workspace, commands need their confirmation (`always_ask`) or `always_allow`.",
+            some.join(", ")
+        )));
+    }
+    Ok(hidden)
 }
 
 /// How a command ended.
@@ -344,6 +401,7 @@ mod tests {
             packages: None,
             configs: vec![],
             search_url: None,
+            calls: Default::default(),
         }
     }
 
@@ -351,6 +409,7 @@ mod tests {
         run(
             tools,
             &serde_json::json!({"command": command, "timeout_ms": 20_000}),
+            Approval::Granted,
         )
         .await
     }
@@ -395,6 +454,37 @@ mod tests {
         );
         let used = quota::measure(&quota::roots(&tools)).bytes;
         assert!(used < 16 << 20, "stopped in time: {used}");
+    }
+
+    /// Without a sandbox nothing can be masked: a command `auto` approved does not run while
+    /// the workspace holds a protected file, and runs as before when it holds none.
+    #[tokio::test]
+    async fn unsandboxed_auto_commands_do_not_run_beside_protected_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let tools = unsandboxed(dir.path(), Limits::default());
+        let auto = |command: &str| {
+            let input = serde_json::json!({"command": command, "timeout_ms": 20_000});
+            let tools = &tools;
+            async move { run(tools, &input, Approval::Auto).await }
+        };
+        std::fs::write(tools.workspace.join("notes"), "plain").unwrap();
+        let out = auto("cat notes").await;
+        assert_eq!(text(&out), "plain\n[exit code 0]", "{out:?}");
+        std::fs::create_dir_all(tools.workspace.join("deploy")).unwrap();
+        std::fs::write(tools.workspace.join("deploy/id_ed25519"), "KEYMATERIAL").unwrap();
+        let out = auto("cat deploy/*").await;
+        assert!(out.is_error, "{out:?}");
+        assert!(
+            text(&out).contains("/workspace/deploy/id_ed25519")
+                && text(&out).contains("MAST_UNSAFE_UNSANDBOXED_TOOLS")
+                && !text(&out).contains("KEYMATERIAL"),
+            "{out:?}"
+        );
+        let out = bash(&tools, "cat deploy/*").await;
+        assert!(
+            text(&out).contains("KEYMATERIAL"),
+            "granted calls see it: {out:?}"
+        );
     }
 
     #[test]

@@ -547,7 +547,9 @@ fn image_type(path: &Path) -> Option<&'static str> {
 
 /// `read`: numbered lines, an optional 1-based inclusive `view_range` (end ≤ 0 means to the
 /// end), images as image blocks, binary files refused.
-pub async fn read(workspace: &Path, mounts: &MountTable, input: &Value) -> ToolOutput {
+///
+/// `hide`: the call was approved by `auto`, and the protected paths are kept from it.
+pub async fn read(workspace: &Path, mounts: &MountTable, input: &Value, hide: bool) -> ToolOutput {
     let input: ReadInput = match parse(
         input,
         "read",
@@ -562,14 +564,20 @@ pub async fn read(workspace: &Path, mounts: &MountTable, input: &Value) -> ToolO
                 (on.mount.host.clone(), input.file_path.clone(), input);
             input.file_path = on_writable(&on, &shown_as);
             let rel = input.file_path.clone();
-            let out = blocking("read", move || read_file(&root, &input)).await;
+            let hide = hide.then(|| on.mount.sandbox.clone());
+            let out = blocking("read", move || read_file(&root, &input, hide)).await;
             return renamed(out, &rel, &shown_as);
+        }
+        // Server-written, opened without following a link: the path is the entry's own.
+        if hide && let Some(refused) = protected(&input.file_path, Some(&input.file_path)) {
+            return refused;
         }
         let host = on.host;
         return blocking("read", move || read_mounted(&host, &input)).await;
     }
     let host = workspace.to_path_buf();
-    blocking("read", move || read_file(&host, &input)).await
+    let hide = hide.then(|| WORKSPACE.to_string());
+    blocking("read", move || read_file(&host, &input, hide)).await
 }
 
 /// `read` of a path on a read-only mount: what the server put there, opened without
@@ -600,11 +608,71 @@ fn libc_nofollow() -> i32 {
     OFlags::NOFOLLOW.bits() as i32
 }
 
-fn read_file(host: &Path, input: &ReadInput) -> ToolOutput {
+/// The refusal of a call `auto` approved whose path (`file_path` as given) leads to a protected
+/// entry (`entry`, the sandbox path it resolves to; `None` when it is not protected).
+fn protected(file_path: &str, entry: Option<&str>) -> Option<ToolOutput> {
+    let entry = entry.filter(|e| crate::engine::permissions::is_protected(e, false))?;
+    let via = if entry == file_path {
+        String::new()
+    } else {
+        format!(" (it leads to `{entry}`)")
+    };
+    Some(ToolOutput::error(format!(
+        "`{file_path}`{via} is a protected file (keys and credentials): the `auto` permission policy keeps it \
+         from the calls it approves. Tell the user if the task needs it."
+    )))
+}
+
+/// The refusal of a call `auto` approved on `loc`, in the tree at `host` shown at `hide`
+/// (`None`: the call sees everything).
+fn protected_at(
+    host: &Path,
+    hide: Option<&str>,
+    loc: &Located,
+    file_path: &str,
+) -> Option<ToolOutput> {
+    let base = hide?;
+    let entry = if loc.rel.as_os_str().is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}/{}", loc.rel.to_string_lossy())
+    };
+    if let Some(refused) = protected(file_path, Some(&entry)) {
+        return Some(refused);
+    }
+    // A file with other names may be a protected one's hard link: only the tree can tell.
+    let linked = loc.parent().1.is_some_and(|name| {
+        rustix::fs::statat(loc.parent().0, name, AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| st.st_nlink > 1 && is_kind(&st, FileType::RegularFile))
+    });
+    if !linked {
+        return None;
+    }
+    let root = super::masks::Root {
+        host: host.to_path_buf(),
+        sandbox: base.into(),
+    };
+    match super::masks::find(&[root], 0) {
+        Ok(hidden) if !hidden.hides(Path::new(&entry)) => None,
+        Ok(_) => Some(ToolOutput::error(format!(
+            "`{file_path}` is a hard link to a protected file (keys and credentials): the `auto` permission policy \
+             keeps it from the calls it approves. Tell the user if the task needs it."
+        ))),
+        Err(why) => Some(ToolOutput::error(format!(
+            "`{file_path}` has other names, and the files could not be checked for protected ones: {why}."
+        ))),
+    }
+}
+
+fn read_file(host: &Path, input: &ReadInput, hide: Option<String>) -> ToolOutput {
     let p = &input.file_path;
-    let opened = Workspace::open(host)
-        .and_then(|ws| ws.locate(p, Missing::Fail))
-        .and_then(|loc| Ok((loc.open_regular(OFlags::RDONLY)?, loc.rel)));
+    let located = Workspace::open(host).and_then(|ws| ws.locate(p, Missing::Fail));
+    if let Ok(loc) = &located
+        && let Some(refused) = protected_at(host, hide.as_deref(), loc, p)
+    {
+        return refused;
+    }
+    let opened = located.and_then(|loc| Ok((loc.open_regular(OFlags::RDONLY)?, loc.rel)));
     let ((file, len), rel) = match opened {
         Ok(o) => o,
         Err(FileError::Directory) => {
@@ -719,6 +787,7 @@ pub async fn write(
     mounts: &MountTable,
     input: &Value,
     owner: Option<u32>,
+    hide: bool,
 ) -> ToolOutput {
     let input: WriteInput = match parse(
         input,
@@ -734,20 +803,29 @@ pub async fn write(
         Ok(None) => (workspace.to_path_buf(), None),
         Ok(Some(t)) => (t.0, Some(t.1)),
     };
+    let hide = hide.then(|| sandbox_base(mounts, shown_as.as_deref()));
     let rel = input.file_path.clone();
-    let out = blocking("write", move || write_file(&host, &input, owner)).await;
+    let out = blocking("write", move || write_file(&host, &input, owner, hide)).await;
     match shown_as {
         Some(s) => renamed(out, &rel, &s),
         None => out,
     }
 }
 
-fn write_file(host: &Path, input: &WriteInput, owner: Option<u32>) -> ToolOutput {
+fn write_file(
+    host: &Path,
+    input: &WriteInput,
+    owner: Option<u32>,
+    hide: Option<String>,
+) -> ToolOutput {
     let p = &input.file_path;
     let loc = match Workspace::open(host).and_then(|ws| ws.locate(p, Missing::Create { owner })) {
         Ok(l) => l,
         Err(e) => return ToolOutput::error(e.message(p)),
     };
+    if let Some(refused) = protected_at(host, hide.as_deref(), &loc, p) {
+        return refused;
+    }
     // Overwrite in place (keeping the file's owner and mode), or create it exclusively so a
     // link or FIFO appearing in between is an error rather than followed.
     let file = match loc.open_regular(OFlags::WRONLY) {
@@ -784,7 +862,7 @@ struct EditInput {
 
 /// `edit`: replaces `old_string`, which must occur exactly once unless `replace_all`. Files
 /// over [`MAX_FILE_BYTES`], before or after the edit, are refused.
-pub async fn edit(workspace: &Path, mounts: &MountTable, input: &Value) -> ToolOutput {
+pub async fn edit(workspace: &Path, mounts: &MountTable, input: &Value, hide: bool) -> ToolOutput {
     let form = r#"{"file_path": "/workspace/...", "old_string": "...", "new_string": "...", "replace_all": false}"#;
     let input: EditInput = match parse(input, "edit", form) {
         Ok(i) => i,
@@ -802,8 +880,9 @@ pub async fn edit(workspace: &Path, mounts: &MountTable, input: &Value) -> ToolO
         Ok(None) => (workspace.to_path_buf(), None),
         Ok(Some(t)) => (t.0, Some(t.1)),
     };
+    let hide = hide.then(|| sandbox_base(mounts, shown_as.as_deref()));
     let rel = input.file_path.clone();
-    let out = blocking("edit", move || edit_file(&host, &input)).await;
+    let out = blocking("edit", move || edit_file(&host, &input, hide)).await;
     match shown_as {
         Some(s) => renamed(out, &rel, &s),
         None => out,
@@ -814,6 +893,14 @@ pub async fn edit(workspace: &Path, mounts: &MountTable, input: &Value) -> ToolO
 /// writable one (a memory store) the mount's host directory becomes the root the path is
 /// walked from, so links there are held to the mount as they are to the workspace.
 /// `file_path` is rewritten relative to that root; the original is returned for messages.
+/// Where the tree a write or edit works in appears in the sandbox: the writable mount the
+/// model's path `on_mount` lies on, else the workspace.
+fn sandbox_base(mounts: &MountTable, on_mount: Option<&str>) -> String {
+    on_mount
+        .and_then(|p| mounts.locate(p))
+        .map_or_else(|| WORKSPACE.to_string(), |on| on.mount.sandbox.clone())
+}
+
 fn mount_target(
     mounts: &MountTable,
     file_path: &mut String,
@@ -855,11 +942,15 @@ fn renamed(mut out: ToolOutput, rel: &str, shown_as: &str) -> ToolOutput {
     out
 }
 
-fn edit_file(host: &Path, input: &EditInput) -> ToolOutput {
+fn edit_file(host: &Path, input: &EditInput, hide: Option<String>) -> ToolOutput {
     let p = &input.file_path;
-    let opened = Workspace::open(host)
-        .and_then(|ws| ws.locate(p, Missing::Fail))
-        .and_then(|loc| Ok((loc.open_regular(OFlags::RDWR)?, loc.rel)));
+    let located = Workspace::open(host).and_then(|ws| ws.locate(p, Missing::Fail));
+    if let Ok(loc) = &located
+        && let Some(refused) = protected_at(host, hide.as_deref(), loc, p)
+    {
+        return refused;
+    }
+    let opened = located.and_then(|loc| Ok((loc.open_regular(OFlags::RDWR)?, loc.rel)));
     let ((mut file, len), rel) = match opened {
         Ok(o) => o,
         Err(FileError::Missing) => {
@@ -992,12 +1083,19 @@ mod tests {
 
     async fn write_to(ws: &Path, file_path: &str, content: &str) -> ToolOutput {
         let input = json!({"file_path": file_path, "content": content});
-        bounded(write(ws, &MountTable::default(), &input, sandbox_user())).await
+        bounded(write(
+            ws,
+            &MountTable::default(),
+            &input,
+            sandbox_user(),
+            false,
+        ))
+        .await
     }
 
     async fn edit_in(ws: &Path, file_path: &str, old: &str, new: &str) -> ToolOutput {
         let input = json!({"file_path": file_path, "old_string": old, "new_string": new, "replace_all": true});
-        bounded(edit(ws, &MountTable::default(), &input)).await
+        bounded(edit(ws, &MountTable::default(), &input, false)).await
     }
 
     async fn read_at(ws: &Path, file_path: &str) -> ToolOutput {
@@ -1005,6 +1103,7 @@ mod tests {
             ws,
             &MountTable::default(),
             &json!({"file_path": file_path}),
+            false,
         ))
         .await
     }

@@ -9,6 +9,7 @@ pub mod egress;
 pub mod files;
 pub mod git;
 pub mod identity;
+pub mod masks;
 pub mod memory_dir;
 pub mod mounts;
 pub mod netguard;
@@ -24,11 +25,12 @@ pub mod seccomp;
 pub mod tree_copy;
 pub mod web;
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use rustix::fs::{Mode, OFlags};
 use serde_json::{Value, json};
@@ -63,6 +65,16 @@ impl ToolOutput {
             is_error: true,
         }
     }
+}
+
+/// How a call came to run, which decides what it may see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// The `auto` policy judged it safe from its text alone: the protected paths
+    /// (`engine::permissions::is_protected`) stay hidden from it.
+    Auto,
+    /// `always_allow`, or a person confirmed it: it sees what the sandbox holds.
+    Granted,
 }
 
 /// Operator settings of the built-in tools.
@@ -104,6 +116,9 @@ impl Default for ToolsConfig {
     }
 }
 
+/// The tools that work on the session's files.
+const WORKSPACE_TOOLS: &[&str] = &["bash", "read", "write", "edit", "glob", "grep"];
+
 /// Workspace checkpoints kept per session unless configured.
 pub const DEFAULT_WORKSPACE_CHECKPOINTS: usize = 8;
 
@@ -125,6 +140,8 @@ pub struct Toolbox {
     private_allow: &'static [netguard::PrivateAllow],
     /// Environments' package layers.
     layers: Arc<packages::Layers>,
+    /// Each session's [`SessionTools::calls`], shared by its threads' tools while any holds it.
+    session_calls: std::sync::Mutex<HashMap<String, Weak<tokio::sync::RwLock<()>>>>,
 }
 
 /// A session's tools: its workspace, state, network policy and toolset configuration.
@@ -148,6 +165,10 @@ pub struct SessionTools {
     pub packages: Option<Arc<packages::SessionPackages>>,
     configs: Vec<BuiltinToolConfig>,
     search_url: Option<String>,
+    /// Shared by the session's threads, which can run commands at once: a command with
+    /// protected entries masked holds it alone, from the walk that finds them until it ends,
+    /// so no other command can move them in between; every other command shares it.
+    pub(crate) calls: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl Toolbox {
@@ -229,7 +250,21 @@ impl Toolbox {
             protections,
             private_allow,
             layers: Arc::new(layers),
+            session_calls: Default::default(),
         }
+    }
+
+    /// The lock the tools of `session_id`'s threads share (see [`SessionTools::calls`]).
+    fn session_calls(&self, session_id: &str) -> Arc<tokio::sync::RwLock<()>> {
+        let mut all = self.session_calls.lock().expect("session calls lock");
+        if let Some(lock) = all.get(session_id).and_then(Weak::upgrade) {
+            return lock;
+        }
+        // Sessions come and go: forget those whose tools are gone.
+        all.retain(|_, l| l.strong_count() > 0);
+        let lock = Arc::new(tokio::sync::RwLock::new(()));
+        all.insert(session_id.to_string(), Arc::downgrade(&lock));
+        lock
     }
 
     /// One line for the start-up banner: how built-in tools run on this host, and which of
@@ -381,6 +416,7 @@ impl Toolbox {
             ),
             configs,
             search_url: self.config.web_search_url.clone(),
+            calls: self.session_calls(session_id),
         })
     }
 
@@ -447,8 +483,8 @@ impl SessionTools {
         self.configs.iter().find(|c| c.name == name)
     }
 
-    /// Runs a built-in tool call (already authorised).
-    pub async fn run(&self, name: &str, input: &Value) -> ToolOutput {
+    /// Runs a built-in tool call (already authorised, as `approval` says).
+    pub async fn run(&self, name: &str, input: &Value, approval: Approval) -> ToolOutput {
         if let Isolation::Unavailable(reason) = &self.isolation
             && name != "web_fetch"
             && name != "web_search"
@@ -460,13 +496,24 @@ impl SessionTools {
         if let Some(refused) = quota::refusal(self, name).await {
             return refused;
         }
+        let hide = approval == Approval::Auto;
+        // Held until the call ends (see `calls`); a call `auto` approved runs alone, so the
+        // protected entries it finds stay where they were found.
+        let (mut _alone, mut _shared) = (None, None);
+        if WORKSPACE_TOOLS.contains(&name) {
+            if hide {
+                _alone = Some(self.calls.write().await);
+            } else {
+                _shared = Some(self.calls.read().await);
+            }
+        }
         match name {
-            "bash" => bash::run(self, input).await,
-            "read" => files::read(&self.workspace, &self.mounts, input).await,
-            "write" => files::write(&self.workspace, &self.mounts, input, self.user).await,
-            "edit" => files::edit(&self.workspace, &self.mounts, input).await,
-            "glob" => search::glob(&self.workspace, input).await,
-            "grep" => search::grep(&self.workspace, input).await,
+            "bash" => bash::run(self, input, approval).await,
+            "read" => files::read(&self.workspace, &self.mounts, input, hide).await,
+            "write" => files::write(&self.workspace, &self.mounts, input, self.user, hide).await,
+            "edit" => files::edit(&self.workspace, &self.mounts, input, hide).await,
+            "glob" => search::glob(&self.workspace, input, hide).await,
+            "grep" => search::grep(&self.workspace, input, hide).await,
             "web_fetch" => {
                 web::fetch(input, self.config("web_fetch"), &self.egress, self.netguard).await
             }

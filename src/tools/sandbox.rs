@@ -6,7 +6,9 @@
 //! network the environment allows — only ever through the egress proxy.
 //!
 //! The command text never appears in any process's arguments or environment: it reaches the
-//! sandbox's shell through its stdin (see [`SandboxCommand::spawn`]).
+//! sandbox's shell through its stdin (see [`SandboxCommand::spawn`]). Nor do bubblewrap's own
+//! options, which name host paths: bubblewrap reads them from a pipe (`--args`), so the
+//! sandbox's first process, which every command can see as pid 1, shows nothing of the host.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -262,7 +264,7 @@ pub fn write_account_files(dir: &Path) -> std::io::Result<()> {
         std::fs::write(&tmp, text)?;
         std::fs::rename(&tmp, dir.join(name))?;
     }
-    Ok(())
+    super::masks::write_mask_entries(dir)
 }
 
 /// The `/etc` paths bound into the sandbox on this host.
@@ -306,6 +308,8 @@ pub struct SandboxCommand<'a> {
     pub mounts: &'a super::mounts::MountTable,
     /// The environment's package layer, mounted at [`PACKAGES`] (see `tools::packages`).
     pub packages: Option<PackageMount<'a>>,
+    /// Protected entries masked from a command the `auto` policy approved (see `masks`).
+    pub hidden: &'a super::masks::Masks,
 }
 
 /// Where an environment's package layer appears inside the sandbox: the same path while it is
@@ -362,15 +366,20 @@ fn limit_prefix(limits: &Limits, own_user: bool, memory_cgroup: bool, pids_cgrou
 
 /// The shell that starts every command: it waits for the server's go-ahead line (sent once
 /// the process is in its cgroup, so nothing escapes the count), drops the working directory
-/// the server gave it from its environment, opens the seccomp filter for bubblewrap, and
-/// becomes the program. What follows the first line on stdin is the command text.
+/// the server gave it from its environment, and becomes the program. What follows the first
+/// line on stdin is the command text.
 const WRAPPER: &str = r#"read -r _ || exit 125; unset PWD; exec "$@""#;
-const WRAPPER_SECCOMP: &str =
-    r#"read -r _ || exit 125; unset PWD; exec 3<"$0" || exit 125; exec "$@""#;
+/// The same for bubblewrap (run by bash): `$0` is the seccomp filter (opened as fd 3) or a
+/// placeholder, `$1` the sandbox's script, the rest bubblewrap's options, which reach it
+/// NUL-separated through a pipe on fd 4 so that its arguments (and those of the sandbox's
+/// pid 1, a copy of it) are only `--args 4 bash -c SCRIPT`. The separate `exec` leaves no
+/// descriptor of the process substitution behind for the sandbox to inherit.
+const WRAPPER_BWRAP: &str = r#"read -r _ || exit 125; unset PWD; __script=$1; shift; exec 4< <(printf '%s\0' "$@") || exit 125; exec bwrap --args 4 bash -c "$__script""#;
+const WRAPPER_BWRAP_SECCOMP: &str = r#"read -r _ || exit 125; unset PWD; exec 3<"$0" || exit 125; __script=$1; shift; exec 4< <(printf '%s\0' "$@") || exit 125; exec bwrap --args 4 bash -c "$__script""#;
 
 impl SandboxCommand<'_> {
-    /// The program, its arguments and its environment: bubblewrap around `bash -c`, or bash
-    /// alone when unsandboxed.
+    /// The program, its arguments and its environment: bubblewrap's options and the script
+    /// it runs with `bash -c` (the last argument), or bash alone when unsandboxed.
     fn parts(&self, cgroup: Option<&CommandCgroup>, seccomp: bool) -> Result<CommandParts, String> {
         let script = format!(
             "{}{}",
@@ -466,6 +475,9 @@ impl SandboxCommand<'_> {
                     a.extend(["--ro-bind".into(), self.helper.into(), HELPER.into()]);
                 }
                 a.extend(self.mounts.bwrap_args());
+                // After the trees they lie in, and before the root is made read-only (a
+                // protected entry gone since the walk gets a mount point made for it).
+                a.extend(self.hidden.bwrap_args(self.accounts));
                 if let Some(p) = &self.packages {
                     let how = if p.install { "--bind" } else { "--ro-bind" };
                     a.extend([how.into(), p.dir.into(), PACKAGES.into()]);
@@ -487,7 +499,7 @@ impl SandboxCommand<'_> {
                 for (k, v) in env.iter().chain(self.env.iter()) {
                     a.extend(["--setenv".into(), k.into(), v.into()]);
                 }
-                a.extend(["bash".into(), "-c".into(), script.into()]);
+                a.push(script.into());
                 // bubblewrap itself only needs a PATH; the sandbox's environment is set above.
                 Ok((
                     "bwrap".into(),
@@ -504,16 +516,25 @@ impl SandboxCommand<'_> {
     pub fn spawn(&self, cgroup: Option<&CommandCgroup>, input: String) -> Result<Child, String> {
         let sandboxed = matches!(self.isolation, Isolation::Bubblewrap);
         let seccomp = sandboxed && seccomp_enabled();
-        let (program, args, env) = self.parts(cgroup, seccomp)?;
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c");
-        if seccomp {
-            cmd.arg(WRAPPER_SECCOMP)
-                .arg(self.accounts.join(SECCOMP_FILE));
+        let (program, mut args, env) = self.parts(cgroup, seccomp)?;
+        let mut cmd;
+        if sandboxed {
+            // Process substitution is bash's.
+            cmd = Command::new("bash");
+            cmd.arg("-c");
+            if seccomp {
+                cmd.arg(WRAPPER_BWRAP_SECCOMP)
+                    .arg(self.accounts.join(SECCOMP_FILE));
+            } else {
+                cmd.arg(WRAPPER_BWRAP).arg("mast-sandbox");
+            }
+            let script = args.pop().unwrap_or_default();
+            cmd.arg(script).args(&args);
         } else {
-            cmd.arg(WRAPPER).arg("mast-sandbox");
+            cmd = Command::new("sh");
+            cmd.arg("-c").arg(WRAPPER).arg("mast-sandbox");
+            cmd.arg(&program).args(&args);
         }
-        cmd.arg(&program).args(&args);
         // The sandbox's first process keeps the environment and working directory it was
         // started with (visible in its /proc entries): neither may name a host path.
         cmd.env_clear().envs(env).current_dir(if sandboxed {
@@ -593,6 +614,7 @@ mod tests {
             accounts: dir.path(),
             mounts: &Default::default(),
             packages: None,
+            hidden: &Default::default(),
         };
         let child = command.spawn(None, "the text".into()).unwrap();
         let out = child.wait_with_output().await.unwrap();

@@ -24,7 +24,37 @@ use super::files::{
     FileError, MAX_FILE_BYTES, Missing, Workspace, entries, open_dir_at, open_regular_at,
     read_capped, shown,
 };
+use super::masks::{self, Masks};
 use super::sandbox::WORKSPACE;
+
+/// What a search under `auto` passes over: the workspace's protected entries (see `masks`),
+/// or why they could not be found (then it does not search).
+fn hidden_from(host: &Path, hide: bool) -> Result<Masks, ToolOutput> {
+    if !hide {
+        return Ok(Masks::default());
+    }
+    let root = masks::Root {
+        host: host.to_path_buf(),
+        sandbox: WORKSPACE.into(),
+    };
+    masks::find(&[root], 0).map_err(|why| {
+        ToolOutput::error(format!(
+            "The workspace could not be checked for protected files, which the `auto` permission policy keeps \
+             from the calls it approves: {why}. Nothing was searched."
+        ))
+    })
+}
+
+/// The refusal of a search `auto` approved whose path leads into what `hidden` hides.
+fn hidden_path(hidden: &Masks, rel: &Path, path: &str) -> Option<ToolOutput> {
+    hidden.hides(&label(rel)).then(|| {
+        ToolOutput::error(format!(
+            "`{path}` leads to {}, which is protected (keys and credentials): the `auto` permission policy keeps it \
+             from the calls it approves. Tell the user if the task needs it.",
+            shown(rel)
+        ))
+    })
+}
 
 /// Most paths `glob` and matching lines `grep` return.
 pub const MAX_RESULTS: usize = 500;
@@ -62,19 +92,23 @@ trait Visitor {
 }
 
 /// Walks the tree under `dir` (at `rel` from the workspace root) depth-first in name order,
-/// never following a link. Returns whether a directory was too deep to enter.
-fn walk(dir: &OwnedFd, rel: &Path, depth: usize, v: &mut impl Visitor) -> bool {
+/// never following a link, and passing over what `hidden` hides. Returns whether a directory
+/// was too deep to enter.
+fn walk(dir: &OwnedFd, rel: &Path, depth: usize, hidden: &Masks, v: &mut impl Visitor) -> bool {
     v.enter(dir.as_fd(), rel);
     let mut too_deep = false;
     for (name, kind) in entries(dir.as_fd()) {
         let child = rel.join(&name);
+        if hidden.hides(&label(&child)) {
+            continue;
+        }
         if !v.visit(dir.as_fd(), &name, kind, &child) || kind != FileType::Directory {
             continue;
         }
         if depth >= MAX_DEPTH {
             too_deep = true;
         } else if let Ok(sub) = open_dir_at(dir.as_fd(), &name) {
-            too_deep |= walk(&sub, &child, depth + 1, v);
+            too_deep |= walk(&sub, &child, depth + 1, hidden, v);
         }
     }
     v.leave();
@@ -110,7 +144,9 @@ impl Visitor for GlobFiles<'_> {
 
 /// `glob`: paths under `path` (default the workspace) matching a doublestar pattern, newest
 /// first.
-pub async fn glob(workspace: &Path, input: &Value) -> ToolOutput {
+///
+/// `hide`: the call was approved by `auto`, and the protected paths are kept from it.
+pub async fn glob(workspace: &Path, input: &Value, hide: bool) -> ToolOutput {
     let input: GlobInput = match serde_json::from_value(input.clone()) {
         Ok(i) => i,
         Err(e) => {
@@ -127,19 +163,26 @@ pub async fn glob(workspace: &Path, input: &Value) -> ToolOutput {
         Err(e) => return ToolOutput::error(format!("`pattern` is not a valid glob: {e}")),
     };
     let host = workspace.to_path_buf();
-    tokio::task::spawn_blocking(move || glob_files(&host, &input, &matcher))
+    tokio::task::spawn_blocking(move || glob_files(&host, &input, &matcher, hide))
         .await
         .unwrap_or_else(|_| ToolOutput::error("glob failed unexpectedly"))
 }
 
-fn glob_files(host: &Path, input: &GlobInput, matcher: &GlobMatcher) -> ToolOutput {
+fn glob_files(host: &Path, input: &GlobInput, matcher: &GlobMatcher, hide: bool) -> ToolOutput {
     let path = input.path.as_deref().unwrap_or(WORKSPACE);
+    let hidden = match hidden_from(host, hide) {
+        Ok(h) => h,
+        Err(refused) => return refused,
+    };
     let none = || ToolOutput::text(format!("No files match `{}`.", input.pattern));
     let located = match Workspace::open(host).and_then(|ws| ws.locate(path, Missing::Fail)) {
         Ok(l) => l,
         Err(FileError::Missing) => return none(),
         Err(e) => return ToolOutput::error(e.message(path)),
     };
+    if let Some(refused) = hidden_path(&hidden, &located.rel, path) {
+        return refused;
+    }
     // A missing path or a file lists nothing, as before.
     let Ok(dir) = located.open_dir() else {
         return none();
@@ -149,7 +192,7 @@ fn glob_files(host: &Path, input: &GlobInput, matcher: &GlobMatcher) -> ToolOutp
         matcher,
         found: Vec::new(),
     };
-    let too_deep = walk(&dir, &located.rel, 0, &mut files);
+    let too_deep = walk(&dir, &located.rel, 0, &hidden, &mut files);
     let mut found = files.found;
     found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     if found.is_empty() {
@@ -344,7 +387,9 @@ impl Visitor for Grep<'_> {
 
 /// `grep`: lines matching a regular expression in files under `path` (default the
 /// workspace; `.gitignore`d, `.ignore`d and hidden files skipped, binary files ignored).
-pub async fn grep(workspace: &Path, input: &Value) -> ToolOutput {
+///
+/// `hide`: the call was approved by `auto`, and the protected paths are kept from it.
+pub async fn grep(workspace: &Path, input: &Value, hide: bool) -> ToolOutput {
     let input: GrepInput = match serde_json::from_value(input.clone()) {
         Ok(i) => i,
         Err(e) => {
@@ -360,13 +405,17 @@ pub async fn grep(workspace: &Path, input: &Value) -> ToolOutput {
         }
     };
     let host = workspace.to_path_buf();
-    tokio::task::spawn_blocking(move || grep_files(&host, &input, &matcher))
+    tokio::task::spawn_blocking(move || grep_files(&host, &input, &matcher, hide))
         .await
         .unwrap_or_else(|_| ToolOutput::error("grep failed unexpectedly"))
 }
 
-fn grep_files(host: &Path, input: &GrepInput, matcher: &RegexMatcher) -> ToolOutput {
+fn grep_files(host: &Path, input: &GrepInput, matcher: &RegexMatcher, hide: bool) -> ToolOutput {
     let path = input.path.as_deref().unwrap_or(WORKSPACE);
+    let hidden = match hidden_from(host, hide) {
+        Ok(h) => h,
+        Err(refused) => return refused,
+    };
     let ws = match Workspace::open(host) {
         Ok(ws) => ws,
         Err(e) => return ToolOutput::error(e.message(path)),
@@ -376,6 +425,9 @@ fn grep_files(host: &Path, input: &GrepInput, matcher: &RegexMatcher) -> ToolOut
         Err(FileError::Missing) => return no_lines(input, ""),
         Err(e) => return ToolOutput::error(e.message(path)),
     };
+    if let Some(refused) = hidden_path(&hidden, &located.rel, path) {
+        return refused;
+    }
     let mut grep = Grep::new(matcher);
     let too_deep = match located.open_regular(OFlags::RDONLY) {
         // A file given as the path is searched whatever the ignore rules say.
@@ -386,7 +438,7 @@ fn grep_files(host: &Path, input: &GrepInput, matcher: &RegexMatcher) -> ToolOut
         Err(FileError::Directory) => match ancestors(&ws, &located.rel) {
             Some((dir, levels)) => {
                 grep.levels = levels;
-                walk(&dir, &located.rel, 0, &mut grep)
+                walk(&dir, &located.rel, 0, &hidden, &mut grep)
             }
             None => false,
         },
@@ -451,15 +503,25 @@ mod tests {
         std::fs::write(ws.path().join("mine.rs"), "needle").unwrap();
         symlink(out.path(), ws.path().join("out")).unwrap();
         symlink(out.path().join("secret.rs"), ws.path().join("linked.rs")).unwrap();
-        let (t, err) = run(glob(ws.path(), &json!({"pattern": "**/*.rs"}))).await;
+        let (t, err) = run(glob(ws.path(), &json!({"pattern": "**/*.rs"}), false)).await;
         assert!(!err && t == "/workspace/mine.rs", "{t}");
-        let (t, err) = run(grep(ws.path(), &json!({"pattern": "needle"}))).await;
+        let (t, err) = run(grep(ws.path(), &json!({"pattern": "needle"}), false)).await;
         assert!(!err && t == "/workspace/mine.rs:1:needle", "{t}");
         for path in ["out", "/workspace/out/secret.rs", "linked.rs"] {
-            let (t, err) = run(grep(ws.path(), &json!({"pattern": "needle", "path": path}))).await;
+            let (t, err) = run(grep(
+                ws.path(),
+                &json!({"pattern": "needle", "path": path}),
+                false,
+            ))
+            .await;
             assert!(err && t.contains("outside"), "{path}: {t}");
         }
-        let (t, err) = run(glob(ws.path(), &json!({"pattern": "*", "path": "out"}))).await;
+        let (t, err) = run(glob(
+            ws.path(),
+            &json!({"pattern": "*", "path": "out"}),
+            false,
+        ))
+        .await;
         assert!(err && t.contains("outside"), "{t}");
     }
 
@@ -485,14 +547,19 @@ mod tests {
         std::fs::write(out.path().join("rules"), "by-link\n").unwrap();
         symlink(out.path().join("rules"), dir.join("src/.gitignore")).unwrap();
         mkfifo(&dir.join("src"), ".ignore");
-        let (t, err) = run(grep(dir, &json!({"pattern": "needle"}))).await;
+        let (t, err) = run(grep(dir, &json!({"pattern": "needle"}), false)).await;
         assert!(!err, "{t}");
         assert_eq!(
             t,
             "/workspace/keep.log:1:needle\n/workspace/src/b.rs:1:needle\n/workspace/src/by-link:1:needle"
         );
         // A path given explicitly is searched whatever the rules say.
-        let (t, _) = run(grep(dir, &json!({"pattern": "needle", "path": "a.log"}))).await;
+        let (t, _) = run(grep(
+            dir,
+            &json!({"pattern": "needle", "path": "a.log"}),
+            false,
+        ))
+        .await;
         assert_eq!(t, "/workspace/a.log:1:needle");
     }
 
@@ -505,7 +572,7 @@ mod tests {
         let big = File::create(dir.join("big.txt")).unwrap();
         big.set_len(MAX_FILE_BYTES + 1).unwrap();
         std::fs::write(dir.join("small.txt"), "a\n").unwrap();
-        let (t, err) = run(grep(dir, &json!({"pattern": "a"}))).await;
+        let (t, err) = run(grep(dir, &json!({"pattern": "a"}), false)).await;
         assert!(!err, "{t}");
         assert!(t.starts_with("/workspace/small.txt:1:a\n"), "{t}");
         assert!(t.contains("skipped 1 file(s) over"), "{t}");

@@ -28,6 +28,7 @@ mod operability;
 mod outage;
 mod outcomes;
 mod packages;
+mod protected;
 mod race;
 mod replicas;
 mod sandbox;

@@ -10,7 +10,10 @@ use crate::backend_tests;
 use crate::support::{Backend, TestServer};
 use crate::toolset::{call, results, session, steps, toolset, turn};
 
-backend_tests!(sandboxes_are_their_own_users_without_host_network);
+backend_tests!(
+    sandboxes_are_their_own_users_without_host_network,
+    the_sandbox_shows_nothing_of_the_host,
+);
 
 async fn sandboxes_are_their_own_users_without_host_network(b: Backend) {
     let s = TestServer::start(b).await;
@@ -73,6 +76,32 @@ async fn sandboxes_are_their_own_users_without_host_network(b: Backend) {
     // Every command's cgroup, and the session's, was removed.
     let left = cgroups_named(std::path::Path::new("/sys/fs/cgroup"), &sess.id, 0);
     assert!(left.is_empty(), "cgroups left behind: {left:?}");
+}
+
+/// What a command can see of the processes around it — the sandbox's pid 1 (bubblewrap), its
+/// own — names no host path: not the data directory, not the server's binary.
+async fn the_sandbox_shows_nothing_of_the_host(b: Backend) {
+    let s = TestServer::start(b).await;
+    let mut sess = session(&s, toolset(json!([]), "always_allow"), None).await;
+    let look = "for f in /proc/1/cmdline /proc/1/environ /proc/self/cmdline /proc/$$/cmdline; do \
+                echo \"== $f\"; tr '\\0' ' ' < $f; echo; done; \
+                echo '== cwd'; readlink /proc/1/cwd; echo '== fds'; ls -l /proc/self/fd/ /proc/1/fd/ 2>&1";
+    turn(
+        &s,
+        &mut sess,
+        &steps(&[call("bash", json!({ "command": look }))]),
+    )
+    .await;
+    let r = results(&sess.st.seen);
+    let seen = &r[0].0;
+    assert!(seen.contains("== /proc/1/cmdline\nbwrap"), "{seen}");
+    let data_dir = s.data_dir.to_string_lossy();
+    let binary = env!("CARGO_BIN_EXE_mast");
+    assert!(
+        !seen.contains(data_dir.as_ref()),
+        "the data directory shows:\n{seen}"
+    );
+    assert!(!seen.contains(binary), "the server's binary shows:\n{seen}");
 }
 
 /// Cgroup directories below `dir` whose name starts with `name`.

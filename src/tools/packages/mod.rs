@@ -392,6 +392,7 @@ impl Layers {
                 dir: layer,
                 install: true,
             }),
+            hidden: &Default::default(),
         };
         let mut child = command.spawn(cgroup.as_ref(), script)?;
         let mut stdout = child.stdout.take().expect("piped");

@@ -1,0 +1,114 @@
+//! The paths `auto` keeps from the calls it approves, read off the same lists the policy
+//! denies by (`SECRETS`, `SECRET_NAMES`, environment files outside /workspace), so the policy
+//! and the sandbox's masks can never disagree about what is protected.
+//!
+//! A path is protected from the component where the first match begins: `.docker/config.json`
+//! hides the whole `.docker` directory, not just the file, because a hidden file's parent can
+//! still be renamed (`mv .docker d`) and `d/config.json` would no longer match anything.
+
+use super::{SECRET_NAMES, SECRETS, in_workspace, is_dotenv};
+
+/// The entry to hide for a protected sandbox path: the prefix of `path` (an absolute path as
+/// the sandbox sees it, without a trailing `/`) that names the component where the first
+/// protected match begins; `None` when nothing in it is protected. `is_dir` lets patterns
+/// ending in `/` (`.ssh/`) match a directory itself.
+pub fn hidden_entry(path: &str, is_dir: bool) -> Option<&str> {
+    let path = path.trim_end_matches('/');
+    let text = if is_dir {
+        format!("{path}/")
+    } else {
+        path.to_string()
+    };
+    // Byte offsets of the first component each rule matches, in `path`.
+    let mut start: Option<usize> = None;
+    let mut earliest = |at: usize| start = Some(start.map_or(at, |s| s.min(at)));
+    for secret in SECRETS {
+        if let Some(at) = text.find(secret) {
+            // A leading `/` belongs to the separator: the match begins at the next component.
+            let at = if secret.starts_with('/') { at + 1 } else { at };
+            earliest(component_start(path, at.min(path.len())));
+        }
+    }
+    let mut offset = 0;
+    for component in path.split('/') {
+        if component
+            .split('=')
+            .any(|part| SECRET_NAMES.contains(&part))
+        {
+            earliest(offset);
+        }
+        offset += component.len() + 1;
+    }
+    // Environment files are decided by place: in /workspace they were put there for the agent.
+    if is_dotenv(path) && in_workspace(path, false, false) != Some(true) {
+        earliest(component_start(path, path.len()));
+    }
+    let start = start?;
+    let end = path[start..].find('/').map_or(path.len(), |e| start + e);
+    Some(&path[..end])
+}
+
+/// Whether a sandbox path is protected from calls `auto` approved (see [`hidden_entry`]).
+pub fn is_protected(path: &str, is_dir: bool) -> bool {
+    hidden_entry(path, is_dir).is_some()
+}
+
+/// The offset where the component holding byte `at` of `path` begins.
+fn component_start(path: &str, at: usize) -> usize {
+    path[..at].rfind('/').map_or(0, |slash| slash + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_entry_hidden_is_where_the_match_begins() {
+        let table = [
+            ("/workspace/.ssh", true, Some("/workspace/.ssh")),
+            ("/workspace/.ssh/id_rsa", false, Some("/workspace/.ssh")),
+            ("/workspace/a/.ssh", false, Some("/workspace/a/.ssh")),
+            (
+                "/workspace/deploy/id_ed25519",
+                false,
+                Some("/workspace/deploy/id_ed25519"),
+            ),
+            (
+                "/workspace/keys/my_id_rsa.pub",
+                false,
+                Some("/workspace/keys/my_id_rsa.pub"),
+            ),
+            ("/workspace/.netrc", false, Some("/workspace/.netrc")),
+            ("/workspace/p/.docker", true, None),
+            (
+                "/workspace/p/.docker/config.json",
+                false,
+                Some("/workspace/p/.docker"),
+            ),
+            ("/workspace/.config/gh", true, Some("/workspace/.config")),
+            ("/workspace/.config/gh", false, None),
+            (
+                "/workspace/.config/gcloud/x",
+                false,
+                Some("/workspace/.config"),
+            ),
+            (
+                "/workspace/app/run/secrets/db",
+                false,
+                Some("/workspace/app/run"),
+            ),
+            ("/workspace/x=.aws", true, Some("/workspace/x=.aws")),
+            ("/workspace/.env", false, None),
+            (
+                "/mnt/session/uploads/f/.env",
+                false,
+                Some("/mnt/session/uploads/f/.env"),
+            ),
+            ("/workspace/src/main.rs", false, None),
+            ("/workspace", true, None),
+        ];
+        for (path, is_dir, hidden) in table {
+            assert_eq!(hidden_entry(path, is_dir), hidden, "{path}");
+        }
+    }
+}
