@@ -68,7 +68,9 @@ fn parse_allowed_hosts(v: &str) -> anyhow::Result<Vec<String>> {
         let ok = !name.is_empty()
             && (name.parse::<std::net::IpAddr>().is_ok()
                 || name.split('.').all(|l| {
-                    !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                    !l.is_empty()
+                        && l.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
                 }));
         anyhow::ensure!(
             ok,

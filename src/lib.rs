@@ -135,7 +135,7 @@ pub struct Running {
     server: JoinHandle<std::io::Result<()>>,
     /// The Files API's sweep task (expired files, orphan blobs).
     files_sweeper: JoinHandle<()>,
-    /// Announces key changes to open streams (see `Authenticator::spawn_key_watch`).
+    /// Publishes the keys that stand to open streams (see `api::key_watch`).
     key_watch: JoinHandle<()>,
     /// The webhook delivery task.
     webhook_sender: JoinHandle<()>,
@@ -381,7 +381,10 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     }
     engine.start().await?;
     let files_sweeper = files.spawn_sweeper(shutdown.clone());
-    let key_watch = state.auth.spawn_key_watch(store.clone(), shutdown.clone());
+    let key_watch = state
+        .auth
+        .key_watch()
+        .spawn(store.clone(), shutdown.clone());
     let webhook_sender = webhooks.spawn_sender(domain::ids::new_id("whsender"), shutdown.clone());
     let banner = banner(&config, addr, &state, keys == 0);
     let app = api::router(state);

@@ -206,14 +206,9 @@ pub struct Authenticator {
     /// Where key changes are announced (Postgres); no caching without it.
     changes: Option<Arc<Hub>>,
     keys: Mutex<KeyCache>,
-    /// Bumped when the stored keys may have changed (one was revoked, say): open streams then
-    /// check that their caller's credential still stands.
-    key_changes: Arc<tokio::sync::watch::Sender<u64>>,
+    /// The keys that stand, for open streams (see [`super::key_watch`]).
+    watch: super::key_watch::KeyWatch,
 }
-
-/// How often [`Authenticator::spawn_key_watch`] looks at the stored keys. A key revoked by
-/// another process (the CLI, another replica) ends the streams it opened within about this.
-pub const KEY_WATCH_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Cached positive lookups, all from one key epoch (see [`Hub::keys_changed`]).
 #[derive(Default)]
@@ -237,46 +232,13 @@ impl Authenticator {
             closed: AtomicBool::new(false),
             changes,
             keys: Mutex::new(KeyCache::default()),
-            key_changes: Arc::new(tokio::sync::watch::Sender::new(0)),
+            watch: Default::default(),
         }
     }
 
-    /// Changes whenever the stored keys may have changed (see [`Self::spawn_key_watch`]).
-    pub fn key_changes(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.key_changes.subscribe()
-    }
-
-    /// Watches the stored keys until `shutdown`: every [`KEY_WATCH_INTERVAL`] it reads them
-    /// (one small query, however many streams are open) and announces a change through
-    /// [`Self::key_changes`]. Keys change in other processes too (`mast keys revoke` writes
-    /// the store directly), so this reads rather than waits to be told.
-    pub fn spawn_key_watch(
-        &self,
-        store: Arc<dyn Store>,
-        shutdown: tokio_util::sync::CancellationToken,
-    ) -> tokio::task::JoinHandle<()> {
-        let changes = self.key_changes.clone();
-        tokio::spawn(async move {
-            let mut last = None;
-            loop {
-                match store.list_keys().await {
-                    Ok(keys) => {
-                        let now = key_fingerprint(&keys);
-                        if last.is_some_and(|l| l != now) {
-                            changes.send_modify(|n| *n += 1);
-                        }
-                        last = Some(now);
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not read the keys to see revocations")
-                    }
-                }
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(KEY_WATCH_INTERVAL) => {}
-                }
-            }
-        })
+    /// The keys that stand, as open streams follow them.
+    pub fn key_watch(&self) -> &super::key_watch::KeyWatch {
+        &self.watch
     }
 
     /// Which hosts requests may name.
@@ -434,17 +396,6 @@ impl Authenticator {
         }
         Err(ApiError::unauthorized(refusal))
     }
-}
-
-/// What changes when a key is created, revoked or deleted.
-fn key_fingerprint(keys: &[crate::store::KeyRecord]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for k in keys {
-        k.id.hash(&mut h);
-        k.revoked_at.is_some().hash(&mut h);
-    }
-    h.finish()
 }
 
 /// The key a request presents, if any.

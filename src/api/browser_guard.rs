@@ -12,8 +12,9 @@
 //!
 //! Bodies are JSON only in every mode (see [`super::extract`]), so a page cannot even shape a
 //! request the API would read. With `MAST_ALLOWED_HOSTS` set the `Host` check applies to every
-//! request (a keyed deployment behind a proxy), except the probes (`/healthz`, `/readyz`,
-//! `/metrics`), which orchestrators call by address.
+//! request (a keyed deployment behind a proxy; loopback names and the server's own addresses
+//! still answer), except the probes (`/healthz`, `/readyz`, `/metrics`), which orchestrators
+//! call by address.
 
 use std::net::IpAddr;
 
@@ -68,7 +69,9 @@ impl HostRules {
         })
     }
 
-    /// Whether a request naming `host` (no port) may be served in open mode.
+    /// Whether a request naming `host` (no port) may be served in open mode, and with
+    /// `MAST_ALLOWED_HOSTS` set in any mode: a loopback name or address, this server's own
+    /// address, or a listed name.
     fn open_mode_allows(&self, host: &str) -> bool {
         if host == "localhost" || host.ends_with(".localhost") || self.listed(host) {
             return true;
@@ -157,17 +160,17 @@ pub fn open_mode_refusal(rules: &HostRules, headers: &HeaderMap) -> Option<ApiEr
     None
 }
 
-/// Middleware: with `MAST_ALLOWED_HOSTS` set, refuses a request naming another host (the
-/// probes excepted).
+/// Middleware: with `MAST_ALLOWED_HOSTS` set, refuses a request naming a host that is neither
+/// listed nor a loopback name or this server's own address (the probes excepted).
 pub async fn allowed_hosts(State(app): State<AppState>, req: Request, next: Next) -> Response {
     let rules = app.auth.host_rules();
     if rules.allowed.is_empty() || matches!(req.uri().path(), "/healthz" | "/readyz" | "/metrics") {
         return next.run(req).await;
     }
     let named = host_of(req.headers());
-    let ok = named.as_ref().is_some_and(|(_, name)| {
-        rules.listed(name) || parse_ip(name).is_some_and(|ip| ip.is_loopback())
-    });
+    let ok = named
+        .as_ref()
+        .is_some_and(|(_, name)| rules.open_mode_allows(name));
     if ok {
         return next.run(req).await;
     }

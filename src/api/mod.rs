@@ -17,6 +17,7 @@ pub mod events;
 pub mod extract;
 pub mod files;
 pub mod fork;
+pub mod key_watch;
 pub mod memories;
 pub mod memory_access;
 pub mod memory_stores;

@@ -79,10 +79,10 @@ struct Tail {
     done: bool,
     shutdown: tokio_util::sync::CancellationToken,
     /// The credential the stream was opened with: the stream ends when it no longer stands.
-    /// A work token is re-checked every [`RECHECK`] (its item's state is not announced); every
-    /// credential is re-checked when the stored keys change (`key_changes`).
+    /// Keys are checked against the published keys whenever those change (`keys`); a work
+    /// token is re-checked in the store every [`RECHECK`] (its item's state is not published).
     caller: Principal,
-    key_changes: tokio::sync::watch::Receiver<u64>,
+    keys: tokio::sync::watch::Receiver<super::key_watch::Published>,
     last_check: tokio::time::Instant,
 }
 
@@ -128,8 +128,14 @@ impl Tail {
         matches!(self.caller, Principal::WorkToken { .. })
     }
 
-    /// Whether the caller's credential still stands; a store that cannot say keeps the stream.
+    /// Whether the caller's credential still stands. The published keys vouch for most
+    /// callers in memory; the store decides the rest — a key they do not list (revoked, or
+    /// made after they were read), a work token — and a store that cannot say keeps the stream.
     async fn caller_stands(&mut self) -> bool {
+        let published = self.keys.borrow_and_update().clone();
+        if published.is_some_and(|k| k.vouches(&self.caller) == Some(true)) {
+            return true;
+        }
         self.last_check = tokio::time::Instant::now();
         super::auth::still_valid(self.store.as_ref(), &self.caller)
             .await
@@ -138,10 +144,7 @@ impl Tail {
 
     async fn next_frame(&mut self) -> Option<Event> {
         let due = self.rechecks_on_timer() && self.last_check.elapsed() >= RECHECK;
-        let keys_changed = self.key_changes.has_changed().unwrap_or(false);
-        if keys_changed {
-            self.key_changes.mark_unchanged();
-        }
+        let keys_changed = self.keys.has_changed().unwrap_or(false);
         if (due || keys_changed) && !self.caller_stands().await {
             // The key was revoked, or the work item stopped or moved on.
             return None;
@@ -173,7 +176,7 @@ impl Tail {
             }
             let item = tokio::select! {
                 _ = self.shutdown.cancelled() => return None,
-                changed = self.key_changes.changed() => {
+                changed = self.keys.changed() => {
                     // No watch any more: the server is going away.
                     if changed.is_err() || !self.caller_stands().await {
                         return None;
@@ -325,7 +328,7 @@ pub async fn open(
         done: false,
         shutdown: app.shutdown.clone(),
         caller,
-        key_changes: app.auth.key_changes(),
+        keys: app.auth.key_watch().subscribe(),
         last_check: tokio::time::Instant::now(),
     };
     if let Some(after) = after {

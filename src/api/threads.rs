@@ -237,5 +237,6 @@ async fn transcript(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/x-ndjson"),
     );
+    super::page_headers::download(resp.headers_mut());
     Ok(resp)
 }

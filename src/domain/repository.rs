@@ -182,6 +182,15 @@ pub fn ambiguous_url(raw: &str) -> Option<&'static str> {
     if authority.contains('@') {
         return Some("must not carry credentials; give the token as `authorization_token`");
     }
+    // `host.` and `host` are one name to DNS but two to the pinning of the checked addresses,
+    // which git (curl) may look up under either spelling.
+    let host = match authority.split_once(']') {
+        Some((v6, _)) => v6,
+        None => authority.split(':').next().unwrap_or_default(),
+    };
+    if host.ends_with('.') {
+        return Some("must name its host without a trailing dot");
+    }
     None
 }
 
@@ -335,6 +344,8 @@ mod tests {
             json!({"type": "github_repository", "url": "https://u:sekrit@h/o/r"}),
             json!({"type": "github_repository", "url": "http://1.1.1.1\\@127.0.0.1:9/x.git"}),
             json!({"type": "github_repository", "url": "https://@h/o/r"}),
+            json!({"type": "github_repository", "url": "https://github.com./o/r"}),
+            json!({"type": "github_repository", "url": "https://github.com.:443/o/r"}),
             json!({"type": "github_repository", "url": "https://h/o r"}),
             json!({"type": "github_repository", "url": "https://h\t/o/r"}),
             json!({"type": "github_repository", "url": "https://h/"}),

@@ -230,9 +230,15 @@ async fn keyed_servers_answer_only_the_hosts_they_are_told(b: Backend) {
     headers.push((HOST, other.as_str()));
     let (got, body) = send(&s, "/v1/mast/hooks", Some(HOOK.into()), &headers).await;
     assert_eq!(got, 403, "another name: {body}");
-    // Loopback still answers (the operator on the machine), and the probes answer any host.
+    // Loopback still answers, by address or name (the operator on the machine, a CLI set to
+    // http://localhost), and the probes answer any host.
     let (got, _) = send(&s, "/v1/mast/hooks", Some(HOOK.into()), &ok).await;
     assert_eq!(got, 200);
+    let localhost = format!("localhost:{port}");
+    let mut headers = ok.to_vec();
+    headers.push((HOST, localhost.as_str()));
+    let (got, body) = send(&s, "/v1/mast/hooks", Some(HOOK.into()), &headers).await;
+    assert_eq!(got, 200, "{body}");
     let (got, _) = send(&s, "/healthz", None, &[(HOST, other.as_str())]).await;
     assert_eq!(got, 200);
     // With a key, another site's Origin changes nothing: a page cannot attach the key.
