@@ -6,6 +6,7 @@ mod agents;
 mod cli;
 mod cli_client;
 mod crash;
+mod disk;
 mod doctor;
 mod engine;
 mod environments;
