@@ -14,6 +14,7 @@ pub mod files;
 pub mod hub;
 pub mod lru;
 pub mod models;
+pub mod private_fs;
 pub mod secrets;
 pub mod standard_webhooks;
 pub mod store;

@@ -1,7 +1,8 @@
 //! Blobs in a directory of the data dir: `files/blobs/<key>`, written under `files/tmp/` then
 //! renamed. The write is fsynced before the rename and the directory after it, so a blob that
 //! exists is whole and survives a power loss; a crash mid-upload leaves only a temp file,
-//! which [`BlobStore::sweep_partial`] removes at the next start.
+//! which [`BlobStore::sweep_partial`] removes at the next start. Directories are 0700 and
+//! files 0600 (the bytes are uploads and session outputs).
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -52,14 +53,18 @@ async fn sync_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 impl LocalBlobs {
-    /// Opens (creating) the blob directories under `data_dir`.
+    /// Opens (creating) the blob directories under `data_dir`, private to the server (see
+    /// [`crate::private_fs`]); an older install's wider directories are tightened.
     pub async fn open(data_dir: &Path) -> anyhow::Result<Self> {
         let root = data_dir.join("files");
         let (blobs, tmp) = (root.join("blobs"), root.join("tmp"));
-        for d in [&blobs, &tmp] {
-            tokio::fs::create_dir_all(d)
-                .await
-                .with_context(|| format!("could not create {}", d.display()))?;
+        for d in [root, blobs.clone(), tmp.clone()] {
+            tokio::task::spawn_blocking({
+                let d = d.clone();
+                move || crate::private_fs::dir(&d)
+            })
+            .await?
+            .with_context(|| format!("could not create {} (mode 0700)", d.display()))?;
         }
         Ok(LocalBlobs { blobs, tmp })
     }
@@ -76,7 +81,12 @@ impl BlobStore for LocalBlobs {
         let tmp_path = self
             .tmp
             .join(format!("{key}.{}.part", crate::domain::ids::new_secret(8)));
-        let mut file = tokio::fs::File::create(&tmp_path).await?;
+        // Private from its creation: the bytes arrive while the file is there to be opened.
+        let mut options = crate::private_fs::file_options();
+        options.create_new(true);
+        let mut file = tokio::fs::OpenOptions::from(options)
+            .open(&tmp_path)
+            .await?;
         let mut guard = TempFile(Some(tmp_path.clone()));
         let mut size = 0u64;
         while let Some(chunk) = body.next().await {

@@ -8,6 +8,12 @@
 //! a server-only file beside the outputs directory, so a restarted runner does not register
 //! everything again.
 //!
+//! The Files a session's outputs become may total at most its workspace quota
+//! (`MAST_WORKSPACE_QUOTA_MB`), every version counted and never given back (deleting a File
+//! does not make room): the live directory counts toward the quota, but the Files outlive it,
+//! so writing and deleting outputs would otherwise pile up Files without end. An output that
+//! would pass the cap is not kept, and the tool result says why.
+//!
 //! The sandbox owns the directory and may plant links or swap entries while the server (often
 //! root) reads it, so it is walked from directory handles and nothing is followed: links,
 //! sockets and FIFOs are not outputs.
@@ -25,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use super::Inner;
 use crate::domain::{file, ids::new_id, time};
 use crate::store::FileRecord;
+use crate::tools::quota::mb;
 
 /// Most files one session's outputs may become; more are reported to the model, not kept.
 pub const MAX_OUTPUTS: usize = 1000;
@@ -55,6 +62,10 @@ struct Registered {
     paths: BTreeMap<String, (Stamp, String)>,
     /// Files registered so far, every version counted.
     count: usize,
+    /// Bytes of the Files registered so far, every version counted (a manifest written before
+    /// this was kept starts from 0).
+    #[serde(default)]
+    bytes: u64,
 }
 
 /// One lock per session: threads of a session share its sandbox and may end calls together.
@@ -113,6 +124,7 @@ async fn register_locked(
         Ok(None) => return vec![],
         Err(e) => return vec![format!("outputs could not be saved: {e}")],
     };
+    let cap = inner.toolbox.limits().workspace_bytes;
     let mut notes = Vec::new();
     for f in changed {
         let shown = format!("{OUTPUTS}/{}", f.rel);
@@ -122,10 +134,21 @@ async fn register_locked(
             ));
             continue;
         }
-        match save(files, &ws, sid, dir, &f.rel).await {
-            Ok(id) => {
+        // Checked on the size seen now, and again on the bytes read: the file may grow.
+        let room = (cap > 0).then(|| cap.saturating_sub(state.bytes));
+        if room.is_some_and(|room| f.stamp.size > room) {
+            notes.push(format!(
+                "{shown} was not saved as an output file: {}",
+                over_cap(cap, state.bytes)
+            ));
+            continue;
+        }
+        let too_large = over_cap(cap, state.bytes);
+        match save(files, &ws, sid, dir, &f.rel, room.map(|r| (r, too_large))).await {
+            Ok((id, size)) => {
                 state.paths.insert(f.rel, (f.stamp, id));
                 state.count += 1;
+                state.bytes += size;
             }
             Err(e) => notes.push(format!("{shown} was not saved as an output file: {e}")),
         }
@@ -138,15 +161,30 @@ async fn register_locked(
 
 use crate::tools::OUTPUTS;
 
+/// Why an output does not fit under the cap on a session's output Files (its workspace
+/// quota): the Files stay when the directory's copy is deleted, so without a cap a session
+/// could pile up Files by writing and deleting outputs within its quota.
+fn over_cap(cap: u64, kept: u64) -> String {
+    format!(
+        "a session's output files may total at most {} (the workspace quota), every saved \
+         version counted, and {} are saved already. Keep only final results in {OUTPUTS}, or \
+         tell the user it could not be saved",
+        mb(cap),
+        mb(kept)
+    )
+}
+
 /// Stores one output's bytes, streamed from a handle opened without following links, and
-/// lists it as a File of the session; returns its id.
+/// lists it as a File of the session; returns its id and size. With a `limit`, more bytes
+/// than it allows fail the save with its message, and nothing is kept.
 async fn save(
     files: &crate::files::Files,
     ws: &str,
     sid: &str,
     dir: &Path,
     rel: &str,
-) -> Result<String, String> {
+    limit: Option<(u64, String)>,
+) -> Result<(String, u64), String> {
     let (root, path) = (dir.to_path_buf(), rel.to_string());
     let fd = tokio::task::spawn_blocking(move || open_regular(&root, &path))
         .await
@@ -157,11 +195,22 @@ async fn save(
     let filename = file::stored_filename(Some(name), &mime_type).map_err(|e| e.message)?;
     let id = new_id("file");
     let reader = tokio::fs::File::from_std(std::fs::File::from(fd));
-    let body = tokio_util::io::ReaderStream::new(reader).boxed();
-    let size = files
-        .put_bytes(&id, body)
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut read = 0u64;
+    let body = tokio_util::io::ReaderStream::new(reader)
+        .map(move |chunk| {
+            let chunk = chunk?;
+            read += chunk.len() as u64;
+            match &limit {
+                Some((max, why)) if read > *max => Err(std::io::Error::other(why.clone())),
+                _ => Ok(chunk),
+            }
+        })
+        .boxed();
+    let size = files.put_bytes(&id, body).await.map_err(|e| match e {
+        // The source's own words (the cap, a read error), not "the upload broke off".
+        crate::blobs::BlobError::Source(why) => why,
+        e => e.to_string(),
+    })?;
     let record = FileRecord {
         id: id.clone(),
         workspace_id: ws.to_string(),
@@ -177,7 +226,7 @@ async fn save(
         .register(&record)
         .await
         .map_err(|e| format!("it could not be listed: {e}"))?;
-    Ok(id)
+    Ok((id, size))
 }
 
 /// Where the registered state of the outputs in `dir` is kept: beside it, where the sandbox
@@ -193,9 +242,10 @@ async fn load(path: &Path) -> Registered {
     }
 }
 
+/// Writes the manifest (server-private: it names the session's outputs and their Files).
 async fn store(path: &Path, state: &Registered) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
-    tokio::fs::write(&tmp, serde_json::to_vec(state)?).await?;
+    crate::private_fs::write_async(&tmp, serde_json::to_vec(state)?).await?;
     tokio::fs::rename(&tmp, path).await
 }
 

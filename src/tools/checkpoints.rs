@@ -11,16 +11,24 @@
 //! shell) change files in place, which would change a linked checkpoint too.
 //!
 //! Layout: `<data dir>/workspace-checkpoints/<session id>/<user.message id>/` plus an
-//! `index.json` of every checkpoint ever taken, kept ones and those retention removed (the
-//! newest `keep` per session are kept), so a fork never mistakes a removed checkpoint for
-//! "nothing changed". Server-private: the sandbox never sees these directories.
+//! `index.json` of every checkpoint ever taken, kept ones and those retention removed, so a
+//! fork never mistakes a removed checkpoint for "nothing changed". Server-private: the sandbox
+//! never sees these directories, and other host users cannot enter them (both levels are
+//! 0700, the index 0600). The copies keep the workspace's own modes, which a fork restores,
+//! so it is that directory chain which keeps them private.
+//!
+//! Retention: the newest `keep` per session, and those together at most the workspace quota
+//! (its bytes of disk and its files, measured as the quota measures them): older ones are
+//! removed first, and a checkpoint larger than the quota by itself is recorded as not kept
+//! (its copy stops as soon as it passes the quota). Without a cap, checkpoints would take up
+//! to `keep` times the quota on disk.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::tree_copy::{self, CopyStats};
+use super::tree_copy::{self, Budget};
 
 /// One checkpoint of a session's index.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +48,12 @@ pub struct Entry {
     pub files: u64,
     #[serde(default)]
     pub micros: u64,
+    /// What the copy takes against the cap: bytes of disk and files, directories and links
+    /// (0 in an index written before the cap).
+    #[serde(default)]
+    pub disk_bytes: u64,
+    #[serde(default)]
+    pub entries: u64,
 }
 
 /// Where a fork's workspace comes from.
@@ -62,16 +76,38 @@ pub struct NotKept {
 pub struct Checkpoints {
     root: PathBuf,
     keep: usize,
+    cap: Budget,
 }
 
 impl Checkpoints {
     /// Checkpoints under `<data_dir>/workspace-checkpoints`, keeping the newest `keep` per
-    /// session (0: none are kept, and forks at earlier points are refused).
-    pub fn new(data_dir: &Path, keep: usize) -> Self {
+    /// session (0: none are kept, and forks at earlier points are refused), together within
+    /// `cap` (the workspace quota).
+    pub fn new(data_dir: &Path, keep: usize, cap: Budget) -> Self {
         Checkpoints {
             root: data_dir.join("workspace-checkpoints"),
             keep,
+            cap,
         }
+    }
+
+    /// The cap on a session's kept checkpoints for a workspace quota of `limits` (a limit of
+    /// 0 is none).
+    pub fn cap_of(limits: &super::sandbox::Limits) -> Budget {
+        let or_none = |n: u64| if n == 0 { u64::MAX } else { n };
+        Budget {
+            disk_bytes: or_none(limits.workspace_bytes),
+            entries: or_none(limits.workspace_files),
+        }
+    }
+
+    /// Creates (or tightens) the directories of a session's checkpoints, private to the
+    /// server.
+    fn private_dir(&self, session_id: &str) -> io::Result<PathBuf> {
+        let dir = self.dir(session_id);
+        crate::private_fs::dir(&self.root)?;
+        crate::private_fs::dir(&dir)?;
+        Ok(dir)
     }
 
     fn dir(&self, session_id: &str) -> PathBuf {
@@ -89,10 +125,12 @@ impl Checkpoints {
 
     /// Replaces a session's index (written beside it and renamed, so readers see a whole one).
     pub fn write_index(&self, session_id: &str, entries: &[Entry]) -> io::Result<()> {
-        let dir = self.dir(session_id);
-        std::fs::create_dir_all(&dir)?;
+        let dir = self.private_dir(session_id)?;
         let tmp = dir.join(format!(".index.{}.json", crate::domain::ids::new_id("tmp")));
-        std::fs::write(&tmp, serde_json::to_vec(entries).map_err(io::Error::other)?)?;
+        crate::private_fs::write(
+            &tmp,
+            &serde_json::to_vec(entries).map_err(io::Error::other)?,
+        )?;
         std::fs::rename(&tmp, dir.join("index.json"))
     }
 
@@ -105,7 +143,8 @@ impl Checkpoints {
     }
 
     /// Copies `workspace` as the checkpoint of `event_id` at `position`, then removes the
-    /// oldest beyond the retention. Blocking (a whole tree copy): run it off the runtime.
+    /// oldest beyond the retention (a count and a cap). Blocking (a whole tree copy): run it
+    /// off the runtime.
     pub fn take(
         &self,
         session_id: &str,
@@ -125,27 +164,58 @@ impl Checkpoints {
             bytes: 0,
             files: 0,
             micros: 0,
+            disk_bytes: 0,
+            entries: 0,
         };
         if self.keep > 0 {
-            let target = self.dir(session_id).join(event_id);
+            let target = self.private_dir(session_id)?.join(event_id);
             // A copy left by a crash between the copy and the index is replaced.
             if target.exists() {
                 std::fs::remove_dir_all(&target)?;
             }
-            let stats: CopyStats = tree_copy::copy_tree(workspace, &target)?;
-            entry.kept = true;
-            entry.bytes = stats.bytes;
-            entry.files = stats.files;
+            match tree_copy::copy_tree_within(workspace, &target, self.cap) {
+                Ok(stats) => {
+                    entry.kept = true;
+                    entry.bytes = stats.bytes;
+                    entry.files = stats.files;
+                    entry.disk_bytes = stats.disk_bytes;
+                    entry.entries = stats.entries();
+                }
+                // Recorded as not kept: a fork at a point it covers is refused, never given
+                // a later workspace.
+                Err(e) if e.kind() == io::ErrorKind::QuotaExceeded => {}
+                Err(e) => return Err(e),
+            }
         }
         entry.micros = started.elapsed().as_micros() as u64;
         entries.push(entry.clone());
-        let kept: Vec<usize> = (0..entries.len()).filter(|&i| entries[i].kept).collect();
-        for &i in kept.iter().take(kept.len().saturating_sub(self.keep)) {
+        for i in self.beyond_retention(&entries) {
             let _ = std::fs::remove_dir_all(self.dir(session_id).join(&entries[i].event_id));
             entries[i].kept = false;
         }
         self.write_index(session_id, &entries)?;
         Ok(entry)
+    }
+
+    /// The kept checkpoints retention removes: all but the newest that together stay within
+    /// the count and the cap (once one does not fit, neither does any older one).
+    fn beyond_retention(&self, entries: &[Entry]) -> Vec<usize> {
+        let (mut count, mut disk, mut files) = (0usize, 0u64, 0u64);
+        let mut out = Vec::new();
+        for (i, e) in entries.iter().enumerate().rev().filter(|(_, e)| e.kept) {
+            let fits = out.is_empty()
+                && count < self.keep
+                && disk.saturating_add(e.disk_bytes) <= self.cap.disk_bytes
+                && files.saturating_add(e.entries) <= self.cap.entries;
+            if fits {
+                count += 1;
+                disk += e.disk_bytes;
+                files += e.entries;
+            } else {
+                out.push(i);
+            }
+        }
+        out
     }
 
     /// Where the workspace as of log position `position` is: the earliest checkpoint at or
@@ -216,7 +286,7 @@ mod tests {
     fn a_fork_point_takes_the_earliest_checkpoint_at_or_after_it() {
         let data = tempfile::tempdir().unwrap();
         let ws = tempfile::tempdir().unwrap();
-        let cp = Checkpoints::new(data.path(), 2);
+        let cp = Checkpoints::new(data.path(), 2, Budget::UNLIMITED);
         std::fs::write(ws.path().join("f"), "1").unwrap();
         cp.take("s", ws.path(), "u1", 3).unwrap();
         std::fs::write(ws.path().join("f"), "2").unwrap();
@@ -250,10 +320,65 @@ mod tests {
     fn no_retention_records_checkpoints_without_copying() {
         let data = tempfile::tempdir().unwrap();
         let ws = tempfile::tempdir().unwrap();
-        let cp = Checkpoints::new(data.path(), 0);
+        let cp = Checkpoints::new(data.path(), 0, Budget::UNLIMITED);
         let e = cp.take("s", ws.path(), "u1", 3).unwrap();
         assert!(!e.kept);
         assert!(cp.source_at("s", 1).unwrap().is_err());
         assert_eq!(cp.source_at("s", 4).unwrap(), Ok(Source::Live));
+    }
+
+    #[test]
+    fn kept_checkpoints_stay_within_the_cap_oldest_going_first() {
+        let data = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let cap = Budget {
+            disk_bytes: 320_000,
+            entries: 1000,
+        };
+        let cp = Checkpoints::new(data.path(), 8, cap);
+        std::fs::write(ws.path().join("a"), vec![1u8; 100_000]).unwrap();
+        cp.take("s", ws.path(), "u1", 1).unwrap();
+        cp.take("s", ws.path(), "u2", 2).unwrap();
+        std::fs::write(ws.path().join("b"), vec![2u8; 100_000]).unwrap();
+        cp.take("s", ws.path(), "u3", 3).unwrap();
+        let kept = |cp: &Checkpoints| -> Vec<bool> {
+            cp.index("s").unwrap().iter().map(|e| e.kept).collect()
+        };
+        assert_eq!(
+            kept(&cp),
+            [false, true, true],
+            "200 kB and 100 kB fit (in 4 KiB blocks), 100 kB more do not"
+        );
+        assert!(!data.path().join("workspace-checkpoints/s/u1").exists());
+        // Larger than the cap alone: not kept, and nothing of it left; the others stay.
+        std::fs::write(ws.path().join("c"), vec![3u8; 200_000]).unwrap();
+        let e = cp.take("s", ws.path(), "u4", 4).unwrap();
+        assert!(!e.kept);
+        assert_eq!(kept(&cp), [false, true, true, false]);
+        let left: Vec<_> = std::fs::read_dir(data.path().join("workspace-checkpoints/s"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n != "index.json")
+            .collect();
+        assert_eq!(left.len(), 2, "{left:?}");
+        assert_eq!(
+            cp.source_at("s", 4).unwrap(),
+            Err(NotKept {
+                event_id: "u4".into()
+            })
+        );
+        // A cap on files counts too.
+        let few = Checkpoints::new(
+            data.path(),
+            8,
+            Budget {
+                disk_bytes: u64::MAX,
+                entries: 2,
+            },
+        );
+        assert!(
+            !few.take("t", ws.path(), "u1", 1).unwrap().kept,
+            "three files"
+        );
     }
 }

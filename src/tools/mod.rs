@@ -199,6 +199,9 @@ impl Toolbox {
                     .map_err(|e| format!("cannot write the sandbox's account files: {e}"))
             })
             .err();
+        if let Err(e) = close_private_files(&data_dir) {
+            tracing::warn!(error = %e, "could not make the checkpoints and outputs' manifests private to the server");
+        }
         let seccomp = match isolation {
             Isolation::Bubblewrap if unreachable.is_none() => sandbox::enable_seccomp(&etc).await,
             _ => Err("no sandbox".into()),
@@ -312,6 +315,11 @@ impl Toolbox {
         &self.protections
     }
 
+    /// The limits of sessions' commands and workspaces.
+    pub fn limits(&self) -> &Limits {
+        &self.config.limits
+    }
+
     /// How tools are isolated here.
     pub fn isolation(&self) -> &Isolation {
         &self.isolation
@@ -422,7 +430,11 @@ impl Toolbox {
 
     /// The sessions' workspace checkpoints (for forks at earlier events).
     pub fn checkpoints(&self) -> checkpoints::Checkpoints {
-        checkpoints::Checkpoints::new(&self.data_dir, self.config.workspace_checkpoints)
+        checkpoints::Checkpoints::new(
+            &self.data_dir,
+            self.config.workspace_checkpoints,
+            checkpoints::Checkpoints::cap_of(&self.config.limits),
+        )
     }
 
     /// Removes a deleted session's workspace and sandbox state.
@@ -570,6 +582,29 @@ fn prepare_shared_dirs(data_dir: &Path, session_users: bool) -> Result<(), Strin
                 ancestor.display(),
                 mode & 0o777
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Closes what an install from before kept readable by other host users: the checkpoints'
+/// directory (0700; each copy keeps the workspace's modes, so this is what guards them) and
+/// the outputs' manifests (0600).
+fn close_private_files(data_dir: &Path) -> std::io::Result<()> {
+    crate::private_fs::dir(&data_dir.join("workspace-checkpoints"))?;
+    let Ok(outputs) = std::fs::read_dir(data_dir.join("session-outputs")) else {
+        return Ok(());
+    };
+    for entry in outputs.flatten() {
+        let is_manifest = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.ends_with(".registered.json"));
+        if is_manifest && entry.file_type().is_ok_and(|t| t.is_file()) {
+            std::fs::set_permissions(
+                entry.path(),
+                std::fs::Permissions::from_mode(crate::private_fs::FILE_MODE),
+            )?;
         }
     }
     Ok(())

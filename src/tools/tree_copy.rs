@@ -28,6 +28,49 @@ pub struct CopyStats {
     pub bytes: u64,
     /// Directories and links created.
     pub others: u64,
+    /// Bytes of disk the copy's files and directories take (their blocks, as the workspace
+    /// quota counts them; a cloned file counts whole though it shares its data).
+    pub disk_bytes: u64,
+}
+
+impl CopyStats {
+    /// Files, directories and links in the copy.
+    pub fn entries(&self) -> u64 {
+        self.files + self.others
+    }
+}
+
+/// How much a copy may take; one that would take more fails with
+/// [`io::ErrorKind::QuotaExceeded`] and leaves nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Bytes of disk ([`CopyStats::disk_bytes`]).
+    pub disk_bytes: u64,
+    /// Files, directories and links ([`CopyStats::entries`]).
+    pub entries: u64,
+}
+
+impl Budget {
+    /// No limit.
+    pub const UNLIMITED: Budget = Budget {
+        disk_bytes: u64::MAX,
+        entries: u64::MAX,
+    };
+
+    /// Fails once `stats` are past the budget.
+    fn check(&self, stats: &CopyStats) -> io::Result<()> {
+        if stats.disk_bytes > self.disk_bytes || stats.entries() > self.entries {
+            return Err(over_budget());
+        }
+        Ok(())
+    }
+}
+
+fn over_budget() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::QuotaExceeded,
+        "the tree is larger than its copy may be",
+    )
 }
 
 /// How deep a tree may nest; deeper is refused rather than recursing without end.
@@ -36,6 +79,12 @@ const MAX_DEPTH: usize = 256;
 /// Copies directory `src` to `dst`, which must not exist. The copy is built beside `dst` and
 /// renamed into place, so `dst` is either absent or complete.
 pub fn copy_tree(src: &Path, dst: &Path) -> io::Result<CopyStats> {
+    copy_tree_within(src, dst, Budget::UNLIMITED)
+}
+
+/// [`copy_tree`], stopped (and removed) as soon as it would take more than `budget`: a tree
+/// too large is never written whole.
+pub fn copy_tree_within(src: &Path, dst: &Path, budget: Budget) -> io::Result<CopyStats> {
     // rename(2) would replace an empty directory: refuse any existing entry first.
     if std::fs::symlink_metadata(dst).is_ok() {
         return Err(io::Error::new(
@@ -61,7 +110,7 @@ pub fn copy_tree(src: &Path, dst: &Path) -> io::Result<CopyStats> {
     let result = (|| {
         let dst_fd = open_dir(&tmp)?;
         let mut stats = CopyStats::default();
-        copy_dir(src_fd.as_fd(), dst_fd.as_fd(), &mut stats, 0)?;
+        copy_dir(src_fd.as_fd(), dst_fd.as_fd(), &mut stats, &budget, 0)?;
         copy_meta(src_fd.as_fd(), dst_fd.as_fd())?;
         Ok(stats)
     })();
@@ -143,6 +192,7 @@ fn copy_dir(
     src: BorrowedFd<'_>,
     dst: BorrowedFd<'_>,
     stats: &mut CopyStats,
+    budget: &Budget,
     depth: usize,
 ) -> io::Result<()> {
     if depth > MAX_DEPTH {
@@ -156,16 +206,19 @@ fn copy_dir(
                 let s = open_dir_at(src, &name)?;
                 rustix::fs::mkdirat(dst, &name, Mode::from_bits_truncate(0o700))?;
                 let d = open_dir_at(dst, &name)?;
-                copy_dir(s.as_fd(), d.as_fd(), stats, depth + 1)?;
+                stats.others += 1;
+                stats.disk_bytes += blocks(d.as_fd())?;
+                budget.check(stats)?;
+                copy_dir(s.as_fd(), d.as_fd(), stats, budget, depth + 1)?;
                 // After the entries: a read-only directory must still take them.
                 copy_meta(s.as_fd(), d.as_fd())?;
-                stats.others += 1;
             }
-            FileType::RegularFile => copy_file(src, dst, &name, stats)?,
+            FileType::RegularFile => copy_file(src, dst, &name, stats, budget)?,
             FileType::Symlink => {
                 let target = rustix::fs::readlinkat(src, &name, Vec::new())?;
                 rustix::fs::symlinkat(target.as_c_str(), dst, &name)?;
                 stats.others += 1;
+                budget.check(stats)?;
             }
             _ => {}
         }
@@ -173,11 +226,17 @@ fn copy_dir(
     Ok(())
 }
 
+/// Bytes of disk an open file or directory takes.
+fn blocks(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    Ok(u64::try_from(rustix::fs::fstat(fd)?.st_blocks).unwrap_or(0) * 512)
+}
+
 fn copy_file(
     src: BorrowedFd<'_>,
     dst: BorrowedFd<'_>,
     name: &OsStr,
     stats: &mut CopyStats,
+    budget: &Budget,
 ) -> io::Result<()> {
     // O_NONBLOCK: a FIFO swapped in after the directory was read is not waited on.
     let s = rustix::fs::openat(
@@ -190,6 +249,13 @@ fn copy_file(
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
         return Ok(());
     }
+    // What the source takes, before copying it; the copy's own blocks are counted after (the
+    // source may have grown meanwhile, or the copy be less sparse).
+    budget.check(&CopyStats {
+        files: stats.files + 1,
+        disk_bytes: stats.disk_bytes + u64::try_from(st.st_blocks).unwrap_or(0) * 512,
+        ..*stats
+    })?;
     let d = rustix::fs::openat(
         dst,
         name,
@@ -201,13 +267,19 @@ fn copy_file(
     } else {
         // std's copy uses copy_file_range where it can (in-kernel, and itself a clone on
         // some filesystems), falling back to read/write.
-        let (mut from, mut to) = (File::from(s.try_clone()?), File::from(d.try_clone()?));
-        io::copy(&mut from, &mut to)?;
+        // At most the room left: a sparse file takes few blocks but may be copied whole.
+        use std::io::Read as _;
+        let room = budget.disk_bytes.saturating_sub(stats.disk_bytes);
+        let (from, mut to) = (File::from(s.try_clone()?), File::from(d.try_clone()?));
+        if io::copy(&mut from.take(room.saturating_add(1)), &mut to)? > room {
+            return Err(over_budget());
+        }
     }
     copy_meta(s.as_fd(), d.as_fd())?;
     stats.files += 1;
     stats.bytes += u64::try_from(st.st_size).unwrap_or(0);
-    Ok(())
+    stats.disk_bytes += blocks(d.as_fd())?;
+    budget.check(stats)
 }
 
 #[cfg(test)]
@@ -321,6 +393,37 @@ mod tests {
             took,
             String::from_utf8_lossy(&du.stdout).trim()
         );
+    }
+
+    #[test]
+    fn a_copy_past_its_budget_stops_and_leaves_nothing() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::create_dir(src.path().join("d")).unwrap();
+        std::fs::write(src.path().join("d/big"), vec![1u8; 200_000]).unwrap();
+        let parent = tempfile::tempdir().unwrap();
+        let dst = parent.path().join("copy");
+        let within = |disk_bytes, entries| {
+            copy_tree_within(
+                src.path(),
+                &dst,
+                Budget {
+                    disk_bytes,
+                    entries,
+                },
+            )
+        };
+        let e = within(100_000, 10).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::QuotaExceeded);
+        let e = within(1 << 20, 1).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            io::ErrorKind::QuotaExceeded,
+            "two entries, one allowed"
+        );
+        assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0);
+        let stats = within(1 << 20, 2).unwrap();
+        assert_eq!(stats.entries(), 2);
+        assert!((200_000..300_000).contains(&stats.disk_bytes), "{stats:?}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod cli;
 mod cli_client;
 mod crash;
 mod cross_site;
+mod disk;
 mod doctor;
 mod engine;
 mod environments;
