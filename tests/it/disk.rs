@@ -36,25 +36,6 @@ async fn server(b: Backend, tune: impl FnOnce(&mut mast::config::Config)) -> (Te
     (s, dir)
 }
 
-/// Bytes of disk the files under `dir` take (without following links).
-fn dir_bytes(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let mut total = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let Ok(meta) = entry.path().symlink_metadata() else {
-                continue;
-            };
-            total += meta.blocks() * 512;
-            if meta.is_dir() {
-                stack.push(entry.path());
-            }
-        }
-    }
-    total
-}
-
 fn mode(path: &Path) -> u32 {
     std::fs::symlink_metadata(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -149,7 +130,7 @@ async fn rewritten_outputs_cannot_pile_up_files_past_the_quota(b: Backend) {
     assert_eq!(names, ["o1.bin", "small.bin"], "{listed:?}");
     let total: u64 = listed.iter().map(|(_, n)| n).sum();
     assert!(total <= QUOTA, "{total} bytes of output files");
-    let stored = dir_bytes(&s.data_dir.join("files"));
+    let stored = crate::support::dir_bytes(&s.data_dir.join("files"));
     assert!(
         stored <= QUOTA + (256 << 10),
         "{stored} bytes stored for the session's outputs"
@@ -185,7 +166,7 @@ async fn checkpoints_of_a_full_workspace_stay_within_the_quota(b: Backend) {
     let r = results(&sess.st.seen);
     assert!(r.iter().all(|(t, e)| !e && t.contains("wrote")), "{r:?}");
     let dir = s.data_dir.join("workspace-checkpoints").join(&sess.id);
-    let on_disk = dir_bytes(&dir);
+    let on_disk = crate::support::dir_bytes(&dir);
     assert!(
         on_disk <= QUOTA + (64 << 10),
         "{on_disk} bytes of checkpoints for a {QUOTA}-byte quota"

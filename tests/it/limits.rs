@@ -191,7 +191,7 @@ async fn a_workspace_quota_stops_commands_and_refuses_writes(b: Backend) {
         "{}",
         r[1].0
     );
-    let used = dir_bytes(&s.data_dir.join("workspaces").join(&sess.id));
+    let used = crate::support::dir_bytes(&s.data_dir.join("workspaces").join(&sess.id));
     assert!(
         used < 40 << 20,
         "the command was stopped in time: {used} bytes"
@@ -351,23 +351,4 @@ if command -v java >/dev/null; then java -version 2>&1 | grep -qi version && ech
     ] {
         assert!(work.contains(ok), "{ok}: {work}");
     }
-}
-
-/// Bytes of disk the files under `dir` take (without following links).
-fn dir_bytes(dir: &std::path::Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let mut total = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let Ok(meta) = entry.path().symlink_metadata() else {
-                continue;
-            };
-            total += meta.blocks() * 512;
-            if meta.is_dir() {
-                stack.push(entry.path());
-            }
-        }
-    }
-    total
 }

@@ -114,12 +114,18 @@ class MessagesHandler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
 
-@pytest.fixture(scope="session")
-def messages_api():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), MessagesHandler)
+def http_server(handler):
+    """Serves `handler` on a loopback port in a thread: yields the base URL, then stops. For a
+    fixture's stand-in server (`yield from http_server(Handler)`)."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
+
+
+@pytest.fixture(scope="session")
+def messages_api():
+    yield from http_server(MessagesHandler)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

@@ -6,14 +6,13 @@ The MCP server is named `localhost` (not in `NO_PROXY`, which exempts the model 
 import os
 import shutil
 import tempfile
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import anthropic
 import pytest
 
-from conftest import BACKENDS, fresh_postgres, start_mast
+from conftest import BACKENDS, fresh_postgres, http_server, start_mast
 from test_mcp import McpProcess, Recorder, of, toolset, turn, MODEL
 
 
@@ -36,18 +35,12 @@ class RecordingProxy(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def proxy():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), RecordingProxy)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    yield from http_server(RecordingProxy)
 
 
 @pytest.fixture(scope="module")
 def model_api():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    yield from http_server(Recorder)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
