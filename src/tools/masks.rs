@@ -141,44 +141,49 @@ struct Walk {
 }
 
 impl Walk {
-    /// Walks directory `host` (`sandbox` inside); `inside_hidden` when it is hidden already
-    /// and only the inodes of its files are wanted.
+    /// Walks directory `host` (`sandbox` inside) and everything below it; `inside_hidden` when
+    /// it is hidden already and only the inodes of its files are wanted. Iterative: the agent
+    /// decides how deep the tree is, and a recursion that deep would overflow the stack.
     fn dir(&mut self, host: &Path, sandbox: &Path, inside_hidden: bool) -> Result<(), String> {
-        let listing_failed =
-            |e: std::io::Error| format!("{} could not be listed ({e})", sandbox.display());
-        let entries = match std::fs::read_dir(host) {
-            Ok(e) => e,
-            // Removed meanwhile by the server (a memory store's sync): nothing to hide.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(listing_failed(e)),
-        };
-        for entry in entries {
-            let entry = entry.map_err(listing_failed)?;
-            self.seen += 1;
-            if self.seen > self.cap {
-                return Err(format!("they hold more than {} entries", self.cap));
-            }
-            let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
-                continue;
+        let mut pending = vec![(host.to_path_buf(), sandbox.to_path_buf(), inside_hidden)];
+        while let Some((host, sandbox, inside_hidden)) = pending.pop() {
+            let listing_failed =
+                |e: std::io::Error| format!("{} could not be listed ({e})", sandbox.display());
+            let entries = match std::fs::read_dir(&host) {
+                Ok(e) => e,
+                // Removed meanwhile by the server (a memory store's sync): nothing to hide.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(listing_failed(e)),
             };
-            let child = sandbox.join(entry.file_name());
-            let hidden = inside_hidden || self.entry(&child, &meta);
-            if meta.is_dir() {
-                self.dir(&entry.path(), &child, hidden)?;
-            } else if meta.nlink() > 1 && !meta.is_symlink() {
-                let inode = (meta.dev(), meta.ino());
-                if hidden {
-                    self.hidden_inodes.insert(inode);
-                } else {
-                    self.linked.push((child, inode));
+            for entry in entries {
+                let entry = entry.map_err(listing_failed)?;
+                self.seen += 1;
+                if self.seen > self.cap {
+                    return Err(format!("they hold more than {} entries", self.cap));
+                }
+                let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+                    continue;
+                };
+                let child = sandbox.join(entry.file_name());
+                let hidden = inside_hidden || self.entry(&child, &meta);
+                if meta.is_dir() {
+                    pending.push((entry.path(), child, hidden));
+                } else if meta.nlink() > 1 && !meta.is_symlink() {
+                    let inode = (meta.dev(), meta.ino());
+                    if hidden {
+                        self.hidden_inodes.insert(inode);
+                    } else {
+                        self.linked.push((child, inode));
+                    }
                 }
             }
         }
         Ok(())
     }
 
-    /// Records entry `path` if it is protected, and says whether it is. A link is never masked: its target is, where it lies in a tree, and a mount on a
-    /// link would land on its target.
+    /// Records entry `path` if it is protected, and says whether it is. A link is never
+    /// masked: its target is, where it lies in a tree, and a mount on a link would land on
+    /// its target.
     fn entry(&mut self, path: &Path, meta: &std::fs::Metadata) -> bool {
         if meta.is_symlink() {
             return false;
