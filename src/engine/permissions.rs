@@ -41,6 +41,7 @@ use serde_json::{Value, json};
 use crate::domain::tools::{BUILTIN_TOOLS, PermissionPolicy, Tool};
 use crate::tools::egress::EgressPolicy;
 // The read-only places of the sandbox are where `auto` may read without asking.
+use crate::tools::protected::{SECRET_NAMES, SECRETS, is_dotenv};
 use crate::tools::sandbox::{ETC_ALLOWED, ETC_ALLOWED_PREFIXES, SYSTEM_DIRS};
 use shell::{Command, RedirectKind, Script, Word};
 
@@ -256,16 +257,6 @@ fn readable(path: &str, moved: bool) -> bool {
     }
 }
 
-/// Whether a path names an environment file (`.env`, `.env.local`, …).
-fn is_dotenv(path: &str) -> bool {
-    let name = path
-        .trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .unwrap_or(path);
-    name == ".env" || name.starts_with(".env.")
-}
-
 /// Whether a path is in /workspace: `None` when the text cannot tell (a relative path after a
 /// `cd`, which may have gone to /tmp).
 fn in_workspace(path: &str, tilde: bool, moved: bool) -> Option<bool> {
@@ -467,45 +458,6 @@ const PREFIXES: &[&str] = &[
 const HARMLESS_DEVICES: &[&str] = &["/dev/null", "/dev/stdout", "/dev/stderr"];
 /// Top-level directories a command may write under without asking.
 const WRITABLE_ROOTS: &[&str] = &["workspace", "tmp"];
-/// Text that marks credentials or host secrets wherever it appears in a command or path (also
-/// inside /workspace: a key copied there is still a key).
-const SECRETS: &[&str] = &[
-    "/.ssh",
-    ".ssh/",
-    "ssh_host_",
-    "/.aws",
-    ".aws/",
-    "/.azure",
-    ".azure/",
-    ".config/gcloud",
-    ".config/gh/",
-    "/.kube",
-    ".kube/",
-    "/.gnupg",
-    ".gnupg/",
-    "/run/secrets",
-    "/etc/shadow",
-    "/etc/gshadow",
-    "/etc/sudoers",
-    "/etc/ssl/private",
-    "/environ",
-    "id_rsa",
-    "id_dsa",
-    "id_ecdsa",
-    "id_ed25519",
-    ".netrc",
-    ".pgpass",
-    ".npmrc",
-    ".pypirc",
-    ".git-credentials",
-    ".docker/config.json",
-    ".cargo/credentials",
-    ".vault-token",
-    "krb5cc_",
-];
-/// Names of credential directories and files, matched as whole path components (`ls .ssh`,
-/// which the text patterns above do not see).
-const SECRET_NAMES: &[&str] = &[".ssh", ".aws", ".azure", ".kube", ".gnupg"];
 /// Devices any command may read.
 const READABLE_DEVICES: &[&str] = &[
     "/dev/null",
@@ -1214,9 +1166,6 @@ mod sed;
 
 mod narrow;
 pub use narrow::{narrow, stricter};
-
-mod protected;
-pub use protected::{hidden_entry, is_protected};
 
 #[cfg(test)]
 mod tests {

@@ -611,7 +611,7 @@ fn libc_nofollow() -> i32 {
 /// The refusal of a call `auto` approved whose path (`file_path` as given) leads to a protected
 /// entry (`entry`, the sandbox path it resolves to; `None` when it is not protected).
 fn protected(file_path: &str, entry: Option<&str>) -> Option<ToolOutput> {
-    let entry = entry.filter(|e| crate::engine::permissions::is_protected(e, false))?;
+    let entry = entry.filter(|e| super::protected::is_protected(e, false))?;
     let via = if entry == file_path {
         String::new()
     } else {

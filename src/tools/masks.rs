@@ -14,7 +14,7 @@ use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::engine::permissions::hidden_entry;
+use super::protected::hidden_entry;
 
 /// The empty, mode-0000 file masked over protected files (in the server-only directory of
 /// the sandbox's account files).

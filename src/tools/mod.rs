@@ -14,6 +14,7 @@ pub mod memory_dir;
 pub mod mounts;
 pub mod netguard;
 pub mod packages;
+pub mod protected;
 pub mod protections;
 pub mod proxy;
 pub mod quota;
@@ -71,7 +72,7 @@ impl ToolOutput {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Approval {
     /// The `auto` policy judged it safe from its text alone: the protected paths
-    /// (`engine::permissions::is_protected`) stay hidden from it.
+    /// (`protected::is_protected`) stay hidden from it.
     Auto,
     /// `always_allow`, or a person confirmed it: it sees what the sandbox holds.
     Granted,

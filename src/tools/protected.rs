@@ -1,12 +1,77 @@
-//! The paths `auto` keeps from the calls it approves, read off the same lists the policy
-//! denies by (`SECRETS`, `SECRET_NAMES`, environment files outside /workspace), so the policy
-//! and the sandbox's masks can never disagree about what is protected.
+//! The well-known credentials and host secrets: the lists the `auto` policy denies by
+//! (`engine::permissions`), and the paths it keeps from the calls it approves, read off the
+//! same lists (`SECRETS`, `SECRET_NAMES`, environment files outside /workspace), so the policy
+//! and the sandbox's masks can never disagree about what is protected. They live with the
+//! tools, which mask them, and the policy above reads them from here.
 //!
 //! A path is protected from the component where the first match begins: `.docker/config.json`
 //! hides the whole `.docker` directory, not just the file, because a hidden file's parent can
 //! still be renamed (`mv .docker d`) and `d/config.json` would no longer match anything.
 
-use super::{SECRET_NAMES, SECRETS, in_workspace, is_dotenv};
+/// Text that marks credentials or host secrets wherever it appears in a command or path (also
+/// inside /workspace: a key copied there is still a key).
+pub const SECRETS: &[&str] = &[
+    "/.ssh",
+    ".ssh/",
+    "ssh_host_",
+    "/.aws",
+    ".aws/",
+    "/.azure",
+    ".azure/",
+    ".config/gcloud",
+    ".config/gh/",
+    "/.kube",
+    ".kube/",
+    "/.gnupg",
+    ".gnupg/",
+    "/run/secrets",
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/sudoers",
+    "/etc/ssl/private",
+    "/environ",
+    "id_rsa",
+    "id_dsa",
+    "id_ecdsa",
+    "id_ed25519",
+    ".netrc",
+    ".pgpass",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+    ".docker/config.json",
+    ".cargo/credentials",
+    ".vault-token",
+    "krb5cc_",
+];
+/// Names of credential directories and files, matched as whole path components (`ls .ssh`,
+/// which the text patterns above do not see).
+pub const SECRET_NAMES: &[&str] = &[".ssh", ".aws", ".azure", ".kube", ".gnupg"];
+
+/// Whether a path names an environment file (`.env`, `.env.local`, …).
+pub fn is_dotenv(path: &str) -> bool {
+    let name = path
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or(path);
+    name == ".env" || name.starts_with(".env.")
+}
+
+/// Whether an absolute sandbox path lies in /workspace (`.` and `..` resolved).
+fn in_workspace(abs: &str) -> bool {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in abs.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    parts.first() == Some(&"workspace")
+}
 
 /// The entry to hide for a protected sandbox path: the prefix of `path` (an absolute path as
 /// the sandbox sees it, without a trailing `/`) that names the component where the first
@@ -40,7 +105,7 @@ pub fn hidden_entry(path: &str, is_dir: bool) -> Option<&str> {
         offset += component.len() + 1;
     }
     // Environment files are decided by place: in /workspace they were put there for the agent.
-    if is_dotenv(path) && in_workspace(path, false, false) != Some(true) {
+    if is_dotenv(path) && !in_workspace(path) {
         earliest(component_start(path, path.len()));
     }
     let start = start?;
