@@ -286,14 +286,7 @@ pub fn load_prices(
     Prices::parse(entries).map_err(|e| anyhow::anyhow!("prices: {e}"))
 }
 
-/// A hook of the config file (issue 20): a `[[hooks]]` table with the fields of
-/// `POST /v1/mast/hooks` plus the `signing_secret` (`whsec_…`) its endpoint verifies.
-#[derive(Debug, Clone)]
-pub struct ConfiguredHook {
-    /// The hook, with id `hook_config_<n>` (its place in the file, from 1).
-    pub hook: crate::domain::hook::Hook,
-    pub secret: crate::standard_webhooks::SigningSecret,
-}
+pub use crate::engine::hooks::ConfiguredHook;
 
 /// Reads the `[[hooks]]` tables of the config file; each is validated like an API request,
 /// so a bad one stops the start with a message naming it.
@@ -330,16 +323,7 @@ pub fn load_hooks(file: Option<&std::path::Path>) -> anyhow::Result<Vec<Configur
     Ok(out)
 }
 
-/// A webhook endpoint of the config file: a `[[webhooks]]` table with the fields of
-/// `POST /v1/mast/webhook_endpoints` (`signing_secret` required, so receivers can be set up
-/// ahead) and the `workspace` it belongs to (default: the default workspace).
-#[derive(Debug, Clone)]
-pub struct ConfiguredWebhook {
-    /// `whep_config_<n>`: its place in the file, from 1.
-    pub id: String,
-    pub workspace: String,
-    pub endpoint: crate::domain::webhook::WebhookEndpointCreate,
-}
+pub use crate::engine::webhooks::ConfiguredWebhook;
 
 /// Reads the `[[webhooks]]` tables of the config file. Each is checked fully when the server
 /// puts it in place; here only its shape, so a bad one stops the start naming it.
@@ -361,7 +345,7 @@ pub fn load_webhooks(file: Option<&std::path::Path>) -> anyhow::Result<Vec<Confi
         let n = i + 1;
         let fail = |why: String| anyhow::anyhow!("{}: [[webhooks]] #{n}: {why}", path.display());
         let workspace = match table.remove("workspace") {
-            None => crate::api::auth::DEFAULT_WORKSPACE.to_string(),
+            None => crate::domain::keys::DEFAULT_WORKSPACE.to_string(),
             Some(toml::Value::String(w)) if !w.is_empty() => w,
             Some(_) => return Err(fail("`workspace` is a workspace id".into())),
         };

@@ -289,7 +289,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     engine_config.single_replica = config.database_url.is_none();
     let hub = Arc::new(Hub::default());
     let models = Arc::new(Models::new(config.anthropic.clone(), &config.providers)?);
-    models.check_not_self(addr)?;
+    models.check_not_self(addr, tools::netguard::is_local)?;
     let shutdown = CancellationToken::new();
     {
         // Says early which providers do not answer; ends with the server.

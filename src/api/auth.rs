@@ -11,7 +11,6 @@ use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use sha2::{Digest, Sha256};
 
 use super::AppState;
 use super::error::ApiError;
@@ -19,17 +18,13 @@ use crate::domain::work::WorkState;
 use crate::hub::Hub;
 use crate::store::Store;
 
-/// The default workspace every store is created with.
-pub const DEFAULT_WORKSPACE: &str = "wrkspc_default";
+pub use crate::domain::keys::{
+    DEFAULT_WORKSPACE, ENVIRONMENT_KEY_PREFIX, WORK_TOKEN_PREFIX, hash_key,
+};
 
 /// How long a cached key lookup stands when no change is announced: a safety net for an
 /// announcement lost without the listener noticing (a half-open connection).
 const CACHE_TTL: Duration = Duration::from_secs(10);
-
-/// Prefix of environment keys (a self-hosted environment's workers).
-pub const ENVIRONMENT_KEY_PREFIX: &str = "mast_ek_";
-/// Prefix of work items' sessions tokens.
-pub const WORK_TOKEN_PREFIX: &str = "mast_wt_";
 
 /// Who a request comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,14 +166,6 @@ pub async fn still_valid(store: &dyn Store, principal: &Principal) -> Result<boo
             .await?
             .is_some_and(|w| !matches!(w.state(), WorkState::Queued | WorkState::Stopped)),
     })
-}
-
-/// Hex SHA-256 of a key: the only form in which keys are stored or cached.
-pub fn hash_key(key: &str) -> String {
-    Sha256::digest(key.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// Key lookups, and the open-mode decision.

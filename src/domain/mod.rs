@@ -16,6 +16,7 @@ pub mod hook;
 pub mod hook_answer;
 pub mod ids;
 pub mod invalid;
+pub mod keys;
 pub mod memory;
 pub mod memory_resource;
 pub mod metadata;

@@ -14,10 +14,9 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::store::EventRecord;
 
-pub mod signal;
 pub mod work;
 
-pub use signal::Signal;
+pub use crate::store::signal::Signal;
 
 /// Items a subscriber may fall behind before it re-reads from the store. Each topic allocates
 /// this many slots, so it stays modest: many sessions may be watched at once.

@@ -219,9 +219,15 @@ impl Models {
 
     /// Refuses provider endpoints that are this server itself (listening on `listen`): a shell
     /// that exports `ANTHROPIC_BASE_URL` for the SDK would otherwise make Mast call itself.
-    pub fn check_not_self(&self, listen: SocketAddr) -> anyhow::Result<()> {
+    /// `is_local` says whether an address is one of this host's own (the sandbox's network
+    /// guard knows; providers do not depend on it).
+    pub fn check_not_self(
+        &self,
+        listen: SocketAddr,
+        is_local: fn(std::net::IpAddr) -> bool,
+    ) -> anyhow::Result<()> {
         if let Some(a) = &self.anthropic
-            && points_at(a.base_url(), listen)
+            && points_at(a.base_url(), listen, is_local)
         {
             anyhow::bail!(
                 "the Anthropic base URL {} points at this server itself (it listens on {listen}), so every Claude \
@@ -233,7 +239,7 @@ impl Models {
         }
         for p in &self.providers {
             if let Some(url) = &p.config.base_url
-                && points_at(url, listen)
+                && points_at(url, listen, is_local)
             {
                 anyhow::bail!(
                     "provider `{}`'s base_url {url} points at this server itself (it listens on {listen}); \
@@ -646,8 +652,9 @@ mod tests {
     }
 }
 
-/// Whether `url` reaches the server listening on `listen`.
-fn points_at(url: &str, listen: SocketAddr) -> bool {
+/// Whether `url` reaches the server listening on `listen` (`is_local`: whether an address is
+/// one of this host's own).
+fn points_at(url: &str, listen: SocketAddr, is_local: fn(std::net::IpAddr) -> bool) -> bool {
     use std::net::ToSocketAddrs as _;
     let Ok(u) = reqwest::Url::parse(url) else {
         return false;
@@ -667,9 +674,7 @@ fn points_at(url: &str, listen: SocketAddr) -> bool {
             .unwrap_or_default(),
     };
     ips.iter().any(|ip| {
-        *ip == listen.ip()
-            || (listen.ip().is_unspecified()
-                && (ip.is_loopback() || crate::tools::netguard::is_local(*ip)))
+        *ip == listen.ip() || (listen.ip().is_unspecified() && (ip.is_loopback() || is_local(*ip)))
     })
 }
 
@@ -680,12 +685,14 @@ mod self_url_tests {
     #[test]
     fn a_url_of_this_server_is_recognised() {
         let local = "127.0.0.1:8080".parse().unwrap();
-        assert!(points_at("http://127.0.0.1:8080", local));
-        assert!(points_at("http://localhost:8080/", local));
-        assert!(!points_at("http://127.0.0.1:8081", local));
-        assert!(!points_at("https://api.anthropic.com", local));
+        let none = |_| false;
+        assert!(points_at("http://127.0.0.1:8080", local, none));
+        assert!(points_at("http://localhost:8080/", local, none));
+        assert!(!points_at("http://127.0.0.1:8081", local, none));
+        assert!(!points_at("https://api.anthropic.com", local, none));
         let any = "0.0.0.0:443".parse().unwrap();
-        assert!(points_at("https://127.0.0.1", any));
-        assert!(!points_at("https://127.0.0.1:8443", any));
+        assert!(points_at("https://127.0.0.1", any, none));
+        assert!(!points_at("https://127.0.0.1:8443", any, none));
+        assert!(points_at("https://10.9.8.7", any, |ip| ip.to_string() == "10.9.8.7"));
     }
 }

@@ -13,6 +13,7 @@ pub mod lock;
 pub mod memory;
 pub mod notify;
 pub mod postgres;
+pub mod signal;
 pub mod skills;
 pub mod sqlite;
 pub mod vaults;

@@ -37,8 +37,8 @@ use rustix::fs::{Mode, OFlags};
 use serde_json::{Value, json};
 
 use crate::domain::environment::EnvironmentConfig;
+use crate::domain::tools::ToolDef;
 use crate::domain::tools::{BuiltinToolConfig, Tool};
-use crate::models::ToolDef;
 use egress::EgressPolicy;
 use netguard::NetGuard;
 use sandbox::{Isolation, Limits, Network};

@@ -78,7 +78,7 @@ pub(super) async fn provider_checks(setup: &Setup) -> Vec<Finding> {
     };
     // The same checks `mast serve` makes before it starts.
     if let Err(e) = Models::new(setup.anthropic.clone(), &configured)
-        .and_then(|m| m.check_not_self(setup.listen))
+        .and_then(|m| m.check_not_self(setup.listen, crate::tools::netguard::is_local))
     {
         return vec![Finding::fail(
             "providers",

@@ -24,7 +24,6 @@ use serde_json::{Value, json};
 
 pub use ask::{PostOutcome, PreOutcome, ToolCallRef};
 
-use crate::config::ConfiguredHook;
 use crate::domain::hook::{Hook, HookCreate, HookEvent, Matcher, sees_name};
 use crate::domain::ids::new_id;
 use crate::domain::invalid::Invalid;
@@ -35,6 +34,15 @@ use crate::secrets::Cipher;
 use crate::standard_webhooks::{SignedPoster, SigningSecret};
 use crate::store::{HookRecord, Store, StoreResult};
 use crate::tools::netguard::NetGuard;
+
+/// A hook of the config file: a `[[hooks]]` table with the fields of `POST /v1/mast/hooks`
+/// plus the `signing_secret` (`whsec_…`) its endpoint verifies (read by the binary's config).
+#[derive(Debug, Clone)]
+pub struct ConfiguredHook {
+    /// The hook, with id `hook_config_<n>` (its place in the file, from 1).
+    pub hook: Hook,
+    pub secret: SigningSecret,
+}
 
 /// Largest hook answer read (an `updated_input` or `updated_result` can be large).
 const ANSWER_LIMIT: usize = 256 * 1024;
@@ -136,7 +144,7 @@ impl Hooks {
         }
     }
 
-    /// Adds the config file's hooks (see [`crate::config::load_hooks`]).
+    /// Adds the config file's hooks.
     pub fn with_configured(mut self, configured: Vec<ConfiguredHook>) -> Self {
         self.configured = configured
             .into_iter()

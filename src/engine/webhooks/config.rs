@@ -85,3 +85,15 @@ impl WebhooksConfig {
         self.timeout + self.timeout.min(Duration::from_secs(30))
     }
 }
+
+/// A webhook endpoint of the config file: a `[[webhooks]]` table with the fields of
+/// `POST /v1/mast/webhook_endpoints` (`signing_secret` required, so receivers can be set up
+/// ahead) and the `workspace` it belongs to (default: the default workspace). Read by the
+/// binary's config, put in place by [`super::Webhooks::put_configured`].
+#[derive(Debug, Clone)]
+pub struct ConfiguredWebhook {
+    /// `whep_config_<n>`: its place in the file, from 1.
+    pub id: String,
+    pub workspace: String,
+    pub endpoint: crate::domain::webhook::WebhookEndpointCreate,
+}

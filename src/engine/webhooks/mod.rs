@@ -20,7 +20,7 @@ use crate::store::Store;
 use crate::store::webhooks::EndpointRecord;
 use crate::tools::netguard::NetGuard;
 
-pub use config::WebhooksConfig;
+pub use config::{ConfiguredWebhook, WebhooksConfig};
 
 /// The webhook service; cheap to share behind an `Arc`.
 pub struct Webhooks {
@@ -195,10 +195,7 @@ impl Webhooks {
     /// Puts the config file's endpoints in place (at start): each is created under its fixed
     /// id, or brought back to what the file says (URL, types, description, enabled flag,
     /// secret) when it exists. Checked like an API request; the first bad one is the error.
-    pub async fn put_configured(
-        &self,
-        list: &[crate::config::ConfiguredWebhook],
-    ) -> Result<(), OpError> {
+    pub async fn put_configured(&self, list: &[ConfiguredWebhook]) -> Result<(), OpError> {
         for c in list {
             let e = &c.endpoint;
             let at = |why: String| Invalid::new(format!("`{}`: {why}", c.id));

@@ -6,7 +6,7 @@ use sqlx::{QueryBuilder, Row};
 use super::{PgStore, announce, push_scan};
 use crate::domain::hook::Hook;
 use crate::domain::time::Micros;
-use crate::hub::Signal;
+use crate::store::signal::Signal;
 use crate::store::{HookRecord, Scan, StoreResult};
 
 fn record(row: &PgRow) -> StoreResult<HookRecord> {

@@ -5,7 +5,7 @@ use sqlx::Row;
 use super::{PgStore, announce};
 use crate::domain::ids::new_id;
 use crate::domain::time::{self, Micros};
-use crate::hub::Signal;
+use crate::store::signal::Signal;
 use crate::store::{KeyKind, KeyRecord, Revocation, StoreResult};
 
 impl PgStore {

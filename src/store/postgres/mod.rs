@@ -67,7 +67,7 @@ const STORE_SIGNAL_ORIGIN: &str = "store";
 /// is visible, so a replica that hears it and looks again finds the new state.
 async fn announce(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-    signal: crate::hub::Signal,
+    signal: crate::store::signal::Signal,
 ) -> StoreResult<()> {
     sqlx::query("SELECT pg_notify($1, $2)")
         .bind(crate::store::notify::CHANNEL)
