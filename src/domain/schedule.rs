@@ -25,12 +25,20 @@ pub struct Schedule {
     pub timezone: String,
 }
 
-/// A test-only speed-up, from `MAST_TEST_CRON_SECONDS=1` (read once): the minute field is
-/// read as seconds (`*/2 * * * *` fires every two seconds), so a test sees several firings
-/// without waiting minutes. Never for production.
+/// Whether the minute field is read as seconds (see [`read_minutes_as_seconds`]).
+static SECONDS_FOR_MINUTES: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// A test-only speed-up (the binary turns it on for `MAST_TEST_CRON_SECONDS=1`): the minute
+/// field is read as seconds (`*/2 * * * *` fires every two seconds), so a test sees several
+/// firings without waiting minutes. Never for production; set at start.
+pub fn read_minutes_as_seconds(on: bool) {
+    SECONDS_FOR_MINUTES.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether the minute field is read as seconds (see [`read_minutes_as_seconds`]).
 pub fn seconds_for_minutes() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("MAST_TEST_CRON_SECONDS").is_ok_and(|v| v.trim() == "1"))
+    SECONDS_FOR_MINUTES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Field names and ranges of a 5-field expression, for messages.

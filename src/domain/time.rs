@@ -1,5 +1,6 @@
 //! Timestamps: microseconds since the Unix epoch in storage, RFC 3339 (UTC, `Z`) on the wire.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use time::OffsetDateTime;
@@ -17,16 +18,19 @@ pub fn now() -> Micros {
         + skew()
 }
 
-/// A test-only shift of this process's clock, from `MAST_CLOCK_SKEW_MS` (read once): lets a
-/// test run a replica whose clock is off, to prove leases follow the database's clock.
+/// A test-only shift of this process's clock (see [`set_skew`]); zero unless set.
+static SKEW: AtomicI64 = AtomicI64::new(0);
+
+/// Shifts this process's clock by `micros`: a test knob (the binary reads `MAST_CLOCK_SKEW_MS`)
+/// that runs a replica whose clock is off, to prove leases follow the database's clock. Set at
+/// start, before anything reads the time.
+pub fn set_skew(micros: Micros) {
+    SKEW.store(micros, Ordering::Relaxed);
+}
+
+/// The shift [`set_skew`] gave this process's clock.
 pub fn skew() -> Micros {
-    static SKEW: std::sync::OnceLock<Micros> = std::sync::OnceLock::new();
-    *SKEW.get_or_init(|| {
-        std::env::var("MAST_CLOCK_SKEW_MS")
-            .ok()
-            .and_then(|v| v.trim().parse::<i64>().ok())
-            .map_or(0, |ms| ms * 1000)
-    })
+    SKEW.load(Ordering::Relaxed)
 }
 
 /// Formats a stored timestamp as RFC 3339 in UTC, e.g. `2026-03-15T10:00:00.123456Z`.
