@@ -200,6 +200,7 @@ fn banner(
     config: &Config,
     addr: SocketAddr,
     app: &AppState,
+    toolbox: &tools::Toolbox,
     open: bool,
 ) -> Vec<(&'static str, String)> {
     let host = match addr.ip() {
@@ -225,7 +226,7 @@ fn banner(
     for (i, line) in app.models.describe().into_iter().enumerate() {
         lines.push((if i == 0 { "models" } else { "" }, line));
     }
-    lines.push(("tools", app.toolbox.describe()));
+    lines.push(("tools", toolbox.describe()));
     lines.push(("files", app.files.describe()));
     lines.push((
         "auth",
@@ -369,7 +370,6 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         hub: hub.clone(),
         engine: engine.clone(),
         models,
-        toolbox,
         files: files.clone(),
         work_leases: config.work_leases,
         vaults,
@@ -387,7 +387,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         .key_watch()
         .spawn(store.clone(), shutdown.clone());
     let webhook_sender = webhooks.spawn_sender(domain::ids::new_id("whsender"), shutdown.clone());
-    let banner = banner(&config, addr, &state, keys == 0);
+    let banner = banner(&config, addr, &state, &toolbox, keys == 0);
     let app = api::router(state);
     let token = shutdown.clone();
     // Small SSE frames must leave immediately, not wait on Nagle's algorithm.

@@ -64,7 +64,6 @@ pub struct Shared {
     pub hub: Arc<Hub>,
     pub engine: Engine,
     pub models: Arc<Models>,
-    pub toolbox: Arc<crate::tools::Toolbox>,
     /// The Files API's storage.
     pub files: Arc<crate::files::Files>,
     /// Lease lengths of self-hosted work items.
