@@ -41,7 +41,7 @@ use serde_json::{Value, json};
 use crate::domain::tools::{BUILTIN_TOOLS, PermissionPolicy, Tool};
 use crate::tools::egress::EgressPolicy;
 // The read-only places of the sandbox are where `auto` may read without asking.
-use crate::tools::protected::{SECRET_NAMES, SECRETS, is_dotenv};
+use crate::tools::protected::{SECRET_NAMES, SECRETS, components, is_dotenv};
 use crate::tools::sandbox::{ETC_ALLOWED, ETC_ALLOWED_PREFIXES, SYSTEM_DIRS};
 use shell::{Command, RedirectKind, Script, Word};
 
@@ -188,21 +188,6 @@ fn stays_below(rel: &str) -> bool {
         }
     }
     true
-}
-
-/// The components of an absolute path once `.` and `..` are resolved.
-fn components(abs: &str) -> Vec<&str> {
-    let mut parts: Vec<&str> = Vec::new();
-    for part in abs.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            p => parts.push(p),
-        }
-    }
-    parts
 }
 
 /// Whether an absolute path lies under one of `roots` once `.` and `..` are resolved; whole

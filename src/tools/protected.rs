@@ -58,8 +58,8 @@ pub fn is_dotenv(path: &str) -> bool {
     name == ".env" || name.starts_with(".env.")
 }
 
-/// Whether an absolute sandbox path lies in /workspace (`.` and `..` resolved).
-fn in_workspace(abs: &str) -> bool {
+/// The components of an absolute path once `.` and `..` are resolved.
+pub fn components(abs: &str) -> Vec<&str> {
     let mut parts: Vec<&str> = Vec::new();
     for part in abs.split('/') {
         match part {
@@ -70,7 +70,12 @@ fn in_workspace(abs: &str) -> bool {
             p => parts.push(p),
         }
     }
-    parts.first() == Some(&"workspace")
+    parts
+}
+
+/// Whether an absolute sandbox path lies in /workspace (`.` and `..` resolved).
+fn in_workspace(abs: &str) -> bool {
+    components(abs).first() == Some(&"workspace")
 }
 
 /// The entry to hide for a protected sandbox path: the prefix of `path` (an absolute path as
