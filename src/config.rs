@@ -43,7 +43,7 @@ pub struct Config {
     pub secret_key: crate::secrets::KeySource,
     /// Files API storage and limits (`MAST_FILES_*`).
     pub files: crate::files::FilesConfig,
-    /// Hooks from the config file's `[[hooks]]` tables (issue 20): the operator's, asked in
+    /// Hooks from the config file's `[[hooks]]` tables: the operator's, asked in
     /// every workspace before the workspaces' own.
     pub hooks: Vec<ConfiguredHook>,
     /// Webhook delivery: retries, timeouts, rotation overlap (`MAST_WEBHOOK_*`).
@@ -226,7 +226,7 @@ impl Config {
         if let Some(n) = num("MAST_WORKSPACE_MAX_FILES")? {
             self.tools.limits.workspace_files = u64::from(n);
         }
-        // Session fork (issue 20): per-turn workspace checkpoints kept per session.
+        // Session fork: per-turn workspace checkpoints kept per session.
         if let Some(n) = num("MAST_WORKSPACE_CHECKPOINTS")? {
             self.tools.workspace_checkpoints = n as usize;
         }

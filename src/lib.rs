@@ -336,7 +336,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     .with_credentials(Arc::new(engine::vaults::VaultBearers(vaults.clone())))
     .with_files(files.clone())
     .with_secrets(vaults.secret_cipher());
-    // Hooks (issue 20): their signing secrets are sealed with the vaults' key.
+    // Hooks: their signing secrets are sealed with the vaults' key.
     let hooks =
         engine::hooks::Hooks::new(store.clone(), vaults.secret_cipher(), toolbox.netguard())
             .with_configured(config.hooks.clone());

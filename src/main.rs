@@ -148,7 +148,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let prices_env = std::env::var("MAST_PRICES").ok();
             config.engine.prices =
                 mast::config::load_prices(prices_env.as_deref(), file.as_deref())?;
-            // Hooks (issue 20).
+            // Hooks.
             config.hooks = mast::config::load_hooks(file.as_deref())?;
             config.webhook_endpoints = mast::config::load_webhooks(file.as_deref())?;
             config.engine.outcomes = mast::engine::outcomes::OutcomeConfig::load(file.as_deref())?;

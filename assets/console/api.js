@@ -70,7 +70,7 @@ export async function listAll(path, query = {}, { signal, onPage } = {}) {
  * Opens an SSE stream. Resolves once the server has answered (it subscribes before sending
  * headers, so events persisted after this point are on the stream) to an async iterator of
  * parsed frames `{event, data}`; pings, comments and frames without `event:` are skipped
- * (API.md §1.10). An `event: error` frame throws ApiError.
+ * (the API's SSE framing). An `event: error` frame throws ApiError.
  */
 export async function openStream(path, query, signal) {
   const res = await fetch(url(path, query), { headers: headers({ accept: "text/event-stream" }), signal, cache: "no-store" });

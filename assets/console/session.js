@@ -1,6 +1,6 @@
 // The session page: history from the events list, then live over SSE; on a dropped
 // connection it reopens the stream, re-reads the history and skips ids already shown, so
-// nothing is missed or shown twice (API.md §5.10). Only the newest WINDOW rows are in the
+// nothing is missed or shown twice (the reconnect rule the SDK's tool runner follows). Only the newest WINDOW rows are in the
 // DOM; "Show earlier" adds more, so thousands of events stay cheap.
 import { api, listAll, openStream, ApiError } from "./api.js";
 import { h, replace, badge, sleep } from "./dom.js";

@@ -1,4 +1,4 @@
-//! `/v1/mast/hooks`: hooks (Mast's own addition, issue 20; the `/v1/mast/` prefix cannot
+//! `/v1/mast/hooks`: hooks (Mast's own addition; the `/v1/mast/` prefix cannot
 //! collide with an upstream path). A hook's signing secret is in the creation response only.
 
 use axum::Router;

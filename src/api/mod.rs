@@ -33,7 +33,7 @@ pub mod skills;
 pub mod stream;
 pub mod threads;
 pub mod vaults;
-// Hooks (Mast's own addition, issue 20).
+// Hooks: Mast's own addition, under `/v1/mast/`.
 pub mod hooks;
 pub mod webhooks;
 pub mod work;
@@ -72,7 +72,7 @@ pub struct Shared {
     pub vaults: Arc<crate::engine::vaults::Vaults>,
     /// Cancelled on graceful shutdown; ends open streams.
     pub shutdown: CancellationToken,
-    /// Hooks (issue 20): creation seals their signing secrets.
+    /// Hooks: creation seals their signing secrets.
     pub hooks: Arc<crate::engine::hooks::Hooks>,
     /// Webhook endpoints and their deliveries.
     pub webhooks: Arc<crate::engine::webhooks::Webhooks>,
@@ -134,7 +134,7 @@ pub fn router(state: AppState) -> Router {
         .merge(memory_stores::router())
         .merge(memories::router())
         .merge(skills::router())
-        // Hooks (issue 20).
+        // Hooks: Mast's own addition.
         .merge(hooks::router())
         // Mast's own additions beyond the upstream API.
         .merge(fork::router())

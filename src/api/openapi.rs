@@ -145,7 +145,7 @@ pub struct EventPage {
         super::skills::create, super::skills::list, super::skills::retrieve, super::skills::delete,
         super::skills::create_version, super::skills::list_versions, super::skills::retrieve_version,
         super::skills::delete_version, super::skills::download,
-        // Hooks (issue 20).
+        // Hooks: Mast's own addition.
         super::hooks::create, super::hooks::list, super::hooks::retrieve, super::hooks::delete,
         // Mast's own additions beyond the upstream API.
         super::fork::fork,
@@ -166,7 +166,7 @@ pub struct EventPage {
         super::skills::SkillPage, super::skills::SkillVersionPage, super::skills::SkillUpload,
         super::skills::SkillArchive,
         super::resources::SessionResource,
-        // Hooks (issue 20).
+        // Hooks: Mast's own addition.
         super::hooks::HookPage, super::hooks::HookDeleted,
         // Webhooks.
         super::webhooks::WebhookEndpointPage, super::webhooks::WebhookDeliveryPage,

@@ -1,4 +1,4 @@
-//! `mast hooks create|list|delete`: hooks (issue 20) on a running server, through
+//! `mast hooks create|list|delete`: hooks on a running server, through
 //! `/v1/mast/hooks`. `create` prints the hook with its signing secret, the only time it is
 //! shown.
 

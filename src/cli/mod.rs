@@ -14,7 +14,7 @@ pub mod agents;
 pub mod client;
 pub mod doctor;
 pub mod environments;
-// Hooks (issue 20).
+// Hooks.
 pub mod hooks;
 pub mod keys;
 pub mod sessions;

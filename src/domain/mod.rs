@@ -11,7 +11,7 @@ pub mod events;
 pub mod fields;
 pub mod file;
 pub mod fork;
-// Hooks (Mast's own addition, issue 20): their configuration, and what endpoints answer.
+// Hooks (Mast's own addition): their configuration, and what endpoints answer.
 pub mod hook;
 pub mod hook_answer;
 pub mod ids;

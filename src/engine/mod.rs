@@ -22,11 +22,11 @@ mod fork_checkpoint;
 pub mod fork_point;
 pub mod held_rows;
 pub mod history;
-/// `post_tool_use`, `stop` and `subagent_stop` hooks in the loop (issue 20).
+/// `post_tool_use`, `stop` and `subagent_stop` hooks in the loop.
 mod hook_after;
-/// `pre_tool_use` and `subagent_start` hooks in the loop (issue 20).
+/// `pre_tool_use` and `subagent_start` hooks in the loop.
 mod hook_step;
-/// The hooks service (issue 20).
+/// The hooks service.
 pub mod hooks;
 pub mod intake;
 pub mod mcp;
@@ -50,7 +50,7 @@ mod turn_stop;
 mod usage_report;
 pub mod vaults;
 pub mod work;
-// Outcomes (issue 18): their decisions under the row lock, and the grading step.
+// Outcomes: their decisions under the row lock, and the grading step.
 mod outcome_grader;
 pub mod outcomes;
 // Webhooks: endpoint management and the delivery task.
@@ -280,7 +280,7 @@ pub(crate) struct Inner {
     pub held_rows: held_rows::HeldRows,
     pub shutdown: CancellationToken,
     tasks: TaskTracker,
-    /// Hooks asked about tool calls (issue 20); None in engines built without them.
+    /// Hooks asked about tool calls; None in engines built without them.
     pub hooks: Option<Arc<hooks::Hooks>>,
     /// Bumped by every interrupt signalled in this process (of any session), before the
     /// runner's counts: see [`Handoff`].
@@ -354,7 +354,7 @@ impl Engine {
         self
     }
 
-    /// Gives the engine the hooks service (issue 20): tool calls are put to the workspace's
+    /// Gives the engine the hooks service: tool calls are put to the workspace's
     /// hooks before they run; call before the engine is cloned or started.
     pub fn with_hooks(mut self, hooks: Arc<hooks::Hooks>) -> Self {
         Arc::get_mut(&mut self.inner)

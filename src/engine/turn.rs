@@ -137,7 +137,7 @@ pub(super) struct Loop<'a> {
     pub repo_errors: Vec<serde_json::Value>,
     /// The MCP tools offered in this thread's last model request.
     pub mcp_offer: super::mcp::Offer,
-    /// The session's workspace and environment, for the hooks' scopes (issue 20).
+    /// The session's workspace and environment, for the hooks' scopes.
     pub workspace_id: String,
     pub environment_id: String,
 }

@@ -1,4 +1,4 @@
-//! The records the store keeps for hooks (Mast's own addition, issue 20).
+//! The records the store keeps for hooks (Mast's own addition).
 
 use crate::domain::hook::Hook;
 

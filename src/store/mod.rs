@@ -1022,7 +1022,7 @@ pub trait Store: Send + Sync + 'static {
     /// The id of the API key with this hash (revoked or not).
     async fn api_key_id_for_hash(&self, key_hash: &str) -> StoreResult<Option<String>>;
 
-    // Hooks (Mast's own addition, issue 20).
+    // Hooks (Mast's own addition).
 
     /// Stores a new hook of workspace `workspace_id` (its id is new).
     async fn insert_hook(
@@ -1048,7 +1048,7 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes a hook; false when the workspace has no such hook.
     async fn delete_hook(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
 
-    // ---- session fork (Mast's own, issue 20) ----
+    // ---- session fork (Mast's own) ----
 
     /// Inserts a forked session with its threads and copied events (each recording the id of
     /// the event it copies) in one transaction: all of it or nothing.

@@ -1,4 +1,4 @@
-//! Hooks (Mast's own addition, issue 20): creating and deleting them (the signing secret is
+//! Hooks (Mast's own addition): creating and deleting them (the signing secret is
 //! sealed with the server's key and shown once), finding the ones that apply, and asking
 //! them (see [`ask`]).
 //!

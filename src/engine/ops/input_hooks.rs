@@ -1,4 +1,4 @@
-//! Hooks asked about client input before it is stored (issue 20): `user_prompt_submit`
+//! Hooks asked about client input before it is stored: `user_prompt_submit`
 //! about each event whose text the model is given as input — `user.message`,
 //! `system.message`, `user.define_outcome` (a block refuses the whole request, so nothing is
 //! stored) — and `post_tool_use` about each `user.tool_result` answering a built-in call (a

@@ -20,7 +20,7 @@ mod sink;
 mod skills;
 mod transact;
 mod vaults;
-// Hooks (issue 20).
+// Hooks.
 mod hooks;
 mod webhooks;
 mod work;
@@ -809,7 +809,7 @@ impl Store for PgStore {
         self.api_key_id_for_hash_pg(key_hash).await
     }
 
-    // Hooks (issue 20).
+    // Hooks.
 
     async fn insert_hook(
         &self,
@@ -844,7 +844,7 @@ impl Store for PgStore {
         self.delete_hook_pg(ws, id).await
     }
 
-    // Session fork (Mast's own, issue 20).
+    // Session fork (Mast's own).
 
     async fn insert_fork(&self, fork: &crate::store::SessionFork) -> StoreResult<()> {
         self.insert_fork_pg(fork).await

@@ -15,7 +15,7 @@ mod rows;
 mod sessions;
 mod skills;
 mod vaults;
-// Hooks (issue 20).
+// Hooks.
 mod hooks;
 mod webhooks;
 mod work;
@@ -1039,7 +1039,7 @@ impl Store for SqliteStore {
             .await
     }
 
-    // Hooks (issue 20).
+    // Hooks.
 
     async fn insert_hook(
         &self,
@@ -1087,7 +1087,7 @@ impl Store for SqliteStore {
             .await
     }
 
-    // Session fork (Mast's own, issue 20).
+    // Session fork (Mast's own).
 
     async fn insert_fork(&self, fork: &crate::store::SessionFork) -> StoreResult<()> {
         let fork = fork.clone();

@@ -1,4 +1,4 @@
-//! Hooks (issue 20): CRUD with their sealed secrets, workspace isolation, pages, and the
+//! Hooks: CRUD with their sealed secrets, workspace isolation, pages, and the
 //! lookup the loop makes by event (oldest first).
 
 use mast::domain::hook::{FailureMode, Hook, HookEvent, HookScope, HookTag};

@@ -22,7 +22,7 @@ mod deployments;
 mod environments;
 mod events;
 mod files;
-// Hooks (issue 20).
+// Hooks.
 mod fork;
 mod hooks;
 mod keys;

@@ -1,4 +1,4 @@
-"""Hooks beyond `pre_tool_use` (issue 20) through the official SDK with strict response
+"""Hooks beyond `pre_tool_use` through the official SDK with strict response
 validation, against a real receiver that verifies every call's signature: `post_tool_use`
 replacing and annotating a result (the stored original kept), withholding it when the hook
 fails, and on a client's `user.tool_result`; `user_prompt_submit` blocking a message (and an

@@ -1,4 +1,4 @@
-"""Hooks (Mast's own addition, issue 20) through the official SDK with strict response
+"""Hooks (Mast's own addition) through the official SDK with strict response
 validation: a real hook receiver that verifies every call's Standard Webhooks signature and
 answers `pre_tool_use` decisions; deny (the reason reaches the model), rewrite, ask, defer,
 precedence, a timeout failing closed, and a delegate's call going through the hook. The other

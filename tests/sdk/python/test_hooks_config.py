@@ -1,4 +1,4 @@
-"""Hooks from the config file (`[[hooks]]` in mast.toml, issue 20): the operator's hook is
+"""Hooks from the config file (`[[hooks]]` in mast.toml): the operator's hook is
 asked in every workspace with the secret the file gives, before any hook of the workspace,
 and is not listed by the API."""
 

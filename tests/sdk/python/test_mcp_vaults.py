@@ -1,4 +1,4 @@
-"""MCP servers with vault credentials, end to end (issue 14): sessions with `vault_ids` whose
+"""MCP servers with vault credentials, end to end: sessions with `vault_ids` whose
 credentials a real MCP server (the `mcp` package, `mcp_server.py secure`) checks on every
 request, an OAuth token endpoint of this module's own that checks client authentication,
 and a server run at debug log level whose logs, events (list, SSE, transcript) and responses
