@@ -244,19 +244,19 @@ impl Authenticator {
         Ok(open)
     }
 
+    /// The workspace of the API key whose hash is `hash`, if it stands.
     async fn workspace_for(
         &self,
         store: &dyn Store,
-        key: &str,
+        hash: &str,
     ) -> Result<Option<String>, ApiError> {
-        let hash = hash_key(key);
         // Read before the lookup: a change announced while it runs makes its answer stale.
         let Some((hub, epoch)) = self
             .changes
             .as_ref()
             .and_then(|hub| Some((hub, hub.keys_epoch()?)))
         else {
-            return Ok(store.workspace_for_key(&hash).await?);
+            return Ok(store.workspace_for_key(hash).await?);
         };
         {
             let mut cache = self.keys.lock().expect("lock");
@@ -266,17 +266,19 @@ impl Authenticator {
                 cache.epoch = epoch;
             }
             if cache.epoch == epoch
-                && let Some((ws, at)) = cache.workspaces.get(&hash)
+                && let Some((ws, at)) = cache.workspaces.get(hash)
                 && at.elapsed() < CACHE_TTL
             {
                 return Ok(Some(ws.clone()));
             }
         }
-        let ws = store.workspace_for_key(&hash).await?;
+        let ws = store.workspace_for_key(hash).await?;
         if let Some(ws) = &ws {
             let mut cache = self.keys.lock().expect("lock");
             if cache.epoch == epoch && hub.keys_epoch() == Some(epoch) {
-                cache.workspaces.insert(hash, (ws.clone(), Instant::now()));
+                cache
+                    .workspaces
+                    .insert(hash.to_string(), (ws.clone(), Instant::now()));
             }
         }
         Ok(ws)
@@ -321,13 +323,16 @@ impl Authenticator {
                     }
                 }
             }
-            Some(k) => match self.workspace_for(store, k).await? {
-                Some(workspace) => Principal::ApiKey {
-                    workspace,
-                    key_hash: Some(hash_key(k)),
-                },
-                None => self.open_or(store, headers, "invalid API key").await?,
-            },
+            Some(k) => {
+                let hash = hash_key(k);
+                match self.workspace_for(store, &hash).await? {
+                    Some(workspace) => Principal::ApiKey {
+                        workspace,
+                        key_hash: Some(hash),
+                    },
+                    None => self.open_or(store, headers, "invalid API key").await?,
+                }
+            }
             None => {
                 self.open_or(
                     store,
@@ -341,27 +346,14 @@ impl Authenticator {
             .get("anthropic-workspace-id")
             .and_then(|v| v.to_str().ok())
             && wanted != principal.workspace()
-            && !self.opened(&principal, key.as_deref(), store).await?
+            // Open mode (no stored key behind it) serves whichever workspace is asked for.
+            && !matches!(principal, Principal::ApiKey { key_hash: None, .. })
         {
             return Err(ApiError::forbidden(format!(
                 "this credential does not belong to workspace `{wanted}`"
             )));
         }
         Ok(principal)
-    }
-
-    /// Whether `principal` came from open mode rather than from a stored key.
-    async fn opened(
-        &self,
-        principal: &Principal,
-        key: Option<&str>,
-        store: &dyn Store,
-    ) -> Result<bool, ApiError> {
-        Ok(match (principal, key) {
-            (Principal::ApiKey { .. }, None) => true,
-            (Principal::ApiKey { .. }, Some(k)) => self.workspace_for(store, k).await?.is_none(),
-            _ => false,
-        })
     }
 
     /// The open-mode principal while the server is open and the request is not one a web page

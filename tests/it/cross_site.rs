@@ -200,18 +200,14 @@ async fn open_mode_refuses_what_another_site_could_send(b: Backend) {
 
 async fn keyed_servers_answer_only_the_hosts_they_are_told(b: Backend) {
     let key = format!("mast_sk_{}", mast::domain::ids::new_secret(32));
-    let dir = tempfile::TempDir::new().unwrap();
-    let database_url = match b {
-        Backend::Sqlite => None,
-        Backend::Postgres => Some(crate::support::fresh_postgres_database().await),
-    };
     let opts = Options {
         api_key: Some(key.clone()),
         ..Default::default()
     };
-    let mut config = crate::support::test_config(dir.path().to_path_buf(), database_url, &opts);
-    config.allowed_hosts = vec!["mast.example.com".into()];
-    let s = TestServer::boot(config, b).await;
+    let s = TestServer::start_tuned(b, opts, |c| {
+        c.allowed_hosts = vec!["mast.example.com".into()];
+    })
+    .await;
     let port = s.url.rsplit(':').next().unwrap().to_string();
     let named = format!("mast.example.com:{port}");
     let other = format!("other.example.com:{port}");

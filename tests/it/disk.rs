@@ -7,7 +7,6 @@ use std::path::Path;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
 use crate::backend_tests;
 use crate::support::{Backend, Options, TestServer, eventually};
@@ -21,19 +20,9 @@ backend_tests!(
 
 const OUT: &str = "/mnt/session/outputs";
 
-/// A test server whose config `tune` adjusts, with the directory holding its data.
-async fn server(b: Backend, tune: impl FnOnce(&mut mast::config::Config)) -> (TestServer, TempDir) {
-    let dir = TempDir::new().unwrap();
-    let database_url = match b {
-        Backend::Sqlite => None,
-        Backend::Postgres => Some(crate::support::fresh_postgres_database().await),
-    };
-    let mut config =
-        crate::support::test_config(dir.path().to_path_buf(), database_url, &Options::default());
-    tune(&mut config);
-    let mut s = TestServer::boot(config, b).await;
-    s.client.model = "mast-scripted".into();
-    (s, dir)
+/// A test server whose config `tune` adjusts.
+async fn server(b: Backend, tune: impl FnOnce(&mut mast::config::Config)) -> TestServer {
+    TestServer::start_tuned(b, Options::default(), tune).await
 }
 
 fn mode(path: &Path) -> u32 {
@@ -50,7 +39,7 @@ const QUOTA: u64 = 5 << 20;
 /// it, so the live directory never holds more than the quota while every version became a
 /// File of its own.
 async fn rewritten_outputs_cannot_pile_up_files_past_the_quota(b: Backend) {
-    let (s, _dir) = server(b, |c| c.tools.limits.workspace_bytes = QUOTA).await;
+    let s = server(b, |c| c.tools.limits.workspace_bytes = QUOTA).await;
     let mut sess = session(&s, toolset(json!([]), "always_allow"), None).await;
     let write = |i: u32| {
         call(
@@ -140,7 +129,7 @@ async fn rewritten_outputs_cannot_pile_up_files_past_the_quota(b: Backend) {
 /// Each turn's checkpoint copies a workspace holding 4 MB of a 5 MB quota; kept together they
 /// stay within the quota, the oldest going first, and a fork at a dropped one is refused.
 async fn checkpoints_of_a_full_workspace_stay_within_the_quota(b: Backend) {
-    let (s, _dir) = server(b, |c| c.tools.limits.workspace_bytes = QUOTA).await;
+    let s = server(b, |c| c.tools.limits.workspace_bytes = QUOTA).await;
     let mut sess = session(&s, toolset(json!([]), "always_allow"), None).await;
     let mut ends = Vec::new();
     for i in 1..=4 {
@@ -215,7 +204,7 @@ const BOUNDARY: &str = "mastboundary0123456789";
 /// Uploaded bytes (and their part file while they arrive), session outputs and checkpoints are
 /// readable by the server alone; an install from before is tightened when the server starts.
 async fn uploads_outputs_and_checkpoints_are_private_to_the_server(b: Backend) {
-    let (s, _dir) = server(b, |c| {
+    let s = server(b, |c| {
         // An existing install, its directories created with the default umask.
         for d in ["files/blobs", "files/tmp", "workspace-checkpoints"] {
             let path = c.data_dir.join(d);

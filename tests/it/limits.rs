@@ -4,7 +4,6 @@
 //! business calling (seccomp).
 
 use serde_json::json;
-use tempfile::TempDir;
 
 use crate::backend_tests;
 use crate::support::{Backend, Options, TestServer};
@@ -19,28 +18,13 @@ backend_tests!(
     seccomp_denies_kernel_attack_surface_and_ordinary_work_still_runs,
 );
 
-/// A test server whose tool limits `tune` adjusts, with the directory holding its data.
-struct Limited {
-    s: TestServer,
-    _dir: TempDir,
-}
-
-async fn server(b: Backend, tune: impl FnOnce(&mut mast::tools::sandbox::Limits)) -> Limited {
-    let dir = TempDir::new().unwrap();
-    let database_url = match b {
-        Backend::Sqlite => None,
-        Backend::Postgres => Some(crate::support::fresh_postgres_database().await),
-    };
-    let mut config =
-        crate::support::test_config(dir.path().to_path_buf(), database_url, &Options::default());
-    tune(&mut config.tools.limits);
-    let mut s = TestServer::boot(config, b).await;
-    s.client.model = "mast-scripted".into();
-    Limited { s, _dir: dir }
+/// A test server whose tool limits `tune` adjusts.
+async fn server(b: Backend, tune: impl FnOnce(&mut mast::tools::sandbox::Limits)) -> TestServer {
+    TestServer::start_tuned(b, Options::default(), |c| tune(&mut c.tools.limits)).await
 }
 
 async fn memory_and_processes_are_limited_per_session(b: Backend) {
-    let Limited { s, _dir } = server(b, |l| {
+    let s = server(b, |l| {
         l.memory_bytes = 128 << 20;
         l.max_processes = 64;
     })
@@ -91,7 +75,7 @@ async fn memory_and_processes_are_limited_per_session(b: Backend) {
 }
 
 async fn the_root_and_dev_are_read_only_and_every_tmpfs_is_sized(b: Backend) {
-    let Limited { s, _dir } = server(b, |_| {}).await;
+    let s = server(b, |_| {}).await;
     let mut sess = session(&s, toolset(json!([]), "always_allow"), None).await;
     let probe = r#"for p in /x /etc/x /dev/x /var/x /run/x /usr/x; do (echo y > $p) 2>/dev/null && echo "wrote $p"; done
 mkdir /dev/d 2>/dev/null && echo "made /dev/d"
@@ -133,7 +117,7 @@ df -k / /dev/shm /tmp | tail -n +2"#;
 }
 
 async fn a_workspace_quota_stops_commands_and_refuses_writes(b: Backend) {
-    let Limited { s, _dir } = server(b, |l| {
+    let s = server(b, |l| {
         l.workspace_bytes = 20 << 20;
         l.workspace_files = 500;
     })
@@ -222,7 +206,7 @@ async fn a_workspace_quota_stops_commands_and_refuses_writes(b: Backend) {
 }
 
 async fn command_text_stays_out_of_the_host_process_list(b: Backend) {
-    let Limited { s, _dir } = server(b, |_| {}).await;
+    let s = server(b, |_| {}).await;
     let mut sess = session(&s, toolset(json!([]), "always_allow"), None).await;
     let token = format!("tok{}", mast::domain::ids::new_secret(16));
     let script = steps(&[call(
@@ -260,7 +244,7 @@ async fn command_text_stays_out_of_the_host_process_list(b: Backend) {
 }
 
 async fn no_host_path_reaches_the_sandbox(b: Backend) {
-    let Limited { s, _dir } = server(b, |_| {}).await;
+    let s = server(b, |_| {}).await;
     let mut sess = session(&s, toolset(json!([]), "always_allow"), None).await;
     // The sandbox's first process (bubblewrap's init), the shell as it was started, and the
     // shell now.
@@ -286,7 +270,7 @@ async fn no_host_path_reaches_the_sandbox(b: Backend) {
 }
 
 async fn seccomp_denies_kernel_attack_surface_and_ordinary_work_still_runs(b: Backend) {
-    let Limited { s, _dir } = server(b, |_| {}).await;
+    let s = server(b, |_| {}).await;
     let mut sess = session(&s, toolset(json!([]), "always_allow"), None).await;
     let syscalls = r#"python3 - <<'EOF'
 import ctypes, os, platform

@@ -263,6 +263,31 @@ impl TestServer {
         Self::start_with(backend, Options::default()).await
     }
 
+    /// A server with a fresh store of `backend`, its config adjusted by `tune` (settings the
+    /// options do not cover).
+    pub async fn start_tuned(
+        backend: Backend,
+        opts: Options,
+        tune: impl FnOnce(&mut Config),
+    ) -> Self {
+        let dir = TempDir::new().unwrap();
+        let database_url = match backend {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(fresh_postgres_database().await),
+        };
+        let mut config = test_config(dir.path().to_path_buf(), database_url.clone(), &opts);
+        tune(&mut config);
+        let mut s = Self::boot(config, backend).await;
+        s.data_dir = dir.path().to_path_buf();
+        s.database_url = database_url;
+        s._dir = Some(dir);
+        if let Some(k) = opts.api_key {
+            s.client = s.client.with_key(&k);
+        }
+        s.client.model = opts.route.model_id().to_string();
+        s
+    }
+
     /// A server with a fresh store of `backend`.
     pub async fn start_with(backend: Backend, mut opts: Options) -> Self {
         match opts.route {
@@ -276,22 +301,7 @@ impl TestServer {
                 opts.openai_base_url = Some(format!("{base}/v1"));
             }
         }
-        let dir = TempDir::new().unwrap();
-        let database_url = match backend {
-            Backend::Sqlite => None,
-            Backend::Postgres => Some(fresh_postgres_database().await),
-        };
-        let config = test_config(dir.path().to_path_buf(), database_url.clone(), &opts);
-        let data_dir = dir.path().to_path_buf();
-        let mut s = Self::boot(config, backend).await;
-        s.data_dir = data_dir;
-        s.database_url = database_url;
-        s._dir = Some(dir);
-        if let Some(k) = opts.api_key {
-            s.client = s.client.with_key(&k);
-        }
-        s.client.model = opts.route.model_id().to_string();
-        s
+        Self::start_tuned(backend, opts, |_| {}).await
     }
 
     /// A server whose agents answer over `route`.
