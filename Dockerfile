@@ -3,7 +3,7 @@ FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
-COPY migrations ./migrations
+COPY crates ./crates
 COPY openapi ./openapi
 RUN cargo build --release --locked --bin mast
 

@@ -3,23 +3,20 @@
 //! [`start`] assembles the store, hub, engine and HTTP router and serves them on a listener;
 //! the binary and the integration tests both go through it.
 
-pub mod api;
-pub mod blobs;
 pub mod cli;
 pub mod config;
-pub mod domain;
-pub mod engine;
-pub mod error_chain;
-pub mod files;
-pub mod hub;
-pub mod lru;
-pub mod models;
-pub mod private_fs;
-pub mod secrets;
-pub mod standard_webhooks;
-pub mod store;
-pub mod telemetry;
-pub mod tools;
+
+// The layers, each a crate of its own, under the names they had when they were modules of
+// this one: the CLI, the tests and the benchmark harness reach them as `mast::store` and so on.
+pub use mast_api as api;
+pub use mast_domain as domain;
+pub use mast_domain::{error_chain, private_fs};
+pub use mast_engine as engine;
+pub use mast_engine::{files, hub, secrets, standard_webhooks, telemetry};
+pub use mast_models as models;
+pub use mast_sandbox as tools;
+pub use mast_store as store;
+pub use mast_store::{blobs, lru};
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,0 +1,212 @@
+//! Parsed session bodies, kept between a session's wakes.
+//!
+//! Every runner start needs the session's body parsed (the agent snapshot: system prompt, tool
+//! schemas); for an agent with a long prompt and many tools the parse cost more than the rest
+//! of a turn's engine work. The body only changes through a session update, so a parse stays
+//! good exactly while the stored text is byte for byte the same — which is checked on every
+//! use (a comparison costs far less than a parse), so nothing here can go stale.
+//!
+//! What a request derives from the body alone — the tool definitions its agent offers — is
+//! kept with it ([`Bodies::tools`]), as building them copies every tool schema.
+
+use std::sync::{Arc, Mutex};
+
+use mast_domain::session::SessionBody;
+use mast_domain::tools::ToolDef;
+use mast_store::lru::Lru;
+use mast_store::StoreError;
+
+/// Default bound on the bytes (estimated) the cache holds.
+pub const DEFAULT_BUDGET: usize = 16 << 20;
+
+/// Parsed bodies by session id, bounded by an estimate of their size.
+pub struct Bodies {
+    inner: Mutex<Lru<Entry>>,
+}
+
+struct Entry {
+    /// The stored text `parsed` came from (shared with the records that carry it).
+    text: Arc<str>,
+    parsed: Arc<SessionBody>,
+    /// The tool definitions `parsed`'s agent offers, once a request built them.
+    tools: Option<Arc<Vec<ToolDef>>>,
+}
+
+impl Entry {
+    /// Whether this entry was parsed from `text`: the same allocation (a store that keeps
+    /// the bodies it read hands the same one back) or, failing that, the same bytes.
+    fn is_of(&self, text: &Arc<str>) -> bool {
+        Arc::ptr_eq(&self.text, text) || *self.text == **text
+    }
+}
+
+/// A rough size in memory of a body kept as text and parsed.
+fn size(text: &str) -> usize {
+    256 + 3 * text.len()
+}
+
+impl Bodies {
+    /// An empty cache holding at most about `budget` bytes.
+    pub fn new(budget: usize) -> Self {
+        Bodies {
+            inner: Mutex::new(Lru::new(budget)),
+        }
+    }
+
+    /// The session's body parsed from `text`, only if it is kept already.
+    pub fn peek(&self, session_id: &str, text: &Arc<str>) -> Option<Arc<SessionBody>> {
+        let mut e = self.inner.lock().expect("bodies");
+        e.get_mut(session_id)
+            .filter(|entry| entry.is_of(text))
+            .map(|entry| entry.parsed.clone())
+    }
+
+    /// The session's body parsed from `text`, its stored form.
+    pub fn get(&self, session_id: &str, text: &Arc<str>) -> Result<Arc<SessionBody>, StoreError> {
+        if let Some(parsed) = self.peek(session_id, text) {
+            return Ok(parsed);
+        }
+        let parsed = Arc::new(serde_json::from_str::<SessionBody>(text)?);
+        self.insert(session_id, text, parsed.clone());
+        Ok(parsed)
+    }
+
+    /// Keeps `parsed` as the session's body parsed from `text`, which the caller made by
+    /// serialising it (a session just created), so the first use need not parse it.
+    pub fn keep(&self, session_id: &str, text: &Arc<str>, parsed: SessionBody) {
+        self.insert(session_id, text, Arc::new(parsed));
+    }
+
+    fn insert(&self, session_id: &str, text: &Arc<str>, parsed: Arc<SessionBody>) {
+        let entry = Entry {
+            text: text.clone(),
+            parsed,
+            tools: None,
+        };
+        self.inner
+            .lock()
+            .expect("bodies")
+            .insert(session_id.to_string(), entry, size(text));
+    }
+
+    /// The tool definitions `body`'s agent offers, built by `build` the first time and kept
+    /// while `body` is the session's kept parse (the entry holds it, so it is the same body
+    /// exactly while it is the same allocation); built every time otherwise.
+    pub fn tools(
+        &self,
+        session_id: &str,
+        body: &Arc<SessionBody>,
+        build: impl FnOnce() -> Vec<ToolDef>,
+    ) -> Arc<Vec<ToolDef>> {
+        let cached = same_entry(&mut self.inner.lock().expect("bodies"), session_id, body)
+            .and_then(|entry| entry.tools.clone());
+        if let Some(tools) = cached {
+            return tools;
+        }
+        let tools = Arc::new(build());
+        if let Some(entry) = same_entry(&mut self.inner.lock().expect("bodies"), session_id, body) {
+            entry.tools = Some(tools.clone());
+        }
+        tools
+    }
+}
+
+/// The session's entry, if it holds `body` itself.
+fn same_entry<'e>(
+    e: &'e mut Lru<Entry>,
+    session_id: &str,
+    body: &Arc<SessionBody>,
+) -> Option<&'e mut Entry> {
+    e.get_mut(session_id)
+        .filter(|entry| Arc::ptr_eq(&entry.parsed, body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fixture session's stored body with `prompt` as its system prompt.
+    fn body(prompt: &str) -> Arc<str> {
+        use crate::fixtures;
+        let rec = fixtures::session(
+            mast_domain::session::SessionStatus::Idle,
+            &Default::default(),
+            false,
+        );
+        let mut body: SessionBody = serde_json::from_str(&rec.body).unwrap();
+        body.agent.system = Some(prompt.into());
+        serde_json::to_string(&body).unwrap().into()
+    }
+
+    #[test]
+    fn a_changed_body_is_parsed_again_and_the_same_one_is_not() {
+        let cache = Bodies::new(DEFAULT_BUDGET);
+        let (a, b) = (body("one"), body("two"));
+        let first = cache.get("sesn_1", &a).unwrap();
+        assert!(Arc::ptr_eq(&first, &cache.get("sesn_1", &a).unwrap()));
+        let changed = cache.get("sesn_1", &b).unwrap();
+        assert_eq!(changed.agent.system.as_deref(), Some("two"));
+        assert!(!Arc::ptr_eq(&first, &changed));
+    }
+
+    #[test]
+    fn tool_definitions_are_built_once_per_kept_body() {
+        let cache = Bodies::new(DEFAULT_BUDGET);
+        let (a, b) = (body("one"), body("two"));
+        let def = |name: &str| ToolDef {
+            name: name.into(),
+            description: String::new(),
+            input_schema: serde_json::json!({"type": "object"}),
+        };
+        let first = cache.get("sesn_1", &a).unwrap();
+        let built = cache.tools("sesn_1", &first, || vec![def("a")]);
+        let again = cache.tools("sesn_1", &first, || panic!("built again"));
+        assert!(Arc::ptr_eq(&built, &again));
+        // A changed body is a new parse: its tools are built anew, and kept in turn.
+        let changed = cache.get("sesn_1", &b).unwrap();
+        let rebuilt = cache.tools("sesn_1", &changed, || vec![def("b")]);
+        assert_eq!(rebuilt[0].name, "b");
+        assert!(Arc::ptr_eq(
+            &rebuilt,
+            &cache.tools("sesn_1", &changed, || panic!("built again"))
+        ));
+        // A body that is not the kept one (an older parse) is never served the kept tools.
+        assert_eq!(
+            cache.tools("sesn_1", &first, || vec![def("old")])[0].name,
+            "old"
+        );
+        assert_eq!(
+            cache.tools("sesn_2", &first, || vec![def("c")])[0].name,
+            "c"
+        );
+    }
+
+    #[test]
+    fn a_body_kept_at_creation_is_served_as_its_text_parses() {
+        let cache = Bodies::new(DEFAULT_BUDGET);
+        let text = body("one");
+        let parsed: SessionBody = serde_json::from_str(&text).unwrap();
+        // What creation keeps is the body its stored text was serialised from.
+        assert_eq!(&*text, serde_json::to_string(&parsed).unwrap());
+        cache.keep("sesn_1", &text, parsed.clone());
+        let served = cache.get("sesn_1", &text).unwrap();
+        assert_eq!(*served, parsed);
+        assert!(Arc::ptr_eq(&served, &cache.get("sesn_1", &text).unwrap()));
+        // Kept for that text only.
+        let other = body("two");
+        assert_eq!(
+            cache.get("sesn_1", &other).unwrap().agent.system.as_deref(),
+            Some("two")
+        );
+    }
+
+    #[test]
+    fn the_same_text_in_another_allocation_is_the_same_body() {
+        let cache = Bodies::new(DEFAULT_BUDGET);
+        let a = body("one");
+        let copy: Arc<str> = a.to_string().into();
+        let first = cache.get("sesn_1", &a).unwrap();
+        assert!(Arc::ptr_eq(&first, &cache.get("sesn_1", &copy).unwrap()));
+        assert!(cache.peek("sesn_2", &a).is_none());
+    }
+}

@@ -1,0 +1,928 @@
+//! One model request of a thread's loop: the request (its agent's model, system prompt and
+//! tools), retries, preview frames, and the response turned into events — where tool policy
+//! is decided, in code, before anything runs.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Value, json};
+
+use super::delegation::{self, LIST_AGENTS, SEND_TO_AGENT};
+use super::hook_step::{self, CallHooks, Hooked, PreHooks};
+use super::intake::server_event;
+use super::mcp::connect::Reach;
+use super::permissions;
+use super::state::{Pending, PendingKind, ThreadStatus, set_status};
+use super::tool_step::SANDBOX_TOOLS;
+use super::turn::{Loop, RunError, Waited};
+use mast_domain::content;
+use mast_domain::events::{self, Answer, StopReason, kind};
+use mast_domain::ids::new_id;
+use mast_domain::model_config::Speed;
+use mast_domain::session::{ModelUsage, SessionStatus, SessionUsage};
+use mast_domain::time;
+use mast_domain::tools::Tool;
+use mast_models::{
+    Block, Delta, Message, ModelError, ModelRequest, ModelResponse, ModelStop, SizedPrefix,
+};
+use mast_store::NewEvent;
+
+impl Loop<'_> {
+    /// Connects to the MCP servers this thread's agent uses (those not connected yet, in
+    /// parallel), tells the user about each failure with a `session.error` naming the
+    /// server, and sets the MCP tools the next request offers. False when an interrupt came
+    /// first.
+    pub(super) async fn prepare_mcp(&mut self) -> Result<bool, RunError> {
+        if !self
+            .agent
+            .tools
+            .iter()
+            .any(|t| matches!(t, Tool::McpToolset { .. }))
+        {
+            return Ok(true);
+        }
+        let reach = self.mcp_reach();
+        let failures = match self
+            .interruptible(self.crew.mcp.prepare(&self.agent, &reach))
+            .await?
+        {
+            Waited::Done(f) => f,
+            Waited::Interrupted => return Ok(false),
+        };
+        self.mcp_offer = Default::default();
+        let taken = self
+            .offered_tools()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        self.mcp_offer = self.crew.mcp.offer(&self.agent, &taken);
+        if !failures.is_empty() {
+            self.report_mcp_failures(failures).await?;
+        }
+        Ok(true)
+    }
+
+    /// What connecting to this session's MCP servers needs.
+    pub(super) fn mcp_reach(&self) -> Reach<'_> {
+        Reach {
+            session_id: &self.sid,
+            environment: &self.body.environment,
+            guard: self.inner.toolbox.netguard(),
+            credentials: &*self.inner.credentials,
+            timeout: self.inner.config.mcp_connect_timeout,
+        }
+    }
+
+    /// One `session.error` per MCP failure. The turn goes on without that server's tools,
+    /// and the server is tried again before a later request, so the status is `retrying`.
+    pub(super) async fn report_mcp_failures(
+        &mut self,
+        failures: Vec<super::mcp::connect::Failure>,
+    ) -> Result<(), RunError> {
+        let thread = self.thread.clone();
+        self.commit(
+            move |_, _| {
+                let now = time::now();
+                Ok(failures
+                    .iter()
+                    .map(|f| {
+                        server_event(
+                            kind::SESSION_ERROR,
+                            events::mcp_session_error(
+                                f.kind.error_type(),
+                                &f.server,
+                                &f.message,
+                                "retrying",
+                            ),
+                            &thread,
+                            now,
+                        )
+                    })
+                    .collect())
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    fn request(&self, messages: Vec<Message>, sized: SizedPrefix) -> ModelRequest {
+        let model = &self.agent.model;
+        ModelRequest {
+            model: model.id.clone(),
+            system: super::memory_mount::system_prompt(
+                self.agent.system.as_deref(),
+                &self.body.resources,
+            ),
+            messages,
+            tools: self.offered_tools(),
+            max_tokens: self.inner.config.max_tokens,
+            effort: model.effort.map(|e| e.level),
+            fast: model.speed == Some(Speed::Fast),
+            inference_geo: model.inference_geo.clone(),
+            sized,
+        }
+    }
+
+    /// One model request with retries, turned into events. The messages go back to the
+    /// transcript afterwards when it lent them ([`Transcript::lend`]), so a request does not
+    /// copy the conversation.
+    ///
+    /// [`Transcript::lend`]: super::context::Transcript::lend
+    pub(super) async fn call_model(
+        &mut self,
+        messages: Vec<Message>,
+        consumed: Vec<String>,
+    ) -> Result<(), RunError> {
+        let ready = self.prepare_mcp().await;
+        if !matches!(ready, Ok(true)) {
+            self.transcript.give_back(messages);
+            if let (Ok(false), Some(id)) = (&ready, self.prestarted.take()) {
+                self.close_unissued(id).await?;
+            }
+            // An interrupt came first (the loop handles it next): the input this request
+            // would have taken is consumed, as by an interrupted request.
+            self.consume(consumed).await?;
+            return ready.map(|_| ());
+        }
+        let mut messages = messages;
+        // Messages an earlier request inlined are as it left them.
+        let from = self.transcript.inlined().min(messages.len());
+        super::file_sources::inline(self.inner, &self.sid, &mut messages[from..]).await;
+        let sized = self.transcript.sized(&messages);
+        let mut request = self.request(messages, sized);
+        request.system = self.with_skills_note(request.system.take()).await?;
+        let done = self.send_request(&mut request, consumed).await;
+        self.transcript
+            .give_back_inlined(std::mem::take(&mut request.messages));
+        done
+    }
+
+    async fn send_request(
+        &mut self,
+        request: &mut ModelRequest,
+        mut consumed: Vec<String>,
+    ) -> Result<(), RunError> {
+        // A request the waking transaction started (`engine::fast_start`): the first attempt
+        // issues it; nothing is consumed with it, or it is closed and one is started here.
+        let mut prestarted = self.prestarted.take();
+        if let Some(id) = prestarted.take_if(|_| !consumed.is_empty()) {
+            self.close_unissued(id).await?;
+        }
+        if self.requests >= self.inner.config.max_requests_per_turn {
+            if let Some(id) = prestarted.take() {
+                self.close_unissued(id).await?;
+            }
+            self.consume(std::mem::take(&mut consumed)).await?;
+            let msg = format!(
+                "the turn made {} model requests, the most allowed; send a new message to continue",
+                self.requests
+            );
+            return self.fail_turn("tool_use_limit_reached_error", &msg).await;
+        }
+        self.requests += 1;
+        let client = match self.inner.models.route(&request.model) {
+            Ok(route) => {
+                request.model = route.upstream_model;
+                route.client
+            }
+            Err(msg) => {
+                if let Some(id) = prestarted.take() {
+                    self.close_unissued(id).await?;
+                }
+                self.consume(consumed).await?;
+                return self.fail_turn("model_request_failed_error", &msg).await;
+            }
+        };
+        let priced = self.inner.config.prices.of(&self.agent.model.id).is_some();
+        let mut attempt = 0u32;
+        loop {
+            let start_id = match prestarted.take() {
+                // Logged, past the budget gate, in the transaction that woke the runner.
+                Some(id) => id,
+                None => match self
+                    .start_request(std::mem::take(&mut consumed), priced)
+                    .await?
+                {
+                    Some(start_id) => start_id,
+                    None => return Ok(()),
+                },
+            };
+
+            let message_id = new_id("sevt");
+            let thinking_id = new_id("sevt");
+            let outcome = {
+                let hub = self.inner.hub.clone();
+                let (sid, thread) = (self.sid.clone(), self.thread.clone());
+                let (mid, tid) = (message_id.clone(), thinking_id.clone());
+                let started_text = AtomicBool::new(false);
+                let sink =
+                    move |d: Delta| preview(&hub, &sid, &thread, &mid, &tid, &started_text, d);
+                let client = client.clone();
+                let request = &*request;
+                let started = std::time::Instant::now();
+                let outcome = self
+                    .interruptible(async move { client.complete(request, &sink).await })
+                    .await?;
+                record_request(&request.model, started, &outcome);
+                outcome
+            };
+            match outcome {
+                Waited::Interrupted => {
+                    let end = server_event(
+                        kind::SPAN_END,
+                        events::span_end(&start_id, &ModelUsage::default(), false),
+                        &self.thread,
+                        time::now(),
+                    );
+                    self.commit(move |_, _| Ok(vec![end]), vec![]).await?;
+                    return Ok(());
+                }
+                Waited::Done(Ok(resp)) => {
+                    return self
+                        .record_response(resp, &start_id, message_id, thinking_id)
+                        .await;
+                }
+                Waited::Done(Err(err)) => {
+                    attempt += 1;
+                    let retry = err.retryable && attempt <= self.inner.config.max_retries;
+                    self.record_failure(&err, &start_id, retry).await?;
+                    if !retry {
+                        return Ok(());
+                    }
+                    let delay = super::backoff::delay(
+                        self.inner.config.retry_base,
+                        self.inner.config.retry_cap,
+                        attempt,
+                        err.retry_after,
+                    );
+                    match self.interruptible(tokio::time::sleep(delay)).await? {
+                        Waited::Interrupted => return Ok(()),
+                        Waited::Done(()) => self.set_running().await?,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Commits the start of a model request (`span.model_request_start`) under the budget
+    /// gate, marking `consumed` input processed with it: the span's id, or None when the gate
+    /// ended the turn instead. `priced`: the model has list prices.
+    pub(super) async fn start_request(
+        &mut self,
+        consumed: Vec<String>,
+        priced: bool,
+    ) -> Result<Option<String>, RunError> {
+        let start = server_event(kind::SPAN_START, json!({}), &self.thread, time::now());
+        let start_id = start.id.clone();
+        let n = consumed.len() as u32;
+        let ender = self.ender();
+        let appended = self
+            .commit(
+                move |rec, st| {
+                    st.queued = st.queued.saturating_sub(n);
+                    // The budget gate: a request is made only under the cap.
+                    if let Some(stop) = super::budget::gate(&ender, rec, st, priced)? {
+                        return Ok(stop);
+                    }
+                    Ok(vec![start])
+                },
+                consumed,
+            )
+            .await?;
+        Ok(appended
+            .iter()
+            .any(|e| e.id == start_id)
+            .then_some(start_id))
+    }
+
+    async fn record_failure(
+        &mut self,
+        err: &ModelError,
+        start_id: &str,
+        retrying: bool,
+    ) -> Result<(), RunError> {
+        let (thread, child) = (self.thread.clone(), self.child_name());
+        let ender = self.ender();
+        let start_id = start_id.to_string();
+        let kind_name = err.kind.session_error_type();
+        let terminal = err.kind.is_terminal();
+        let message = err.message.clone();
+        tracing::warn!(session_id = %self.sid, thread_id = %thread, error = %message, retrying, "model request failed");
+        self.commit(
+            move |rec, st| {
+                let now = time::now();
+                let mut out = vec![server_event(
+                    kind::SPAN_END,
+                    events::span_end(&start_id, &ModelUsage::default(), true),
+                    &thread,
+                    now,
+                )];
+                if !retrying && terminal {
+                    out.extend(ender.terminated(rec, st, kind_name, &message, now));
+                    return Ok(out);
+                }
+                if !retrying {
+                    out.extend(ender.exhausted(rec, st, kind_name, &message, now));
+                    return Ok(out);
+                }
+                out.push(server_event(
+                    kind::SESSION_ERROR,
+                    events::session_error(kind_name, &message, "retrying"),
+                    &thread,
+                    now,
+                ));
+                match child {
+                    None => {
+                        out.push(server_event(
+                            kind::STATUS_RESCHEDULED,
+                            json!({}),
+                            &thread,
+                            now,
+                        ));
+                        set_status(rec, SessionStatus::Rescheduling, now);
+                    }
+                    Some(name) => {
+                        out.push(server_event(
+                            kind::THREAD_STATUS_RESCHEDULED,
+                            events::thread_status(&thread, &name, None),
+                            &thread,
+                            now,
+                        ));
+                        if let Some(t) = st.threads.get_mut(&thread) {
+                            t.set_status(ThreadStatus::Rescheduling, now);
+                        }
+                    }
+                }
+                Ok(out)
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Turns a model response into events: thinking, message, tool uses, the span's end (which
+    /// privately keeps the exact content for rebuilding context), results for calls answered
+    /// at once (unknown or refused tools, the roster), and delegations — all in one
+    /// transaction, which also ends the turn when the response ends it by itself.
+    async fn record_response(
+        &mut self,
+        resp: ModelResponse,
+        start_id: &str,
+        message_id: String,
+        thinking_id: String,
+    ) -> Result<(), RunError> {
+        let now = time::now();
+        let thread = self.thread.clone();
+        let stop = resp.stop();
+        let (mut out, said) = said_events(&resp.content, &thread, message_id, thinking_id, now);
+        let cut_short = stop == ModelStop::MaxTokens;
+        // Boxed, as every hook step is: a runner's state holds only what its turn uses.
+        let pre = Box::pin(self.ask_pre_hooks(&resp.content, cut_short)).await?;
+        let calls = self.sort_calls(resp.content, cut_short, pre, now);
+        out.extend(calls.events);
+        let answered_now = !calls.refused.is_empty()
+            || !calls.mcp_refused.is_empty()
+            || !calls.listings.is_empty();
+        let mut ends_turn = response_ends_turn(
+            stop,
+            !calls.pending.is_empty(),
+            answered_now || calls.runs_here,
+        )
+        .map(|reason| {
+            let details = (reason == StopReason::Refusal)
+                .then(|| resp.stop_details.clone())
+                .flatten();
+            (reason, details)
+        });
+        let mut end = server_event(
+            kind::SPAN_END,
+            events::span_end(start_id, &resp.usage, false),
+            &thread,
+            now,
+        );
+        end.internal = Some(
+            json!({ "content": calls.content, "stop_reason": resp.stop_reason, "stop_details": resp.stop_details }),
+        );
+        // The model ended its turn by itself: `stop` (or `subagent_stop`) hooks may keep it
+        // working, with their reason recorded for the context (see `Transcript::response`).
+        if matches!(ends_turn, Some((StopReason::EndTurn, _)))
+            && let Some(gate) = Box::pin(self.ask_stop_hooks(&said, &resp.stop_reason)).await?
+        {
+            if let Some(recorded) = gate.recorded() {
+                end.body["hooks"] = recorded;
+            }
+            if let Some((hook_id, reason)) = gate.blocked
+                && let Some(internal) = end.internal.as_mut()
+            {
+                internal["stop_hook"] = json!({ "hook_id": hook_id, "reason": reason });
+                ends_turn = None;
+            }
+        }
+        out.push(end);
+        for (id, msg) in calls.mcp_refused {
+            let mut e = server_event(
+                kind::AGENT_MCP_TOOL_RESULT,
+                events::mcp_tool_result(&id, vec![content::text(msg)], true),
+                &thread,
+                now,
+            );
+            e.answers = Some((id, Answer::Result.as_str()));
+            out.push(e);
+        }
+        for (id, msg) in calls.refused {
+            let mut e = server_event(
+                kind::AGENT_TOOL_RESULT,
+                events::tool_result(&id, vec![content::text(msg)], true),
+                &thread,
+                now,
+            );
+            e.answers = Some((id, Answer::Result.as_str()));
+            out.push(e);
+        }
+        let mut ender = self.ender();
+        if ender.child.is_some() {
+            ender.reply = Some(said);
+        }
+        let (usage, pending, listings, sends) =
+            (resp.usage, calls.pending, calls.listings, calls.sends);
+        let cost = self.inner.config.prices.cost(&self.agent.model.id, &usage);
+        let roster = self.roster.clone();
+        let (sid, primary) = (self.sid.clone(), self.primary.clone());
+        let usage_interval = self.inner.config.usage_interval;
+        self.commit(
+            move |rec, st| {
+                let mut total: SessionUsage = serde_json::from_str(&rec.usage).unwrap_or_default();
+                total.add(&usage);
+                rec.usage = serde_json::to_string(&total)?;
+                st.spend.add(cost);
+                if let Some(t) = st.threads.get_mut(&thread) {
+                    t.usage.add(&usage);
+                    t.spend.add(cost);
+                }
+                if ends_turn.is_none() {
+                    out.extend(super::usage_report::periodic(
+                        rec,
+                        st,
+                        &primary,
+                        usage_interval,
+                        time::now(),
+                    )?);
+                }
+                st.pending.extend(pending);
+                if let Some(roster) = &roster {
+                    for (id, input) in listings {
+                        out.extend(delegation::answered(
+                            &id,
+                            LIST_AGENTS,
+                            &input,
+                            &roster.listing(st),
+                            false,
+                            &thread,
+                            time::now(),
+                        ));
+                    }
+                }
+                out.extend(delegation::apply(st, sends, &sid, &primary, time::now()));
+                if let Some((reason, details)) = ends_turn {
+                    out.extend(ender.try_end(rec, st, reason, details)?);
+                }
+                Ok(out)
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Gives every `tool_use` block of a response its event id and decides, in code, what
+    /// becomes of the call. A response cut by `max_tokens` runs no calls: their input may be
+    /// incomplete, and the continuation calls them again.
+    fn sort_calls(
+        &self,
+        blocks: Vec<Value>,
+        cut_short: bool,
+        mut pre: PreHooks,
+        now: time::Micros,
+    ) -> Calls {
+        let mut calls = Calls {
+            content: Vec::with_capacity(blocks.len()),
+            ..Default::default()
+        };
+        for block in blocks {
+            let Block::ToolUse { name, input } = Block::of(&block) else {
+                calls.content.push(block);
+                continue;
+            };
+            if cut_short {
+                continue;
+            }
+            let name = name.to_string();
+            let input = input.cloned().unwrap_or_else(|| json!({}));
+            let id = pre.ids.pop_front().unwrap_or_else(|| new_id("sevt"));
+            let mut b = block.clone();
+            b["id"] = json!(id);
+            calls.content.push(b);
+            let hooked = pre.take(&id);
+            self.sort_call(&mut calls, id, name, input, hooked, now);
+        }
+        calls
+    }
+
+    /// Decides one call: a custom tool waits for the client, the roster tools answer or
+    /// delegate here, a built-in tool goes through its permission policy, and an unknown
+    /// tool is refused.
+    fn sort_call(
+        &self,
+        calls: &mut Calls,
+        id: String,
+        name: String,
+        input: Value,
+        hooked: CallHooks,
+        now: time::Micros,
+    ) {
+        let thread = &self.thread;
+        // A delegate's blocking calls also show on the session's stream, naming their thread.
+        let crosspost = self.child_name().map(|_| thread.clone());
+        let is_custom = self
+            .agent
+            .tools
+            .iter()
+            .any(|t| matches!(t, Tool::Custom(c) if c.name == name));
+        if is_custom {
+            let mut body = json!({ "name": name, "input": input });
+            if let Some(t) = &crosspost {
+                body["session_thread_id"] = json!(t);
+            }
+            let mut e = server_event(kind::AGENT_CUSTOM_TOOL_USE, body, thread, now);
+            e.id = id.clone();
+            calls.events.push(e);
+            calls.pending.push(Pending {
+                id,
+                kind: PendingKind::Custom,
+                thread_id: thread.clone(),
+                mcp: false,
+            });
+        } else if self.roster.is_some() && name == LIST_AGENTS {
+            calls.listings.push((id, input));
+        } else if let Some(roster) = self.roster.as_ref().filter(|_| name == SEND_TO_AGENT) {
+            let models = self.inner.models.clone();
+            let routable = move |m: &str| models.check_routable(m);
+            match delegation::parse_send(&id, &input, roster, &self.agent, &routable) {
+                Ok(mut s) => match hooked.delegation {
+                    Some(gate) if gate.blocked.is_some() => {
+                        let (_, reason) = gate.blocked.clone().unwrap_or_default();
+                        let verdicts = gate.recorded().unwrap_or_default();
+                        calls.events.extend(delegation::refused_by_hook(
+                            &id, &name, &input, &reason, verdicts, thread, now,
+                        ));
+                    }
+                    gate => {
+                        s.hooks = gate.and_then(|g| g.recorded());
+                        calls.sends.push(s)
+                    }
+                },
+                Err(msg) => calls
+                    .events
+                    .extend(delegation::refuse(&id, &name, &input, &msg, thread, now)),
+            }
+            calls.runs_here = true;
+        } else if let Some(target) = self.mcp_offer.target(&name).cloned() {
+            // A hook's defer of an MCP call asks the user instead (only built-in calls can be
+            // answered by the client with `user.tool_result`).
+            let Hooked {
+                decision, input, ..
+            } = hook_step::apply(hooked.pre, input, false, |_| {
+                permissions::decide_mcp(&self.agent.tools, &target.server, &target.tool)
+            });
+            let body =
+                json!({ "name": target.tool, "mcp_server_name": target.server, "input": input });
+            let blocking = matches!(decision, permissions::Decision::Ask { .. });
+            let use_crosspost = crosspost.as_deref().filter(|_| blocking);
+            calls.events.push(decided_use(
+                kind::AGENT_MCP_TOOL_USE,
+                body,
+                &decision,
+                use_crosspost,
+                &id,
+                thread,
+                now,
+            ));
+            match decision {
+                permissions::Decision::Deny { reason, .. } => {
+                    calls.mcp_refused.push((id, denial(&reason)))
+                }
+                permissions::Decision::Ask { .. } => calls.pending.push(Pending {
+                    id,
+                    kind: PendingKind::Confirmation,
+                    thread_id: thread.clone(),
+                    mcp: true,
+                }),
+                permissions::Decision::Allow { .. } => calls.runs_here = true,
+            }
+        } else if permissions::is_builtin(&self.agent.tools, &name) {
+            // Policy is decided here, in code, before anything runs.
+            // Hooks' verdicts are folded in here too (a hook can only make it stricter).
+            let for_worker = self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
+            // A deferred call waits for the client's `user.tool_result`; in a self-hosted
+            // environment the worker is that client, so there it asks the user instead.
+            let Hooked {
+                decision,
+                input,
+                defer,
+            } = hook_step::apply(hooked.pre, input, !for_worker, |i| {
+                permissions::decide(&self.agent.tools, &name, i, &self.egress)
+            });
+            let blocking = matches!(decision, permissions::Decision::Ask { .. })
+                || (for_worker && matches!(decision, permissions::Decision::Allow { .. }));
+            let body = json!({ "name": name, "input": input });
+            let use_crosspost = crosspost.as_deref().filter(|_| blocking);
+            calls.events.push(decided_use(
+                kind::AGENT_TOOL_USE,
+                body,
+                &decision,
+                use_crosspost,
+                &id,
+                thread,
+                now,
+            ));
+            match decision {
+                permissions::Decision::Deny { reason, .. } => {
+                    calls.refused.push((id, denial(&reason)))
+                }
+                permissions::Decision::Ask { .. } if defer => calls.pending.push(Pending {
+                    id,
+                    kind: PendingKind::ClientTool,
+                    thread_id: thread.clone(),
+                    mcp: false,
+                }),
+                permissions::Decision::Ask { .. } => calls.pending.push(Pending {
+                    id,
+                    kind: PendingKind::Confirmation,
+                    thread_id: thread.clone(),
+                    mcp: false,
+                }),
+                permissions::Decision::Allow { .. } if for_worker => calls.pending.push(Pending {
+                    id,
+                    kind: PendingKind::ClientTool,
+                    thread_id: thread.clone(),
+                    mcp: false,
+                }),
+                permissions::Decision::Allow { .. } => calls.runs_here = true,
+            }
+        } else {
+            let mut e = server_event(
+                kind::AGENT_TOOL_USE,
+                json!({ "name": name, "input": input, "evaluated_permission": "deny" }),
+                thread,
+                now,
+            );
+            e.id = id.clone();
+            calls.events.push(e);
+            let available: Vec<String> = self
+                .offered_tools()
+                .iter()
+                .map(|t| t.name.clone())
+                .collect();
+            let available = if available.is_empty() {
+                "none".to_string()
+            } else {
+                available.join(", ")
+            };
+            calls.refused.push((
+                id,
+                format!("There is no tool named `{name}`. Available tools: {available}."),
+            ));
+        }
+    }
+}
+
+/// What the tool calls of one response came to.
+#[derive(Default)]
+struct Calls {
+    /// `agent.tool_use` / `agent.custom_tool_use` events, and refusals of bad delegations.
+    events: Vec<NewEvent>,
+    /// The response's content as the context keeps it (calls with their event ids).
+    content: Vec<Value>,
+    /// Calls that block the turn until answered.
+    pending: Vec<Pending>,
+    /// Calls answered at once with an error: (call id, message).
+    refused: Vec<(String, String)>,
+    /// MCP calls refused by policy: (call id, message).
+    mcp_refused: Vec<(String, String)>,
+    /// Delegations to start.
+    sends: Vec<delegation::Send>,
+    /// `list_agents` calls, answered in the transaction from the roster.
+    listings: Vec<(String, Value)>,
+    /// A call runs in this process (a built-in tool, a delegation).
+    runs_here: bool,
+}
+
+/// The `agent.thinking` and `agent.message` events of a response, and the text it said.
+/// A built-in or MCP tool-use event carrying the permission decided for it, and the thread a
+/// blocking call is cross-posted from.
+fn decided_use(
+    kind_name: &str,
+    mut body: Value,
+    decision: &permissions::Decision,
+    crosspost: Option<&str>,
+    id: &str,
+    thread: &str,
+    now: time::Micros,
+) -> NewEvent {
+    body["evaluated_permission"] = json!(decision.label());
+    if let Some(ev) = decision.evaluation() {
+        body["evaluation"] = ev.clone();
+    }
+    if let Some(t) = crosspost {
+        body["session_thread_id"] = json!(t);
+    }
+    let mut e = server_event(kind_name, body, thread, now);
+    e.id = id.to_string();
+    e
+}
+
+/// What the model is told of a call the policy denied.
+fn denial(reason: &str) -> String {
+    format!(
+        "Permission denied: {reason}. The call did not run; choose another approach or ask the user."
+    )
+}
+
+fn said_events(
+    blocks: &[Value],
+    thread: &str,
+    message_id: String,
+    thinking_id: String,
+    now: time::Micros,
+) -> (Vec<NewEvent>, String) {
+    let mut out = Vec::new();
+    if blocks.iter().any(|b| Block::of(b) == Block::Thinking) {
+        let mut e = server_event(kind::AGENT_THINKING, json!({}), thread, now);
+        e.id = thinking_id;
+        out.push(e);
+    }
+    let texts: Vec<&str> = blocks
+        .iter()
+        .filter_map(|b| match Block::of(b) {
+            Block::Text(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    if !texts.is_empty() {
+        let content: Vec<Value> = texts.iter().map(|t| content::text(*t)).collect();
+        let mut e = server_event(
+            kind::AGENT_MESSAGE,
+            json!({ "content": content }),
+            thread,
+            now,
+        );
+        e.id = message_id;
+        out.push(e);
+    }
+    (out, texts.join("\n"))
+}
+
+/// Whether a response ends the turn by itself, so the idle goes in the transaction that
+/// records it: calls answered at once or run here keep the turn going; blocking calls end
+/// it with `requires_action`; otherwise the model's stop reason decides (a continued or
+/// unknown reason leaves it to the loop).
+fn response_ends_turn(stop: ModelStop, blocked: bool, keeps_going: bool) -> Option<StopReason> {
+    if keeps_going {
+        return None;
+    }
+    if blocked {
+        return Some(StopReason::RequiresAction(vec![]));
+    }
+    match stop {
+        ModelStop::EndTurn | ModelStop::StopSequence => Some(StopReason::EndTurn),
+        ModelStop::Refusal => Some(StopReason::Refusal),
+        _ => None,
+    }
+}
+
+/// Publishes preview frames for subscribers that asked for them (API.md §4.5).
+fn preview(
+    hub: &Arc<crate::hub::Hub>,
+    sid: &str,
+    thread: &str,
+    message_id: &str,
+    thinking_id: &str,
+    started_text: &AtomicBool,
+    d: Delta,
+) {
+    if !hub.wants_previews(sid) {
+        return;
+    }
+    match d {
+        Delta::ThinkingStarted => hub.preview(
+            sid,
+            thread,
+            kind::AGENT_THINKING,
+            json!({"type": "event_start", "event": {"type": kind::AGENT_THINKING, "id": thinking_id}}),
+        ),
+        Delta::Text { index, text } => {
+            if !started_text.swap(true, Ordering::SeqCst) {
+                hub.preview(
+                    sid,
+                    thread,
+                    kind::AGENT_MESSAGE,
+                    json!({"type": "event_start", "event": {"type": kind::AGENT_MESSAGE, "id": message_id}}),
+                );
+            }
+            hub.preview(
+                sid,
+                thread,
+                kind::AGENT_MESSAGE,
+                json!({"type": "event_delta", "event_id": message_id,
+                       "delta": {"type": "content_delta", "index": index, "content": {"type": "text", "text": text}}}),
+            );
+        }
+    }
+}
+
+/// The request's latency and tokens, for `/metrics`.
+fn record_request(
+    model: &str,
+    started: std::time::Instant,
+    outcome: &Waited<Result<mast_models::ModelResponse, mast_models::ModelError>>,
+) {
+    let result = match outcome {
+        Waited::Interrupted => "interrupted",
+        Waited::Done(Ok(resp)) => {
+            for (kind, n) in [
+                ("input", resp.usage.input_tokens),
+                ("output", resp.usage.output_tokens),
+                ("cache_read", resp.usage.cache_read_input_tokens),
+            ] {
+                metrics::counter!(crate::telemetry::MODEL_TOKENS, "model" => model.to_string(), "kind" => kind)
+                    .increment(n.max(0) as u64);
+            }
+            "ok"
+        }
+        Waited::Done(Err(_)) => "error",
+    };
+    metrics::histogram!(crate::telemetry::MODEL_DURATION, "model" => model.to_string(), "outcome" => result)
+        .record(started.elapsed().as_secs_f64());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::response_ends_turn;
+    use mast_domain::events::StopReason;
+    use mast_models::ModelStop;
+
+    #[test]
+    fn when_a_response_ends_the_turn_by_itself() {
+        use ModelStop::*;
+        let requires = Some(StopReason::RequiresAction(vec![]));
+        // (model stop, calls blocked on the client, calls answered or run here) -> ends with
+        let cases = [
+            (EndTurn, false, false, Some(StopReason::EndTurn)),
+            (StopSequence, false, false, Some(StopReason::EndTurn)),
+            (Refusal, false, false, Some(StopReason::Refusal)),
+            // Continued, failed or unknown stops are the loop's to handle.
+            (MaxTokens, false, false, None),
+            (PauseTurn, false, false, None),
+            (ContextWindowExceeded, false, false, None),
+            (Other, false, false, None),
+            // A call the client must answer blocks the turn, whatever the model said.
+            (ToolUse, true, false, requires.clone()),
+            (EndTurn, true, false, requires.clone()),
+            // A call answered at once or run here keeps the turn going, even beside a
+            // blocking one: the loop decides after it.
+            (ToolUse, false, true, None),
+            (ToolUse, true, true, None),
+            (EndTurn, false, true, None),
+        ];
+        for (stop, blocked, keeps_going, want) in cases {
+            assert_eq!(
+                response_ends_turn(stop, blocked, keeps_going),
+                want,
+                "{stop:?} blocked {blocked} keeps going {keeps_going}"
+            );
+        }
+    }
+
+    #[test]
+    fn stop_reasons_parse_and_continue() {
+        for (s, stop, continues) in [
+            ("end_turn", ModelStop::EndTurn, false),
+            ("stop_sequence", ModelStop::StopSequence, false),
+            ("tool_use", ModelStop::ToolUse, false),
+            ("max_tokens", ModelStop::MaxTokens, true),
+            ("pause_turn", ModelStop::PauseTurn, true),
+            ("refusal", ModelStop::Refusal, false),
+            (
+                "model_context_window_exceeded",
+                ModelStop::ContextWindowExceeded,
+                false,
+            ),
+            ("something_new", ModelStop::Other, false),
+        ] {
+            assert_eq!(ModelStop::parse(s), stop, "{s}");
+            assert_eq!(stop.continues(), continues, "{s}");
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! The tool definitions a thread's model request offers: the agent's custom and built-in
+//! tools (for the primary thread kept with the session's parsed body between wakes), then
+//! the delegation tools and the MCP tools of the moment.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::shared_agent::SharedAgent;
+use super::turn::Loop;
+use mast_domain::tools::{Tool, ToolDef};
+
+impl Loop<'_> {
+    fn custom_tools(&self) -> Vec<ToolDef> {
+        self.agent
+            .tools
+            .iter()
+            .filter_map(|t| match t {
+                Tool::Custom(c) => Some(ToolDef {
+                    name: c.name.clone(),
+                    description: c.description.clone(),
+                    input_schema: Value::Object(c.input_schema.0.clone()),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The custom tools and the enabled built-in tools: what the agent alone decides. The
+    /// primary thread's are kept with the session's parsed body between wakes.
+    fn agent_tools(&self) -> Arc<Vec<ToolDef>> {
+        let build = || {
+            let mut tools = self.custom_tools();
+            tools.extend(mast_sandbox::definitions(&self.agent.tools));
+            tools
+        };
+        match &self.agent {
+            SharedAgent::Session(body) => self.inner.bodies.tools(&self.sid, body, build),
+            SharedAgent::Own(_) => Arc::new(build()),
+        }
+    }
+
+    /// Custom tools, the enabled built-in tools, (coordinators) the delegation tools and
+    /// the MCP tools of the last [`Loop::prepare_mcp`].
+    pub(super) fn offered_tools(&self) -> Arc<Vec<ToolDef>> {
+        let base = self.agent_tools();
+        if self.roster.is_none() && self.mcp_offer.defs.is_empty() {
+            return base;
+        }
+        let mut tools = Vec::clone(&base);
+        if let Some(r) = &self.roster {
+            tools.extend(r.tools());
+        }
+        tools.extend(self.mcp_offer.defs.iter().cloned());
+        Arc::new(tools)
+    }
+}

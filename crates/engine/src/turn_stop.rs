@@ -1,0 +1,224 @@
+//! How a thread's loop stops or pauses: ending the turn (or failing it), acting on an
+//! interrupt, waiting while delegates work, and answering a delegation whose thread stopped
+//! without replying. Each is one transaction under the row lock that re-checks what it acts on.
+
+use serde_json::Value;
+
+use super::intake::server_event;
+use super::state::EngineState;
+use super::turn::{Loop, RunError};
+use super::turn_end::{self, Ender};
+use mast_domain::events::{self, Answer, StopReason, kind};
+use mast_domain::time;
+use mast_models::Block;
+
+impl Loop<'_> {
+    /// What ends this thread's turn, for a transaction.
+    pub fn ender(&self) -> Ender {
+        Ender {
+            thread: self.thread.clone(),
+            primary: self.primary.clone(),
+            child: self.child_name(),
+            usage_at_start: self.usage_at_start.clone(),
+            reply: self.child_name().map(|_| self.final_message()),
+        }
+    }
+
+    /// The text of this turn's last `agent.message` (a delegate's reply).
+    fn final_message(&self) -> String {
+        self.events
+            .iter()
+            .rev()
+            .take_while(|e| e.kind != kind::THREAD_MESSAGE_RECEIVED)
+            .find(|e| e.kind == kind::SPAN_END)
+            .and_then(|e| e.internal.as_ref())
+            .and_then(|i| i.get("content"))
+            .and_then(Value::as_array)
+            .map(|blocks| {
+                blocks
+                    .iter()
+                    .filter_map(|b| match Block::of(b) {
+                        Block::Text(t) => Some(t),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default()
+    }
+
+    /// Ends the turn unless, under the row lock, something says it is not over.
+    pub async fn finish(
+        &mut self,
+        reason: StopReason,
+        details: Option<Value>,
+    ) -> Result<(), RunError> {
+        let ender = self.ender();
+        self.commit(
+            move |rec, st| ender.try_end(rec, st, reason, details),
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Ends the turn with an error the model cannot recover from by itself.
+    pub async fn fail_turn(
+        &mut self,
+        error_type: &'static str,
+        message: &str,
+    ) -> Result<(), RunError> {
+        let ender = self.ender();
+        let message = message.to_string();
+        self.commit(
+            move |rec, st| Ok(ender.exhausted(rec, st, error_type, &message, time::now())),
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Acts on a recorded interrupt: closes this thread's open calls with error results and
+    /// idles it with `end_turn`. The primary waits for interrupted delegates to stop first.
+    pub(super) async fn interrupt(&mut self, st: &EngineState) -> Result<(), RunError> {
+        // Which running call is an MCP one (the row keeps only its id).
+        let mcp_calls: std::collections::HashSet<String> = self
+            .events
+            .iter()
+            .filter(|e| e.kind == mast_domain::events::kind::AGENT_MCP_TOOL_USE)
+            .map(|e| e.id.clone())
+            .collect();
+        if let Some(name) = self.child_name() {
+            let (thread, primary) = (self.thread.clone(), self.primary.clone());
+            self.commit(
+                move |_, st| {
+                    let now = time::now();
+                    let mut out = Vec::new();
+                    if let Some(id) = st.running_tool_of(&thread) {
+                        let mcp = mcp_calls.contains(&id);
+                        out.push(turn_end::closed_tool_call(&id, &thread, mcp, now));
+                    }
+                    let why = format!("`{name}` was interrupted before it finished its task.");
+                    out.extend(turn_end::stop_delegate(
+                        st, &thread, &primary, &why, false, now,
+                    ));
+                    Ok(out)
+                },
+                vec![],
+            )
+            .await?;
+            return Ok(());
+        }
+        if st.children_active() {
+            // Delegates close their own work; the primary ends once they have.
+            return self.await_delegates(st).await;
+        }
+        let (primary, grant) = (self.primary.clone(), self.grant());
+        self.commit(
+            move |rec, st| {
+                let now = time::now();
+                // The pending set under the lock is the authority: an answer that committed
+                // meanwhile is not closed a second time.
+                let blocked: Vec<String> = st
+                    .threads
+                    .iter()
+                    .filter(|(id, t)| {
+                        !t.replies_to.is_empty() || st.pending_of(id).next().is_some()
+                    })
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                let mut out = Vec::new();
+                for tid in blocked {
+                    out.extend(turn_end::stop_delegate(
+                        st,
+                        &tid,
+                        &primary,
+                        "The user interrupted the session before this delegate finished.",
+                        false,
+                        now,
+                    ));
+                }
+                out.extend(
+                    st.pending
+                        .drain(..)
+                        .map(|p| turn_end::closed_tool_call(&p.id, &p.thread_id, p.mcp, now)),
+                );
+                if let Some(id) = st.running_tool.take() {
+                    let mcp = mcp_calls.contains(&id);
+                    out.push(turn_end::closed_tool_call(&id, &primary, mcp, now));
+                }
+                st.interrupt = false;
+                out.extend(turn_end::end_session_turn(
+                    rec,
+                    st,
+                    &primary,
+                    StopReason::EndTurn,
+                    None,
+                    now,
+                ));
+                out.extend(turn_end::resume_if_queued(
+                    rec,
+                    st,
+                    &primary,
+                    Some(&grant),
+                    now,
+                ));
+                Ok(out)
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The primary waits while delegates work on its calls: their loops run beside it.
+    pub(super) async fn await_delegates(&mut self, st: &EngineState) -> Result<(), RunError> {
+        for (tid, t) in &st.threads {
+            if t.status.is_active() {
+                let _ = self.crew.spawn.send(tid.clone());
+            }
+        }
+        self.wait_for_children().await
+    }
+
+    async fn wait_for_children(&mut self) -> Result<(), RunError> {
+        // An interrupt, a delegate's end or new answers all mean: look at the log again —
+        // and so does time passing, since an answer posted on another replica only
+        // reaches this one as a signal, which may be lost.
+        let changed = async {
+            tokio::select! {
+                _ = self.crew.changed.notified() => {}
+                _ = self.handle.nudge.notified() => {}
+                _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
+            }
+        };
+        let _ = self.interruptible(changed).await?;
+        Ok(())
+    }
+
+    /// Answers a delegation call whose thread stopped without replying.
+    pub(super) async fn close_orphaned(&mut self, call: String) -> Result<(), RunError> {
+        let primary = self.primary.clone();
+        self.commit(
+            move |_, _| {
+                let mut e = server_event(
+                    kind::AGENT_TOOL_RESULT,
+                    events::tool_result(
+                        &call,
+                        vec![mast_domain::content::text(
+                            "The delegate thread stopped without replying to this task.",
+                        )],
+                        true,
+                    ),
+                    &primary,
+                    time::now(),
+                );
+                e.answers = Some((call, Answer::Result.as_str()));
+                Ok(vec![e])
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,110 @@
+//! Records of deployments and their runs (`/v1/deployments`, `/v1/deployment_runs`,
+//! migration 0015).
+
+use mast_domain::deployment::{DeploymentSpec, DeploymentState};
+use mast_domain::time::Micros;
+use crate::webhooks::WebhookEvent;
+
+/// One deployment's row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeploymentRecord {
+    /// `depl_…`.
+    pub id: String,
+    pub workspace_id: String,
+    pub spec: DeploymentSpec,
+    pub state: DeploymentState,
+    /// The next scheduled firing; `None` without a schedule.
+    pub next_fire_at: Option<Micros>,
+}
+
+/// How a write of a deployment treats `next_fire_at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextFire {
+    /// Keep the stored value: the scheduler may have moved it since the row was read.
+    Keep,
+    /// Set it (a new or changed schedule, an unpause).
+    Set(Option<Micros>),
+}
+
+/// What a write of a deployment changes, for the webhook event it reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeploymentChange {
+    Updated,
+    Archived,
+    Paused,
+    Unpaused,
+}
+
+impl DeploymentChange {
+    /// The webhook event type reporting it.
+    pub fn webhook_type(self) -> &'static str {
+        match self {
+            DeploymentChange::Updated => "deployment.updated",
+            DeploymentChange::Archived => "deployment.archived",
+            DeploymentChange::Paused => "deployment.paused",
+            DeploymentChange::Unpaused => "deployment.unpaused",
+        }
+    }
+
+    /// The webhook event of this change to `d`.
+    pub fn event(self, d: &DeploymentRecord) -> WebhookEvent {
+        WebhookEvent::new(self.webhook_type(), &d.workspace_id, &d.id)
+    }
+}
+
+/// The webhook events of a recorded run: it started, then succeeded (a session started) or
+/// failed.
+pub fn run_events(r: &DeploymentRunRecord) -> Vec<WebhookEvent> {
+    let end = if r.session_id.is_some() {
+        "deployment_run.succeeded"
+    } else {
+        "deployment_run.failed"
+    };
+    [("deployment_run.started"), end]
+        .into_iter()
+        .map(|kind| WebhookEvent::new(kind, &r.workspace_id, &r.id))
+        .collect()
+}
+
+/// Filters of `GET /v1/deployments`.
+#[derive(Debug, Clone, Default)]
+pub struct DeploymentFilter {
+    pub agent_id: Option<String>,
+    pub include_archived: bool,
+    /// `Some(true)`: only paused; `Some(false)`: only active (both leave archived ones out).
+    pub paused: Option<bool>,
+    pub created_gte: Option<Micros>,
+    pub created_lte: Option<Micros>,
+}
+
+/// One run's row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeploymentRunRecord {
+    /// `drun_…`.
+    pub id: String,
+    pub workspace_id: String,
+    pub deployment_id: String,
+    /// `schedule` or `manual`.
+    pub trigger_type: String,
+    /// The slot a scheduled run fired for (before jitter, of which Mast adds none).
+    pub scheduled_at: Option<Micros>,
+    pub agent_id: String,
+    pub agent_version: i64,
+    pub session_id: Option<String>,
+    /// JSON `{"type","message"}` when no session started.
+    pub error: Option<String>,
+    pub created_at: Micros,
+}
+
+/// Filters of `GET /v1/deployment_runs`.
+#[derive(Debug, Clone, Default)]
+pub struct DeploymentRunFilter {
+    pub deployment_id: Option<String>,
+    /// `Some(true)`: runs with an error; `Some(false)`: runs with a session.
+    pub has_error: Option<bool>,
+    pub trigger_type: Option<String>,
+    pub created_gt: Option<Micros>,
+    pub created_gte: Option<Micros>,
+    pub created_lt: Option<Micros>,
+    pub created_lte: Option<Micros>,
+}

@@ -1,0 +1,95 @@
+//! Session leases, each grant, renewal and expiry test one statement on the database's clock
+//! (see [`super::clock`]): a replica whose clock is off neither takes a live lease nor keeps
+//! a dead one.
+
+use super::PgStore;
+use super::clock::db_time;
+use mast_domain::time::Micros;
+use crate::StoreResult;
+
+impl PgStore {
+    pub(super) async fn claim_lease_pg(
+        &self,
+        session_id: &str,
+        owner: &str,
+        now: Micros,
+        until: Micros,
+    ) -> StoreResult<bool> {
+        let stamp = self.clock.stamp();
+        let r = sqlx::query(concat!(
+            "UPDATE sessions SET lease_owner = $1, lease_expires_at = mast_time($2, $3) WHERE id = $4 \
+             AND (lease_owner IS NULL OR lease_owner = $1 OR lease_expires_at < ",
+            db_time!("$5", "$3"),
+            ")"
+        ))
+        .bind(owner)
+        .bind(stamp.at(until))
+        .bind(stamp.expected)
+        .bind(session_id)
+        .bind(stamp.at(now))
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    pub(super) async fn renew_lease_pg(
+        &self,
+        session_id: &str,
+        owner: &str,
+        until: Micros,
+    ) -> StoreResult<bool> {
+        let stamp = self.clock.stamp();
+        let r = sqlx::query(
+            "UPDATE sessions SET lease_expires_at = mast_time($1, $2) WHERE id = $3 AND lease_owner = $4",
+        )
+        .bind(stamp.at(until))
+        .bind(stamp.expected)
+        .bind(session_id)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    pub(super) async fn release_lease_pg(&self, session_id: &str, owner: &str) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL \
+             WHERE id = $1 AND lease_owner = $2",
+        )
+        .bind(session_id)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn clear_foreign_leases_pg(&self, owner: &str) -> StoreResult<u64> {
+        let r = sqlx::query(
+            "UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL \
+             WHERE lease_owner IS NOT NULL AND lease_owner <> $1",
+        )
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected())
+    }
+
+    pub(super) async fn sessions_needing_runner_pg(
+        &self,
+        now: Micros,
+        limit: i64,
+    ) -> StoreResult<Vec<String>> {
+        let stamp = self.clock.stamp();
+        Ok(sqlx::query_scalar(concat!(
+            "SELECT id FROM sessions WHERE status IN ('running', 'rescheduling') \
+             AND (lease_owner IS NULL OR lease_expires_at < ",
+            db_time!("$1", "$2"),
+            ") ORDER BY updated_at LIMIT $3"
+        ))
+        .bind(stamp.at(now))
+        .bind(stamp.expected)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}

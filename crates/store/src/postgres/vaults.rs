@@ -1,0 +1,264 @@
+//! Vaults and credentials (bodies are `json`; sealed secrets are `bytea`).
+
+use sqlx::postgres::{PgRow, Postgres};
+use sqlx::{QueryBuilder, Row};
+
+use super::{PgStore, push_scan};
+use mast_domain::time::Micros;
+use mast_domain::vault::Vault;
+use crate::webhooks::{WebhookEvent, credential_event};
+use crate::{CredentialRecord, Scan, StoreResult};
+
+const CREDENTIAL_COLS: &str = "body::text, server_url, secret";
+
+fn vault(row: &PgRow) -> StoreResult<Vault> {
+    let body: &str = row.try_get(0)?;
+    Ok(serde_json::from_str(body)?)
+}
+
+fn credential(row: &PgRow) -> StoreResult<CredentialRecord> {
+    let body: &str = row.try_get(0)?;
+    Ok(CredentialRecord {
+        credential: serde_json::from_str(body)?,
+        server_url: row.try_get(1)?,
+        sealed: row.try_get(2)?,
+    })
+}
+
+impl PgStore {
+    pub(super) async fn insert_vault_pg(&self, ws: &str, v: &Vault, at: Micros) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO vaults (id, workspace_id, body, created_at, updated_at) \
+             VALUES ($1, $2, $3::json, $4, $4)",
+        )
+        .bind(&v.id)
+        .bind(ws)
+        .bind(serde_json::to_string(v)?)
+        .bind(at)
+        .execute(&mut *tx)
+        .await?;
+        super::webhooks::emit(&mut tx, &[WebhookEvent::new("vault.created", ws, &v.id)]).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn get_vault_pg(&self, ws: &str, id: &str) -> StoreResult<Option<Vault>> {
+        let row = sqlx::query("SELECT body::text FROM vaults WHERE workspace_id = $1 AND id = $2")
+            .bind(ws)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| vault(&r)).transpose()
+    }
+
+    pub(super) async fn update_vault_pg(
+        &self,
+        ws: &str,
+        v: &Vault,
+        at: Micros,
+        archived: bool,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query(
+            "UPDATE vaults SET body = $1::json, updated_at = $2, \
+             archived_at = COALESCE(archived_at, $3) WHERE workspace_id = $4 AND id = $5",
+        )
+        .bind(serde_json::to_string(v)?)
+        .bind(at)
+        .bind(archived.then_some(at))
+        .bind(ws)
+        .bind(&v.id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        // Only archiving has a webhook type (there is no `vault.updated`).
+        if archived && n == 1 {
+            super::webhooks::emit(&mut tx, &[WebhookEvent::new("vault.archived", ws, &v.id)])
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn list_vaults_pg(
+        &self,
+        ws: &str,
+        include_archived: bool,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<Vault>> {
+        let mut qb =
+            QueryBuilder::<Postgres>::new("SELECT body::text FROM vaults WHERE workspace_id = ");
+        qb.push_bind(ws.to_string());
+        if !include_archived {
+            qb.push(" AND archived_at IS NULL");
+        }
+        push_scan(&mut qb, "id", scan);
+        let rows = qb.build().fetch_all(&self.pool).await?;
+        rows.iter().map(vault).collect()
+    }
+
+    pub(super) async fn delete_vault_pg(&self, ws: &str, id: &str) -> StoreResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query(
+            "WITH c AS (DELETE FROM vault_credentials WHERE workspace_id = $1 AND vault_id = $2) \
+             DELETE FROM vaults WHERE workspace_id = $1 AND id = $2",
+        )
+        .bind(ws)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if n > 0 {
+            super::webhooks::emit(&mut tx, &[WebhookEvent::new("vault.deleted", ws, id)]).await?;
+        }
+        tx.commit().await?;
+        Ok(n > 0)
+    }
+
+    pub(super) async fn insert_credential_pg(
+        &self,
+        ws: &str,
+        rec: &CredentialRecord,
+        at: Micros,
+    ) -> StoreResult<()> {
+        let c = &rec.credential;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO vault_credentials \
+             (id, workspace_id, vault_id, server_url, body, secret, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5::json, $6, $7, $7)",
+        )
+        .bind(&c.id)
+        .bind(ws)
+        .bind(&c.vault_id)
+        .bind(&rec.server_url)
+        .bind(serde_json::to_string(c)?)
+        .bind(&rec.sealed)
+        .bind(at)
+        .execute(&mut *tx)
+        .await?;
+        let hook = credential_event("vault_credential.created", ws, &c.vault_id, &c.id);
+        super::webhooks::emit(&mut tx, &[hook]).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn get_credential_pg(
+        &self,
+        ws: &str,
+        vault_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<CredentialRecord>> {
+        let row = sqlx::query(&format!(
+            "SELECT {CREDENTIAL_COLS} FROM vault_credentials \
+             WHERE workspace_id = $1 AND vault_id = $2 AND id = $3"
+        ))
+        .bind(ws)
+        .bind(vault_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| credential(&r)).transpose()
+    }
+
+    pub(super) async fn update_credential_pg(
+        &self,
+        ws: &str,
+        rec: &CredentialRecord,
+        at: Micros,
+        archived: bool,
+        expected: Option<&[u8]>,
+    ) -> StoreResult<bool> {
+        let c = &rec.credential;
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query(
+            "UPDATE vault_credentials SET body = $1::json, secret = $2, updated_at = $3, \
+             archived_at = COALESCE(archived_at, $4) \
+             WHERE workspace_id = $5 AND vault_id = $6 AND id = $7 \
+             AND ($8::bytea IS NULL OR secret = $8)",
+        )
+        .bind(serde_json::to_string(c)?)
+        .bind(&rec.sealed)
+        .bind(at)
+        .bind(archived.then_some(at))
+        .bind(ws)
+        .bind(&c.vault_id)
+        .bind(&c.id)
+        .bind(expected)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if archived && n > 0 {
+            let hook = credential_event("vault_credential.archived", ws, &c.vault_id, &c.id);
+            super::webhooks::emit(&mut tx, &[hook]).await?;
+        }
+        tx.commit().await?;
+        Ok(n > 0)
+    }
+
+    pub(super) async fn list_credentials_pg(
+        &self,
+        ws: &str,
+        vault_id: &str,
+        include_archived: bool,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<CredentialRecord>> {
+        let mut qb = QueryBuilder::<Postgres>::new(format!(
+            "SELECT {CREDENTIAL_COLS} FROM vault_credentials WHERE workspace_id = "
+        ));
+        qb.push_bind(ws.to_string())
+            .push(" AND vault_id = ")
+            .push_bind(vault_id.to_string());
+        if !include_archived {
+            qb.push(" AND archived_at IS NULL");
+        }
+        push_scan(&mut qb, "id", scan);
+        let rows = qb.build().fetch_all(&self.pool).await?;
+        rows.iter().map(credential).collect()
+    }
+
+    pub(super) async fn delete_credential_pg(
+        &self,
+        ws: &str,
+        vault_id: &str,
+        id: &str,
+    ) -> StoreResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query(
+            "DELETE FROM vault_credentials WHERE workspace_id = $1 AND vault_id = $2 AND id = $3",
+        )
+        .bind(ws)
+        .bind(vault_id)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if n > 0 {
+            let hook = credential_event("vault_credential.deleted", ws, vault_id, id);
+            super::webhooks::emit(&mut tx, &[hook]).await?;
+        }
+        tx.commit().await?;
+        Ok(n > 0)
+    }
+
+    pub(super) async fn credentials_for_server_pg(
+        &self,
+        ws: &str,
+        vault_ids: &[String],
+        server_url: &str,
+    ) -> StoreResult<Vec<CredentialRecord>> {
+        let rows = sqlx::query(
+            "SELECT c.body::text, c.server_url, c.secret FROM vault_credentials c \
+             JOIN vaults v ON v.id = c.vault_id AND v.workspace_id = c.workspace_id \
+             WHERE c.workspace_id = $1 AND c.vault_id = ANY($2) AND c.server_url = $3 \
+             AND c.archived_at IS NULL AND v.archived_at IS NULL",
+        )
+        .bind(ws)
+        .bind(vault_ids)
+        .bind(server_url)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(credential).collect()
+    }
+}

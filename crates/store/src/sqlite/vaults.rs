@@ -1,0 +1,237 @@
+//! Vaults and credentials (bodies are JSON text; sealed secrets are blobs).
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use super::rows::Query;
+use mast_domain::time::Micros;
+use mast_domain::vault::Vault;
+use crate::webhooks::{WebhookEvent, credential_event};
+use crate::{CredentialRecord, Scan, StoreResult};
+
+const CREDENTIAL_COLS: &str = "body, server_url, secret";
+
+type RawCredential = (String, String, Vec<u8>);
+
+fn raw_credential(r: &Row<'_>) -> rusqlite::Result<RawCredential> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+}
+
+fn credential((body, server_url, sealed): RawCredential) -> StoreResult<CredentialRecord> {
+    Ok(CredentialRecord {
+        credential: serde_json::from_str(&body)?,
+        server_url,
+        sealed,
+    })
+}
+
+pub(super) fn insert_vault(conn: &Connection, ws: &str, v: &Vault, at: Micros) -> StoreResult<()> {
+    conn.prepare_cached(
+        "INSERT INTO vaults (id, workspace_id, body, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4)",
+    )?
+    .execute(params![v.id, ws, serde_json::to_string(v)?, at])?;
+    super::webhooks::emit(conn, &[WebhookEvent::new("vault.created", ws, &v.id)])
+}
+
+pub(super) fn get_vault(conn: &Connection, ws: &str, id: &str) -> StoreResult<Option<Vault>> {
+    let body: Option<String> = conn
+        .prepare_cached("SELECT body FROM vaults WHERE workspace_id = ?1 AND id = ?2")?
+        .query_row([ws, id], |r| r.get(0))
+        .optional()?;
+    Ok(body.map(|b| serde_json::from_str(&b)).transpose()?)
+}
+
+pub(super) fn update_vault(
+    conn: &Connection,
+    ws: &str,
+    v: &Vault,
+    at: Micros,
+    archived: bool,
+) -> StoreResult<()> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE vaults SET body = ?1, updated_at = ?2, archived_at = COALESCE(archived_at, ?3) \
+             WHERE workspace_id = ?4 AND id = ?5",
+        )?
+        .execute(params![
+            serde_json::to_string(v)?,
+            at,
+            archived.then_some(at),
+            ws,
+            v.id
+        ])?;
+    // Only archiving has a webhook type (there is no `vault.updated`).
+    if archived && n == 1 {
+        super::webhooks::emit(conn, &[WebhookEvent::new("vault.archived", ws, &v.id)])?;
+    }
+    Ok(())
+}
+
+pub(super) fn list_vaults(
+    conn: &Connection,
+    ws: &str,
+    include_archived: bool,
+    scan: &Scan<String>,
+) -> StoreResult<Vec<Vault>> {
+    let mut q = Query::new("SELECT body FROM vaults WHERE workspace_id = ");
+    q.bind(ws.to_string());
+    if !include_archived {
+        q.push(" AND archived_at IS NULL");
+    }
+    q.scan("id", scan);
+    q.all(conn, |r| r.get::<_, String>(0))?
+        .into_iter()
+        .map(|b| Ok(serde_json::from_str(&b)?))
+        .collect()
+}
+
+pub(super) fn delete_vault(conn: &Connection, ws: &str, id: &str) -> StoreResult<bool> {
+    conn.prepare_cached("DELETE FROM vault_credentials WHERE workspace_id = ?1 AND vault_id = ?2")?
+        .execute([ws, id])?;
+    let n = conn
+        .prepare_cached("DELETE FROM vaults WHERE workspace_id = ?1 AND id = ?2")?
+        .execute([ws, id])?;
+    if n > 0 {
+        super::webhooks::emit(conn, &[WebhookEvent::new("vault.deleted", ws, id)])?;
+    }
+    Ok(n > 0)
+}
+
+pub(super) fn insert_credential(
+    conn: &Connection,
+    ws: &str,
+    rec: &CredentialRecord,
+    at: Micros,
+) -> StoreResult<()> {
+    let c = &rec.credential;
+    conn.prepare_cached(
+        "INSERT INTO vault_credentials \
+         (id, workspace_id, vault_id, server_url, body, secret, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+    )?
+    .execute(params![
+        c.id,
+        ws,
+        c.vault_id,
+        rec.server_url,
+        serde_json::to_string(c)?,
+        rec.sealed,
+        at
+    ])?;
+    let hook = credential_event("vault_credential.created", ws, &c.vault_id, &c.id);
+    super::webhooks::emit(conn, &[hook])?;
+    Ok(())
+}
+
+pub(super) fn get_credential(
+    conn: &Connection,
+    ws: &str,
+    vault_id: &str,
+    id: &str,
+) -> StoreResult<Option<CredentialRecord>> {
+    let raw = conn
+        .prepare_cached(&format!(
+            "SELECT {CREDENTIAL_COLS} FROM vault_credentials \
+             WHERE workspace_id = ?1 AND vault_id = ?2 AND id = ?3"
+        ))?
+        .query_row([ws, vault_id, id], raw_credential)
+        .optional()?;
+    raw.map(credential).transpose()
+}
+
+pub(super) fn update_credential(
+    conn: &Connection,
+    ws: &str,
+    rec: &CredentialRecord,
+    at: Micros,
+    archived: bool,
+    expected: Option<&[u8]>,
+) -> StoreResult<bool> {
+    let c = &rec.credential;
+    let n = conn
+        .prepare_cached(
+            "UPDATE vault_credentials SET body = ?1, secret = ?2, updated_at = ?3, \
+             archived_at = COALESCE(archived_at, ?4) \
+             WHERE workspace_id = ?5 AND vault_id = ?6 AND id = ?7 AND (?8 IS NULL OR secret = ?8)",
+        )?
+        .execute(params![
+            serde_json::to_string(c)?,
+            rec.sealed,
+            at,
+            archived.then_some(at),
+            ws,
+            c.vault_id,
+            c.id,
+            expected
+        ])?;
+    if archived && n > 0 {
+        let hook = credential_event("vault_credential.archived", ws, &c.vault_id, &c.id);
+        super::webhooks::emit(conn, &[hook])?;
+    }
+    Ok(n > 0)
+}
+
+pub(super) fn list_credentials(
+    conn: &Connection,
+    ws: &str,
+    vault_id: &str,
+    include_archived: bool,
+    scan: &Scan<String>,
+) -> StoreResult<Vec<CredentialRecord>> {
+    let mut q = Query::new(&format!(
+        "SELECT {CREDENTIAL_COLS} FROM vault_credentials WHERE workspace_id = "
+    ));
+    q.bind(ws.to_string())
+        .push(" AND vault_id = ")
+        .bind(vault_id.to_string());
+    if !include_archived {
+        q.push(" AND archived_at IS NULL");
+    }
+    q.scan("id", scan);
+    q.all(conn, raw_credential)?
+        .into_iter()
+        .map(credential)
+        .collect()
+}
+
+pub(super) fn delete_credential(
+    conn: &Connection,
+    ws: &str,
+    vault_id: &str,
+    id: &str,
+) -> StoreResult<bool> {
+    let n = conn
+        .prepare_cached(
+            "DELETE FROM vault_credentials WHERE workspace_id = ?1 AND vault_id = ?2 AND id = ?3",
+        )?
+        .execute([ws, vault_id, id])?;
+    if n > 0 {
+        let hook = credential_event("vault_credential.deleted", ws, vault_id, id);
+        super::webhooks::emit(conn, &[hook])?;
+    }
+    Ok(n > 0)
+}
+
+pub(super) fn credentials_for_server(
+    conn: &Connection,
+    ws: &str,
+    vault_ids: &[String],
+    server_url: &str,
+) -> StoreResult<Vec<CredentialRecord>> {
+    if vault_ids.is_empty() {
+        return Ok(vec![]);
+    }
+    let mut q = Query::new(
+        "SELECT c.body, c.server_url, c.secret FROM vault_credentials c \
+         JOIN vaults v ON v.id = c.vault_id AND v.workspace_id = c.workspace_id \
+         WHERE c.archived_at IS NULL AND v.archived_at IS NULL AND c.workspace_id = ",
+    );
+    q.bind(ws.to_string())
+        .push(" AND c.server_url = ")
+        .bind(server_url.to_string())
+        .push(" AND c.vault_id IN ")
+        .bind_list(vault_ids);
+    q.all(conn, raw_credential)?
+        .into_iter()
+        .map(credential)
+        .collect()
+}
