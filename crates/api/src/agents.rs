@@ -15,8 +15,8 @@ use super::pagination::{Page, PageRequest};
 use mast_domain::agent::{Agent, AgentCreate, AgentSpec, AgentUpdate, same_content};
 use mast_domain::ids::new_id;
 use mast_domain::multiagent::{self, RosterRef, SelfAgent};
+use mast_domain::query::{AgentFilter, Direction};
 use mast_domain::time;
-use mast_store::{AgentFilter, Direction};
 
 /// Routes of this resource.
 pub fn router() -> Router<AppState> {

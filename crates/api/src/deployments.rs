@@ -14,7 +14,7 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
 use mast_domain::deployment::{Deployment, DeploymentCreate, DeploymentRun, DeploymentUpdate};
-use mast_store::{DeploymentFilter, DeploymentRunFilter, Direction};
+use mast_domain::query::{DeploymentFilter, DeploymentRunFilter, Direction};
 
 /// A page of deployments.
 #[derive(Debug, Serialize, ToSchema)]

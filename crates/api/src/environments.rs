@@ -15,9 +15,10 @@ use mast_domain::environment::{
     Environment, EnvironmentCreate, EnvironmentSpec, EnvironmentTag, EnvironmentUpdate,
 };
 use mast_domain::ids::new_id;
+use mast_domain::query::Direction;
 use mast_domain::time;
-use mast_store::{Direction, EnvironmentDeletion, StoreError};
 use mast_domain::type_tag;
+use mast_store::{EnvironmentDeletion, StoreError};
 
 type_tag!(
     /// `"type": "environment_deleted"`.

@@ -14,7 +14,7 @@ use super::extract::{Json, QueryParams};
 use super::pagination::{Page, PageRequest};
 use super::sessions::not_found;
 use mast_domain::events::{LISTABLE_TYPES, parse_batch};
-use mast_store::{Direction, EventFilter};
+use mast_domain::query::{Direction, EventFilter};
 
 /// Most events one send request may carry.
 pub const MAX_BATCH: usize = 100;

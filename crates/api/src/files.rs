@@ -17,15 +17,16 @@ use super::auth::{Principal, Workspace, session_workspace};
 use super::error::{ApiError, ApiResult};
 use super::extract::QueryParams;
 use super::pagination::{Page, PageRequest};
-use mast_store::blobs::BlobError;
 use mast_domain::file::{
     self, DeletedFile, FileDeletedTag, FileMetadata, FileScope, FileTag, SessionScopeTag,
 };
 use mast_domain::ids::new_id;
 use mast_domain::invalid::Invalid;
+use mast_domain::query::{Direction, FileFilter, Scan};
 use mast_domain::time;
 use mast_engine::files::FileError;
-use mast_store::{Direction, FileFilter, FileRecord, Scan};
+use mast_store::FileRecord;
+use mast_store::blobs::BlobError;
 
 /// Most ids one `ids[]` list may name (after de-duplication).
 const MAX_IDS: usize = 100;

@@ -13,7 +13,7 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{Json, QueryParams};
 use super::pagination::{Page, PageRequest};
 use mast_domain::hook::{Hook, HookCreate};
-use mast_store::Direction;
+use mast_domain::query::Direction;
 use mast_domain::type_tag;
 
 type_tag!(

@@ -22,12 +22,11 @@ use mast_domain::memory::{
     self, FULL_VIEW_PAGE, Memory, MemoryCreate, MemoryListItem, MemoryUpdate, MemoryVersion,
     Operation, View,
 };
+use mast_domain::query::{Direction, MemoryVersionFilter};
 use mast_domain::time;
-use mast_store::memory::MemoryChange;
-use mast_store::{
-    Direction, MemoryVersionFilter, MemoryWrite, MemoryWriteOutcome, RedactOutcome,
-};
 use mast_domain::type_tag;
+use mast_store::memory::MemoryChange;
+use mast_store::{MemoryWrite, MemoryWriteOutcome, RedactOutcome};
 
 type_tag!(
     /// `"type": "memory_deleted"`.

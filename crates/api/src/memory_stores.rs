@@ -19,8 +19,8 @@ use mast_domain::ids::new_id;
 use mast_domain::memory::{
     Actor, MemoryStore, MemoryStoreCreate, MemoryStoreTag, MemoryStoreUpdate,
 };
+use mast_domain::query::{Direction, MemoryStoreFilter};
 use mast_domain::time;
-use mast_store::{Direction, MemoryStoreFilter};
 use mast_domain::type_tag;
 
 /// The betas that open the memory-store endpoints (either one, as the SDK documents).

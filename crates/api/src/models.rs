@@ -11,8 +11,8 @@ use super::AppState;
 use super::auth::Workspace;
 use super::error::{ApiError, ApiResult};
 use super::extract::QueryParams;
-use mast_models::registry::CatalogEntry;
 use mast_domain::type_tag;
+use mast_models::registry::CatalogEntry;
 
 type_tag!(
     /// `"type": "model"`.

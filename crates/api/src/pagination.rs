@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use super::error::ApiError;
 use super::extract::QueryParams;
-use mast_store::{Direction, Scan};
+use mast_domain::query::{Direction, Scan};
 
 /// A sort key a cursor can carry.
 pub trait CursorKey: Clone + Sized {

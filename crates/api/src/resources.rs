@@ -13,9 +13,9 @@ use super::auth::Workspace;
 use super::error::ApiResult;
 use super::extract::{Json, QueryParams};
 use super::pagination::{Page, PageRequest};
+use mast_domain::query::Direction;
 use mast_domain::repository::{Checkout, RepositoryResource};
 use mast_domain::resource::{DeletedResource, FileResource, ResourceDeletedTag};
-use mast_store::Direction;
 
 /// Body of `POST /v1/sessions/{id}/resources` (parsed strictly by the engine).
 #[derive(Debug, ToSchema)]

@@ -12,10 +12,10 @@ use super::auth::{Principal, Workspace, session_workspace};
 use super::error::{ApiError, ApiResult};
 use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{BiPage, PageRequest};
+use mast_domain::query::{Direction, SessionFilter};
 use mast_domain::session::{Session, SessionCreate, SessionStatus, SessionUpdate};
-use mast_engine::ops::OpError;
-use mast_store::{Direction, SessionFilter};
 use mast_domain::type_tag;
+use mast_engine::ops::OpError;
 
 type_tag!(
     /// `"type": "session_deleted"`.

@@ -19,6 +19,7 @@ use super::pagination::{Page, PageRequest};
 use mast_domain::agent::Skill;
 use mast_domain::ids::new_id;
 use mast_domain::invalid::Invalid;
+use mast_domain::query::Direction;
 use mast_domain::session::SessionBody;
 use mast_domain::skill::{
     DeletedSkill, DeletedSkillVersion, LATEST, SkillDeletedTag, SkillObject, SkillSource, SkillTag,
@@ -27,7 +28,7 @@ use mast_domain::skill::{
 use mast_domain::skill_bundle::{self, MAX_BUNDLE_BYTES, MAX_FILES};
 use mast_domain::time;
 use mast_store::{
-    Direction, NewSkillVersion, SkillRecord, SkillVersionDelete, SkillVersionRecord, StoreError,
+    NewSkillVersion, SkillRecord, SkillVersionDelete, SkillVersionRecord, StoreError,
 };
 
 /// Longest `display_name`.

@@ -15,11 +15,11 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
 use super::sessions::not_found;
+use mast_domain::query::{Direction, EventFilter};
 use mast_domain::session::SessionBodyHead;
 use mast_domain::thread::SessionThread;
 use mast_engine::ops::OpError;
 use mast_engine::state::ThreadStatus;
-use mast_store::{Direction, EventFilter};
 
 /// Routes of this resource.
 pub fn router() -> Router<AppState> {
@@ -191,7 +191,7 @@ async fn transcript(
         .store
         .list_threads(
             &id,
-            &mast_store::Scan {
+            &mast_domain::query::Scan {
                 after: None,
                 direction: Direction::Ascending,
                 // A session has at most a primary thread, 25 open delegates and the ended ones.

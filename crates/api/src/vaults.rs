@@ -16,11 +16,11 @@ use super::pagination::{Page, PageRequest};
 use mast_domain::credential::{Credential, CredentialCreate, CredentialUpdate};
 use mast_domain::credential_validation::CredentialValidation;
 use mast_domain::ids::new_id;
+use mast_domain::query::Direction;
 use mast_domain::time;
+use mast_domain::type_tag;
 use mast_domain::vault::{Vault, VaultCreate, VaultTag, VaultUpdate};
 use mast_engine::ops::OpError;
-use mast_store::Direction;
-use mast_domain::type_tag;
 
 type_tag!(
     /// `"type": "vault_deleted"`.

@@ -14,12 +14,12 @@ use super::auth::Workspace;
 use super::error::{ApiError, ApiResult};
 use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
+use mast_domain::query::Direction;
 use mast_domain::time;
 use mast_domain::webhook::{
     AttemptTag, DeliveryTag, EndpointDeletedTag, WebhookAttempt, WebhookDelivery, WebhookEndpoint,
     WebhookEndpointCreate, WebhookEndpointDeleted, WebhookEndpointUpdate,
 };
-use mast_store::Direction;
 use mast_store::webhooks::{AttemptRecord, DeliveryRecord, EndpointRecord};
 
 /// A page of webhook endpoints.

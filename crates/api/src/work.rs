@@ -16,6 +16,7 @@ use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
 use mast_domain::environment::{Environment, EnvironmentConfig};
 use mast_domain::ids::new_secret;
+use mast_domain::query::Direction;
 use mast_domain::time;
 use mast_domain::work::{
     Work, WorkHeartbeat, WorkQueueStats, WorkQueueStatsTag, WorkState, WorkStop, WorkUpdate,
@@ -23,7 +24,6 @@ use mast_domain::work::{
 };
 use mast_engine::ops::OpError;
 use mast_engine::work;
-use mast_store::Direction;
 
 /// Longest `block_ms` a poll may ask for.
 const MAX_BLOCK_MS: i64 = 999;

@@ -1,7 +1,5 @@
 //! Wire types and validation: what clients send and receive, independent of HTTP and storage.
 
-pub mod error_chain;
-pub mod private_fs;
 pub mod agent;
 pub mod budget;
 pub mod content;
@@ -9,10 +7,12 @@ pub mod credential;
 pub mod credential_validation;
 pub mod deployment;
 pub mod environment;
+pub mod error_chain;
 pub mod events;
 pub mod fields;
 pub mod file;
 pub mod fork;
+pub mod private_fs;
 // Hooks (Mast's own addition): their configuration, and what endpoints answer.
 pub mod hook;
 pub mod hook_answer;
@@ -27,6 +27,7 @@ pub mod multiagent;
 pub mod outcome;
 pub mod patch;
 pub mod prices;
+pub mod query;
 pub mod repository;
 pub mod resource;
 pub mod schedule;

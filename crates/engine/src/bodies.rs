@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use mast_domain::session::SessionBody;
 use mast_domain::tools::ToolDef;
-use mast_store::lru::Lru;
 use mast_store::StoreError;
+use mast_store::lru::Lru;
 
 /// Default bound on the bytes (estimated) the cache holds.
 pub const DEFAULT_BUDGET: usize = 16 << 20;

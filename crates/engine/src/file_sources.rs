@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 
 use super::Inner;
 use super::ops::OpError;
+use crate::files::FileError;
 use mast_domain::content::IMAGE_TYPES;
 use mast_domain::events::ClientEvent;
 use mast_domain::invalid::Invalid;
-use crate::files::FileError;
 use mast_models::Message;
 use mast_store::StoreError;
 

@@ -1,10 +1,10 @@
 //! Rows for the engine's unit tests: a session row in a given status and engine state.
 
+use crate::state::{EngineState, Pending, PendingKind, ThreadRun, ThreadStatus};
 use mast_domain::agent::{ExecutionIdentity, SessionAgent};
 use mast_domain::environment::EnvironmentConfig;
 use mast_domain::model_config::ModelConfig;
 use mast_domain::session::{SessionBody, SessionStatus, SessionUsage};
-use crate::state::{EngineState, Pending, PendingKind, ThreadRun, ThreadStatus};
 use mast_store::{SessionRecord, ThreadRecord};
 
 /// The primary thread of every fixture session.

@@ -3,10 +3,10 @@
 use serde_json::json;
 
 use super::accept;
-use mast_domain::events::{ClientEvent, kind};
-use mast_domain::session::SessionStatus;
 use crate::fixtures::{DELEGATE, NOW, PRIMARY, pending, session, with_delegate};
 use crate::state::{EngineState, PendingKind, ThreadStatus, status_of};
+use mast_domain::events::{ClientEvent, kind};
+use mast_domain::session::SessionStatus;
 use mast_store::StoreError;
 
 fn message() -> ClientEvent {

@@ -4,11 +4,6 @@
 //! Appending input wakes the session's runner here; a reaper resumes sessions whose owner
 //! died (expired lease), and at start-up every session left active is resumed from its log.
 
-pub mod files;
-pub mod hub;
-pub mod secrets;
-pub mod standard_webhooks;
-pub mod telemetry;
 pub mod backoff;
 pub mod bodies;
 pub mod budget;
@@ -21,6 +16,7 @@ pub mod delegation;
 pub mod deployments;
 mod fast_start;
 mod file_sources;
+pub mod files;
 #[cfg(test)]
 mod fixtures;
 mod fork_checkpoint;
@@ -33,6 +29,7 @@ mod hook_after;
 mod hook_step;
 /// The hooks service.
 pub mod hooks;
+pub mod hub;
 pub mod intake;
 pub mod mcp;
 pub mod memory;
@@ -43,10 +40,13 @@ pub mod ops;
 mod outputs;
 pub mod permissions;
 mod repos;
+pub mod secrets;
 mod shared_agent;
 pub mod skills;
+pub mod standard_webhooks;
 pub mod state;
 mod supervisor;
+pub mod telemetry;
 mod tool_offer;
 mod tool_step;
 mod turn;
@@ -70,9 +70,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::hub::Hub;
 use mast_domain::ids::new_id;
 use mast_domain::time;
-use crate::hub::Hub;
 use mast_models::Models;
 use mast_store::Store;
 

@@ -24,15 +24,13 @@ use serde_json::Value;
 use super::Inner;
 use mast_domain::ids::new_id;
 use mast_domain::memory::{Actor, MAX_CONTENT_BYTES, Memory, check_path};
-use mast_domain::memory_resource::{
-    Access, MAX_MEMORIES_PER_STORE, MemoryStoreResource, attached,
-};
+use mast_domain::memory_resource::{Access, MAX_MEMORIES_PER_STORE, MemoryStoreResource, attached};
 use mast_domain::session::SessionBody;
 use mast_domain::time;
-use mast_store::memory::{MemoryChange, MemoryWrite, MemoryWriteOutcome};
 use mast_sandbox::memory_dir;
 use mast_sandbox::mounts::{Mount, MountTable};
 use mast_sandbox::{Approval, SessionTools, ToolOutput};
+use mast_store::memory::{MemoryChange, MemoryWrite, MemoryWriteOutcome};
 
 /// The built-in tools that see the sandbox's files, around which mounts are synced.
 const FILE_TOOLS: &[&str] = &["bash", "read", "write", "edit", "glob", "grep"];

@@ -30,8 +30,8 @@ use serde::{Deserialize, Serialize};
 
 use super::Inner;
 use mast_domain::{file, ids::new_id, time};
-use mast_store::FileRecord;
 use mast_sandbox::quota::mb;
+use mast_store::FileRecord;
 
 /// Most files one session's outputs may become; more are reported to the model, not kept.
 pub const MAX_OUTPUTS: usize = 1000;

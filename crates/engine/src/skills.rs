@@ -9,8 +9,8 @@ use super::turn::{Loop, RunError};
 use mast_domain::agent::{Skill, SkillKind};
 use mast_domain::skill::{LATEST, SKILLS_ROOT, SkillNote};
 use mast_domain::skill_bundle::BundleFile;
-use mast_store::{SkillVersionRecord, Store, StoreResult};
 use mast_sandbox::mounts::Mount;
+use mast_store::{SkillVersionRecord, Store, StoreResult};
 
 /// The version `skill` names in the workspace (`latest`: the skill's newest); `None` when the
 /// skill or that version is gone, or the skill is of the other kind (custom skills are

@@ -25,9 +25,9 @@ use mast_domain::events::{self, StopReason, kind};
 use mast_domain::session::{ModelUsage, SessionBody, SessionStatus};
 use mast_domain::time;
 use mast_models::ModelStop;
-use mast_store::{EventRecord, SessionRecord, StoreError, Writer};
 use mast_sandbox::SessionTools;
 use mast_sandbox::egress::EgressPolicy;
+use mast_store::{EventRecord, SessionRecord, StoreError, Writer};
 
 /// Why a runner stopped early.
 #[derive(Debug, thiserror::Error)]

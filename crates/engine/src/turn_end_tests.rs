@@ -3,10 +3,10 @@
 use serde_json::Value;
 
 use super::Ender;
-use mast_domain::events::{StopReason, kind};
-use mast_domain::session::SessionStatus;
 use crate::fixtures::{PRIMARY, pending, session, with_delegate};
 use crate::state::{EngineState, PendingKind, ThreadStatus, status_of};
+use mast_domain::events::{StopReason, kind};
+use mast_domain::session::SessionStatus;
 
 fn primary_ender(usage_at_start: Option<String>) -> Ender {
     Ender {

@@ -41,8 +41,8 @@ pub(super) fn periodic(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mast_domain::session::SessionStatus;
     use crate::fixtures::{NOW, session};
+    use mast_domain::session::SessionStatus;
 
     const MINUTE: Duration = Duration::from_secs(60);
     const MINUTE_MICROS: Micros = 60_000_000;

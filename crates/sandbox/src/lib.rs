@@ -36,10 +36,10 @@ use std::sync::{Arc, Weak};
 use rustix::fs::{Mode, OFlags};
 use serde_json::{Value, json};
 
+use egress::EgressPolicy;
 use mast_domain::environment::EnvironmentConfig;
 use mast_domain::tools::ToolDef;
 use mast_domain::tools::{BuiltinToolConfig, Tool};
-use egress::EgressPolicy;
 use netguard::NetGuard;
 use sandbox::{Isolation, Limits, Network};
 

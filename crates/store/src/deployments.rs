@@ -1,9 +1,11 @@
 //! Records of deployments and their runs (`/v1/deployments`, `/v1/deployment_runs`,
 //! migration 0015).
 
+use crate::webhooks::WebhookEvent;
 use mast_domain::deployment::{DeploymentSpec, DeploymentState};
 use mast_domain::time::Micros;
-use crate::webhooks::WebhookEvent;
+
+pub use mast_domain::query::{DeploymentFilter, DeploymentRunFilter};
 
 /// One deployment's row.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,17 +68,6 @@ pub fn run_events(r: &DeploymentRunRecord) -> Vec<WebhookEvent> {
         .collect()
 }
 
-/// Filters of `GET /v1/deployments`.
-#[derive(Debug, Clone, Default)]
-pub struct DeploymentFilter {
-    pub agent_id: Option<String>,
-    pub include_archived: bool,
-    /// `Some(true)`: only paused; `Some(false)`: only active (both leave archived ones out).
-    pub paused: Option<bool>,
-    pub created_gte: Option<Micros>,
-    pub created_lte: Option<Micros>,
-}
-
 /// One run's row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeploymentRunRecord {
@@ -94,17 +85,4 @@ pub struct DeploymentRunRecord {
     /// JSON `{"type","message"}` when no session started.
     pub error: Option<String>,
     pub created_at: Micros,
-}
-
-/// Filters of `GET /v1/deployment_runs`.
-#[derive(Debug, Clone, Default)]
-pub struct DeploymentRunFilter {
-    pub deployment_id: Option<String>,
-    /// `Some(true)`: runs with an error; `Some(false)`: runs with a session.
-    pub has_error: Option<bool>,
-    pub trigger_type: Option<String>,
-    pub created_gt: Option<Micros>,
-    pub created_gte: Option<Micros>,
-    pub created_lt: Option<Micros>,
-    pub created_lte: Option<Micros>,
 }

@@ -2,6 +2,8 @@
 
 use mast_domain::time::Micros;
 
+pub use mast_domain::query::FileFilter;
+
 /// One stored file's metadata row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileRecord {
@@ -18,15 +20,4 @@ pub struct FileRecord {
     pub created_at: Micros,
     /// When it disappears; `None` keeps it until deleted.
     pub expires_at: Option<Micros>,
-}
-
-/// Filters of `GET /v1/files`.
-#[derive(Debug, Clone, Default)]
-pub struct FileFilter {
-    /// Only files of this scope (a session id).
-    pub scope_id: Option<String>,
-    /// Only these ids (empty: no restriction).
-    pub ids: Vec<String>,
-    /// Hides files whose `expires_at` is at or before this time (expired, not yet swept).
-    pub live_at: Micros,
 }

@@ -6,12 +6,12 @@
 //! `docs/store.md` says why each is shaped as it is.
 
 pub mod blobs;
-pub mod lru;
 pub mod deployments;
 pub mod files;
 pub mod fork;
 pub mod hooks;
 pub mod lock;
+pub mod lru;
 pub mod memory;
 pub mod notify;
 pub mod postgres;
@@ -28,11 +28,6 @@ pub const EVENT_APPEND_DURATION: &str = "mast_event_append_duration_seconds";
 
 use async_trait::async_trait;
 
-use mast_domain::agent::Agent;
-use mast_domain::environment::Environment;
-use mast_domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
-use mast_domain::time::Micros;
-use mast_domain::vault::Vault;
 pub use deployments::{
     DeploymentChange, DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord,
     NextFire,
@@ -40,6 +35,11 @@ pub use deployments::{
 pub use files::{FileFilter, FileRecord};
 pub use fork::{ForkedEvent, SessionFork};
 pub use hooks::HookRecord;
+use mast_domain::agent::Agent;
+use mast_domain::environment::Environment;
+use mast_domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
+use mast_domain::time::Micros;
+use mast_domain::vault::Vault;
 pub use memory::{
     MemoryStoreFilter, MemoryVersionFilter, MemoryWrite, MemoryWriteOutcome, RedactOutcome,
 };
@@ -110,58 +110,7 @@ impl From<serde_json::Error> for StoreError {
 /// Result of store calls.
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// Which way a keyset scan walks the key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    Ascending,
-    Descending,
-}
-
-/// A page request in store terms: rows strictly beyond `after` in `direction`, at most `limit`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Scan<K> {
-    pub after: Option<K>,
-    pub direction: Direction,
-    pub limit: i64,
-}
-
-/// Filters of `GET /v1/agents`.
-#[derive(Debug, Clone, Default)]
-pub struct AgentFilter {
-    pub include_archived: bool,
-    pub created_gte: Option<Micros>,
-    pub created_lte: Option<Micros>,
-}
-
-/// Filters of `GET /v1/sessions`.
-#[derive(Debug, Clone, Default)]
-pub struct SessionFilter {
-    pub agent_id: Option<String>,
-    pub agent_version: Option<i64>,
-    pub include_archived: bool,
-    pub statuses: Vec<String>,
-    pub created_gt: Option<Micros>,
-    pub created_gte: Option<Micros>,
-    pub created_lt: Option<Micros>,
-    pub created_lte: Option<Micros>,
-    /// Only sessions that attached this memory store.
-    pub memory_store_id: Option<String>,
-    /// Only sessions a firing of this deployment created.
-    pub deployment_id: Option<String>,
-}
-
-/// Filters of `GET /v1/sessions/{id}/events` (times compare against `processed_at`).
-#[derive(Debug, Clone, Default)]
-pub struct EventFilter {
-    pub types: Vec<String>,
-    pub thread_id: Option<String>,
-    /// With `thread_id`: also child threads' events cross-posted to the session's view.
-    pub crossposts: bool,
-    pub processed_gt: Option<Micros>,
-    pub processed_gte: Option<Micros>,
-    pub processed_lt: Option<Micros>,
-    pub processed_lte: Option<Micros>,
-}
+pub use mast_domain::query::{AgentFilter, Direction, EventFilter, Scan, SessionFilter};
 
 /// A session row: the stored wire body plus the columns the engine and lists work with.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,24 +7,7 @@ use mast_domain::memory::{
 };
 use mast_domain::time::{self, Micros};
 
-/// Filters of `GET /v1/memory_stores`.
-#[derive(Debug, Clone, Default)]
-pub struct MemoryStoreFilter {
-    pub include_archived: bool,
-    pub created_gte: Option<Micros>,
-    pub created_lte: Option<Micros>,
-}
-
-/// Filters of `GET /v1/memory_stores/{id}/memory_versions`.
-#[derive(Debug, Clone, Default)]
-pub struct MemoryVersionFilter {
-    pub memory_id: Option<String>,
-    pub operation: Option<Operation>,
-    pub session_id: Option<String>,
-    pub api_key_id: Option<String>,
-    pub created_gte: Option<Micros>,
-    pub created_lte: Option<Micros>,
-}
+pub use mast_domain::query::{MemoryStoreFilter, MemoryVersionFilter};
 
 /// A change to one memory.
 #[derive(Debug, Clone, PartialEq)]

@@ -16,9 +16,9 @@
 use std::time::Duration;
 
 use super::Trigger;
+use crate::Engine;
 use mast_domain::schedule;
 use mast_domain::time;
-use crate::Engine;
 use mast_store::StoreResult;
 
 /// Most due deployments one pass fires; the rest wait for the next pass.

@@ -15,10 +15,10 @@ use futures_util::stream::BoxStream;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use mast_store::blobs::{BlobError, BlobStore, GetStream, PutStream};
-use mast_domain::time::{self, Micros};
-use mast_store::{FileRecord, Store, StoreError};
 pub use config::FilesConfig;
+use mast_domain::time::{self, Micros};
+use mast_store::blobs::{BlobError, BlobStore, GetStream, PutStream};
+use mast_store::{FileRecord, Store, StoreError};
 
 /// How old a blob without metadata (or an unfinished upload) must be before the start-up
 /// sweep removes it: another replica sharing the storage may be between writing a blob and

@@ -24,16 +24,16 @@ use serde_json::{Value, json};
 
 pub use ask::{PostOutcome, PreOutcome, ToolCallRef};
 
+use crate::hub::Hub;
+use crate::ops::OpError;
+use crate::secrets::Cipher;
+use crate::standard_webhooks::{SignedPoster, SigningSecret};
 use mast_domain::hook::{Hook, HookCreate, HookEvent, Matcher, sees_name};
 use mast_domain::ids::new_id;
 use mast_domain::invalid::Invalid;
 use mast_domain::time;
-use crate::ops::OpError;
-use crate::hub::Hub;
-use crate::secrets::Cipher;
-use crate::standard_webhooks::{SignedPoster, SigningSecret};
-use mast_store::{HookRecord, Store, StoreResult};
 use mast_sandbox::netguard::NetGuard;
+use mast_store::{HookRecord, Store, StoreResult};
 
 /// A hook of the config file: a `[[hooks]]` table with the fields of `POST /v1/mast/hooks`
 /// plus the `signing_secret` (`whsec_…`) its endpoint verifies (read by the binary's config).

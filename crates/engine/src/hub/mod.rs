@@ -179,8 +179,8 @@ impl Hub {
     /// Tells the other replicas, if any. Never waits: when the outbox is full the signal is
     /// dropped, and the others' periodic check finds what it said.
     pub fn tell(&self, signal: Signal) {
-        let alone = mast_domain::time::now() - self.peer_heard_at.load(Ordering::Relaxed)
-            > PEER_TTL_MICROS;
+        let alone =
+            mast_domain::time::now() - self.peer_heard_at.load(Ordering::Relaxed) > PEER_TTL_MICROS;
         if alone && !matches!(signal, Signal::Hello { .. }) {
             return;
         }

@@ -15,8 +15,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ServiceExt};
 
-use mast_domain::environment::{EnvironmentConfig, Networking};
 use crate::credentials::{BearerSource, CredentialError};
+use mast_domain::environment::{EnvironmentConfig, Networking};
 use mast_sandbox::egress::EgressPolicy;
 use mast_sandbox::netguard::NetGuard;
 

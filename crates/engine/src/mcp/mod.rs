@@ -24,9 +24,9 @@ use rmcp::service::ServiceError;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use connect::{Failure, FailureKind, Reach, Service};
 use mast_domain::agent::SessionAgent;
 use mast_domain::tools::{McpServer, PermissionPolicy, Tool, ToolDef};
-use connect::{Failure, FailureKind, Reach, Service};
 
 /// First wait before a failed server is tried again; doubles per failure up to the cap.
 const RETRY_BASE: Duration = Duration::from_secs(1);
@@ -495,8 +495,8 @@ fn call_failure(server: &str, e: &ServiceError, what: &str) -> Failure {
 mod tests {
     use serde_json::json;
 
-    use mast_domain::tools::resolve_tools;
     use crate::permissions::{Decision, decide_mcp};
+    use mast_domain::tools::resolve_tools;
 
     #[test]
     fn policies_of_mcp_calls() {

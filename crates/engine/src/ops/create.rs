@@ -10,6 +10,9 @@ use std::collections::HashMap;
 use serde_json::json;
 
 use super::{OpError, views};
+use crate::Engine;
+use crate::intake::server_event;
+use crate::state::{EngineState, grant_lease, set_status, work_item_for};
 use mast_domain::agent::{self as agents, Agent, SessionAgent};
 use mast_domain::environment::{Environment, EnvironmentConfig};
 use mast_domain::events::{ClientEvent, kind};
@@ -25,9 +28,6 @@ use mast_domain::session::{
 };
 use mast_domain::time::{self, Micros};
 use mast_domain::vault;
-use crate::Engine;
-use crate::intake::server_event;
-use crate::state::{EngineState, grant_lease, set_status, work_item_for};
 use mast_store::{NewEvent, SessionRecord, ThreadRecord, WorkRecord};
 
 /// Most `initial_events` a creation may carry.

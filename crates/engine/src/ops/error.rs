@@ -1,7 +1,7 @@
 //! Why a front-door operation refused or failed.
 
-use mast_domain::invalid::Invalid;
 use crate::work::Refusal;
+use mast_domain::invalid::Invalid;
 use mast_store::StoreError;
 
 /// The failures of a front-door operation, one variant per answer the API gives.

@@ -15,24 +15,22 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{OpError, views};
+use crate::Engine;
+use crate::fork_point;
+use crate::state::{EngineState, ThreadRun, ThreadStatus};
 use mast_domain::environment::EnvironmentConfig;
 use mast_domain::events::kind;
-use mast_domain::fork::{
-    FORK_REQUESTED_EVENT, FORKED_AT_EVENT, FORKED_FROM_SESSION, ForkRequest,
-};
+use mast_domain::fork::{FORK_REQUESTED_EVENT, FORKED_AT_EVENT, FORKED_FROM_SESSION, ForkRequest};
 use mast_domain::ids::new_id;
 use mast_domain::invalid::Invalid;
 use mast_domain::metadata;
 use mast_domain::prices::Spend;
 use mast_domain::session::{Session, SessionBody, SessionStatus, SessionUsage};
 use mast_domain::time::{self, Micros};
-use crate::Engine;
-use crate::fork_point;
-use crate::state::{EngineState, ThreadRun, ThreadStatus};
+use mast_sandbox::checkpoints::Source;
 use mast_store::{
     EventRecord, ForkedEvent, NewEvent, Scan, SessionFork, SessionRecord, StoreError, ThreadRecord,
 };
-use mast_sandbox::checkpoints::Source;
 
 /// Events read per store call while reading the original's log.
 const PAGE: i64 = 1000;

@@ -12,15 +12,15 @@
 use serde_json::{Value, json};
 
 use super::OpError;
+use crate::Engine;
+use crate::delegation::thread_agent;
+use crate::hooks::{HookContext, PostOutcome, ToolCallRef};
 use mast_domain::content::plain_text;
 use mast_domain::events::{ClientEvent, kind};
 use mast_domain::hook::HookEvent;
 use mast_domain::invalid::Invalid;
 use mast_domain::outcome::task_text;
 use mast_domain::session::SessionBodyHead;
-use crate::Engine;
-use crate::delegation::thread_agent;
-use crate::hooks::{HookContext, PostOutcome, ToolCallRef};
 
 /// One input event a `user_prompt_submit` hook is asked about: its place in the request, its
 /// type, and the content the model is given.

@@ -3,6 +3,7 @@
 //! uses. The resource snapshots the store's name and description (API.md §2.6).
 
 use super::OpError;
+use crate::Engine;
 use mast_domain::invalid::Invalid;
 use mast_domain::memory::archived;
 use mast_domain::memory_resource::{
@@ -10,7 +11,6 @@ use mast_domain::memory_resource::{
 };
 use mast_domain::resource::{ResourceParams, check_free};
 use mast_domain::session::SessionBody;
-use crate::Engine;
 
 impl Engine {
     /// The resources attaching `list`, in order; refuses a store that is missing or archived,

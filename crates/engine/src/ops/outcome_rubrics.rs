@@ -5,11 +5,11 @@
 use futures_util::StreamExt as _;
 
 use super::OpError;
+use crate::Engine;
+use crate::files::FileError;
 use mast_domain::events::ClientEvent;
 use mast_domain::invalid::Invalid;
 use mast_domain::outcome::{MAX_RUBRIC_CHARS, Rubric};
-use crate::Engine;
-use crate::files::FileError;
 use mast_store::StoreError;
 
 impl Engine {

@@ -8,20 +8,18 @@ use serde_json::Value;
 
 use super::OpError;
 use super::txn::decide;
+use crate::Engine;
+use crate::intake;
+use crate::state::status_of;
 use mast_domain::environment::{Environment, EnvironmentConfig};
 use mast_domain::ids::new_id;
 use mast_domain::invalid::{Invalid, Valid};
-use mast_domain::repository::{
-    RepositoryParams, RepositoryResource, RepositoryResourceTag, Token,
-};
+use mast_domain::repository::{RepositoryParams, RepositoryResource, RepositoryResourceTag, Token};
 use mast_domain::resource::{
     self, FileResource, FileResourceParams, FileResourceTag, MAX_FILE_RESOURCES, ResourceParams,
 };
 use mast_domain::session::SessionBody;
 use mast_domain::time::{self, Micros};
-use crate::Engine;
-use crate::intake;
-use crate::state::status_of;
 use mast_store::{StoreError, TxnOutput};
 
 /// The stored (and wire) form of a new file resource.
@@ -265,10 +263,7 @@ impl Engine {
 
 /// Resources change only on a session that is not archived and not running: a running
 /// turn's sandbox keeps the mounts it started with.
-fn check_changeable(
-    rec: &mast_store::SessionRecord,
-    consequence: &str,
-) -> Result<(), StoreError> {
+fn check_changeable(rec: &mast_store::SessionRecord, consequence: &str) -> Result<(), StoreError> {
     if rec.archived_at.is_some() {
         return Err(intake::archived(&rec.id, consequence).into());
     }

@@ -4,6 +4,10 @@ use serde_json::{Value, json};
 
 use super::txn::decide;
 use super::{OpError, views};
+use crate::Engine;
+use crate::budget;
+use crate::intake::{self, server_event};
+use crate::state::{self, EngineState, status_of};
 use mast_domain::environment::EnvironmentConfig;
 use mast_domain::events::kind;
 use mast_domain::invalid::Invalid;
@@ -14,10 +18,6 @@ use mast_domain::session::{
     parse_vault_ids, vault_ids_create_only,
 };
 use mast_domain::time;
-use crate::Engine;
-use crate::budget;
-use crate::intake::{self, server_event};
-use crate::state::{self, EngineState, status_of};
 use mast_store::{Deleted, Scan, SessionFilter, SessionRecord, StoreError, TxnOutput};
 
 impl Engine {

@@ -3,11 +3,11 @@
 
 use super::txn::decide;
 use super::{OpError, views};
-use mast_domain::thread::SessionThread;
-use mast_domain::time;
 use crate::Engine;
 use crate::intake;
 use crate::state::{EngineState, ThreadStatus};
+use mast_domain::thread::SessionThread;
+use mast_domain::time;
 use mast_store::{Scan, SessionRecord, TxnOutput};
 
 impl Engine {

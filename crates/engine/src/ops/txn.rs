@@ -4,9 +4,7 @@ use tokio::sync::oneshot;
 
 use super::OpError;
 use crate::Inner;
-use mast_store::{
-    Attempt, EventRecord, SessionRecord, SessionTxn, StoreError, TxnOutput, Writer,
-};
+use mast_store::{Attempt, EventRecord, SessionRecord, SessionTxn, StoreError, TxnOutput, Writer};
 
 /// What a committed decision left: the row as committed, the events it appended, and what
 /// the decision itself returned (which runners to wake, …).

@@ -3,12 +3,12 @@
 
 use serde_json::{Value, json};
 
+use crate::state::{EngineState, ThreadStatus, status_of};
 use mast_domain::session::{
     Session, SessionBody, SessionStats, SessionTag, SessionUsage, WaitingForWorker,
 };
 use mast_domain::thread::{SessionThread, SessionThreadTag, ThreadStats};
 use mast_domain::time::{self, Micros};
-use crate::state::{EngineState, ThreadStatus, status_of};
 use mast_store::{SessionRecord, StoreError, ThreadRecord};
 
 /// Seconds, rounded to the millisecond, of a non-negative span.
@@ -109,8 +109,7 @@ pub fn thread(
             let active = active_micros(rec, now);
             let mut usage: Value = serde_json::from_str(&rec.usage)?;
             usage["active_seconds"] = json!(seconds(active));
-            usage["list_cost"] =
-                crate::budget::list_cost(rec, st, now).unwrap_or(Value::Null);
+            usage["list_cost"] = crate::budget::list_cost(rec, st, now).unwrap_or(Value::Null);
             (
                 ThreadStatus::from(status_of(rec)),
                 Some(ThreadStats {
@@ -150,9 +149,9 @@ pub fn thread(
 #[cfg(test)]
 mod tests {
     use super::{session, thread};
-    use mast_domain::session::SessionStatus;
     use crate::fixtures::{self, DELEGATE, NOW, PRIMARY, thread_row, with_delegate};
     use crate::state::{EngineState, ThreadStatus};
+    use mast_domain::session::SessionStatus;
 
     #[test]
     fn a_session_shows_its_stored_status_and_active_time() {

@@ -4,11 +4,11 @@
 use tokio::sync::oneshot;
 
 use super::OpError;
+use crate::Engine;
+use crate::work::{self, LeaseTerms, Refusal};
 use mast_domain::metadata::{self, MetadataPatch};
 use mast_domain::time;
 use mast_domain::work::WorkHeartbeat;
-use crate::Engine;
-use crate::work::{self, LeaseTerms, Refusal};
 use mast_store::{StoppedWork, StoreError, WorkRecord};
 
 impl Engine {

@@ -10,10 +10,10 @@ use async_trait::async_trait;
 
 use super::Vaults;
 use super::oauth::{self, Refresh};
-use mast_domain::credential::{CredentialAuth, Secrets, normalize_url};
-use mast_domain::time::{self, Micros};
 use crate::credentials::{BearerSource, CredentialError};
 use crate::ops::OpError;
+use mast_domain::credential::{CredentialAuth, Secrets, normalize_url};
+use mast_domain::time::{self, Micros};
 use mast_store::CredentialRecord;
 
 /// An OAuth access token this close to its expiry is refreshed before use.

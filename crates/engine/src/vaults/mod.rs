@@ -14,6 +14,8 @@ mod probe;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::ops::OpError;
+use crate::secrets::Cipher;
 use mast_domain::credential::{
     Credential, CredentialCreate, CredentialSpec, CredentialTag, CredentialUpdate, Secrets,
     normalize_url,
@@ -21,10 +23,8 @@ use mast_domain::credential::{
 use mast_domain::ids::new_id;
 use mast_domain::time::{self, Micros};
 use mast_domain::vault;
-use crate::ops::OpError;
-use crate::secrets::Cipher;
-use mast_store::{CredentialRecord, Store, StoreError};
 use mast_sandbox::netguard::NetGuard;
+use mast_store::{CredentialRecord, Store, StoreError};
 
 pub use bearers::VaultBearers;
 

@@ -8,13 +8,13 @@ use serde_json::json;
 use super::Vaults;
 use super::oauth::{self, Refresh};
 use super::outbound::{Unreachable, capture};
+use crate::ops::OpError;
 use mast_domain::credential::{CredentialAuth, Secrets};
 use mast_domain::credential_validation::{
     CredentialValidation, HttpCapture, McpProbe, RefreshAttempt, RefreshStatus, ValidationStatus,
     ValidationTag,
 };
 use mast_domain::time;
-use crate::ops::OpError;
 use mast_store::CredentialRecord;
 
 /// The protocol version offered in the probe's `initialize`.

@@ -9,16 +9,16 @@ pub mod sender;
 
 use std::sync::Arc;
 
+use crate::ops::OpError;
+use crate::secrets::Cipher;
+use crate::standard_webhooks::{SignedPoster, SigningSecret};
 use mast_domain::ids::new_id;
 use mast_domain::invalid::Invalid;
 use mast_domain::time::{self, Micros};
 use mast_domain::webhook::{self, WebhookEndpoint, WebhookEndpointCreate, WebhookEndpointUpdate};
-use crate::ops::OpError;
-use crate::secrets::Cipher;
-use crate::standard_webhooks::{SignedPoster, SigningSecret};
+use mast_sandbox::netguard::NetGuard;
 use mast_store::Store;
 use mast_store::webhooks::EndpointRecord;
-use mast_sandbox::netguard::NetGuard;
 
 pub use config::{ConfiguredWebhook, WebhooksConfig};
 

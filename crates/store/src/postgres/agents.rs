@@ -5,10 +5,10 @@ use sqlx::postgres::Postgres;
 
 use super::rows::{self, AGENT_COLS};
 use super::{PgStore, push_scan};
-use mast_domain::agent::Agent;
-use mast_domain::time::{self, Micros};
 use crate::webhooks::WebhookEvent;
 use crate::{AgentFilter, Scan, StoreError, StoreResult};
+use mast_domain::agent::Agent;
+use mast_domain::time::{self, Micros};
 
 impl PgStore {
     pub(super) async fn insert_agent_pg(

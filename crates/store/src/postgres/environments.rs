@@ -4,10 +4,10 @@ use sqlx::postgres::Postgres;
 use sqlx::{QueryBuilder, Row};
 
 use super::{PgStore, push_scan, rows};
-use mast_domain::environment::Environment;
-use mast_domain::time::{self, Micros};
 use crate::webhooks::WebhookEvent;
 use crate::{EnvironmentDeletion, Scan, StoreResult};
+use mast_domain::environment::Environment;
+use mast_domain::time::{self, Micros};
 
 impl PgStore {
     pub(super) async fn insert_environment_pg(

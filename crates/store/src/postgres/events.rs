@@ -7,8 +7,8 @@ use sqlx::{QueryBuilder, Row};
 use super::rows::{self, EVENT_COLS};
 use super::sink::Sink;
 use super::{PgStore, push_scan};
-use mast_domain::time::Micros;
 use crate::{EventFilter, EventRecord, NewEvent, Scan, StoreResult};
+use mast_domain::time::Micros;
 
 /// Pushes an `INSERT` of `events` (sequence numbers from `first_seq`) onto `qb`, to run
 /// alone or as a `WITH` part of a larger statement ([`NewEvent::stored`] is what it stores).

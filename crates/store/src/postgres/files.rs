@@ -4,8 +4,8 @@ use sqlx::postgres::{PgRow, Postgres};
 use sqlx::{QueryBuilder, Row};
 
 use super::{PgStore, push_scan};
-use mast_domain::time::Micros;
 use crate::{FileFilter, FileRecord, Scan, StoreResult};
+use mast_domain::time::Micros;
 
 const COLS: &str = "id, workspace_id, filename, mime_type, size_bytes, downloadable, scope_id, \
                     created_at, expires_at";

@@ -4,10 +4,10 @@ use sqlx::postgres::{PgRow, Postgres};
 use sqlx::{QueryBuilder, Row};
 
 use super::{PgStore, announce, push_scan};
-use mast_domain::hook::Hook;
-use mast_domain::time::Micros;
 use crate::signal::Signal;
 use crate::{HookRecord, Scan, StoreResult};
+use mast_domain::hook::Hook;
+use mast_domain::time::Micros;
 
 fn record(row: &PgRow) -> StoreResult<HookRecord> {
     let body: &str = row.try_get(0)?;

@@ -3,10 +3,10 @@
 use sqlx::Row;
 
 use super::{PgStore, announce};
-use mast_domain::ids::new_id;
-use mast_domain::time::{self, Micros};
 use crate::signal::Signal;
 use crate::{KeyKind, KeyRecord, Revocation, StoreResult};
+use mast_domain::ids::new_id;
+use mast_domain::time::{self, Micros};
 
 impl PgStore {
     pub(super) async fn ensure_workspace_pg(&self, name: &str) -> StoreResult<String> {

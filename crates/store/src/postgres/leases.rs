@@ -4,8 +4,8 @@
 
 use super::PgStore;
 use super::clock::db_time;
-use mast_domain::time::Micros;
 use crate::StoreResult;
+use mast_domain::time::Micros;
 
 impl PgStore {
     pub(super) async fn claim_lease_pg(

@@ -6,16 +6,16 @@ use sqlx::postgres::{PgRow, Postgres};
 use sqlx::{PgConnection, QueryBuilder, Row};
 
 use super::{PgStore, push_scan};
-use mast_domain::memory::{
-    Actor, Memory, MemoryStore, MemoryTag, MemoryVersion, Operation, past_prefix,
-};
-use mast_domain::time::{self, Micros};
 use crate::memory::{
     Decision, MemoryChange, MemoryStoreFilter, MemoryVersionFilter, MemoryWrite,
     MemoryWriteOutcome, RedactOutcome, StoreState, actor_ids, decide, redacted,
 };
 use crate::webhooks::WebhookEvent;
 use crate::{Scan, StoreError, StoreResult};
+use mast_domain::memory::{
+    Actor, Memory, MemoryStore, MemoryTag, MemoryVersion, Operation, past_prefix,
+};
+use mast_domain::time::{self, Micros};
 
 const MEMORY_COLS: &str = "id, store_id, path, content, content_sha256, content_size, version_id, \
                            created_at, updated_at";

@@ -37,11 +37,6 @@ use super::{
     KeyRecord, NewEvent, OpsCounts, Revocation, Scan, SessionFilter, SessionRecord, SessionTxn,
     StoppedWork, Store, StoreResult, ThreadRecord, WorkRecord, WorkStats, WorkTxn, Writer,
 };
-use mast_domain::agent::Agent;
-use mast_domain::environment::Environment;
-use mast_domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
-use mast_domain::time::Micros;
-use mast_domain::vault::Vault;
 use crate::Attempt;
 use crate::CredentialRecord;
 use crate::{
@@ -54,6 +49,11 @@ use crate::{
 };
 use crate::{NewSkillVersion, SkillRecord, SkillVersionDelete, SkillVersionRecord};
 use clock::Clock;
+use mast_domain::agent::Agent;
+use mast_domain::environment::Environment;
+use mast_domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
+use mast_domain::time::Micros;
+use mast_domain::vault::Vault;
 
 /// Migrations embedded in the binary.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
@@ -811,12 +811,7 @@ impl Store for PgStore {
 
     // Hooks.
 
-    async fn insert_hook(
-        &self,
-        ws: &str,
-        rec: &crate::HookRecord,
-        at: Micros,
-    ) -> StoreResult<()> {
+    async fn insert_hook(&self, ws: &str, rec: &crate::HookRecord, at: Micros) -> StoreResult<()> {
         self.insert_hook_pg(ws, rec, at).await
     }
 
@@ -832,11 +827,7 @@ impl Store for PgStore {
         self.list_hooks_pg(ws, scan).await
     }
 
-    async fn hooks_for_event(
-        &self,
-        ws: &str,
-        event: &str,
-    ) -> StoreResult<Vec<crate::HookRecord>> {
+    async fn hooks_for_event(&self, ws: &str, event: &str) -> StoreResult<Vec<crate::HookRecord>> {
         self.hooks_for_event_pg(ws, event).await
     }
 

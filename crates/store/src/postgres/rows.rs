@@ -8,10 +8,10 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 
 use super::clock::Stamp;
+use crate::{EventRecord, SessionRecord, StoreError, StoreResult, ThreadRecord, WorkRecord};
 use mast_domain::agent::Agent;
 use mast_domain::environment::Environment;
 use mast_domain::time;
-use crate::{EventRecord, SessionRecord, StoreError, StoreResult, ThreadRecord, WorkRecord};
 
 /// The session columns [`session`] decodes, with `$body` as the body's expression; the
 /// column after the version is the body's revision (`body_rev`, see [`super::known_bodies`]).

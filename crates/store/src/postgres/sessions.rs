@@ -6,11 +6,11 @@ use sqlx::{QueryBuilder, Row};
 use super::rows::{self, SESSION_CLOCK, SESSION_COLS, SESSION_COLS_UNLESS_REV_2, THREAD_COLS};
 use super::sink::Sink;
 use super::{PgStore, events, push_scan, work};
-use mast_domain::time;
 use crate::{
     Deleted, EventRecord, NewEvent, Scan, SessionFilter, SessionRecord, StoreResult, ThreadRecord,
     WorkRecord,
 };
+use mast_domain::time;
 
 /// Pushes an `INSERT` of one thread onto `qb`.
 pub(super) fn push_insert_thread(qb: &mut impl Sink, t: &ThreadRecord) {

@@ -4,12 +4,12 @@ use sqlx::postgres::{PgRow, Postgres};
 use sqlx::{QueryBuilder, Row};
 
 use super::{PgStore, push_scan};
-use mast_domain::skill_bundle::BundleFile;
-use mast_domain::time::Micros;
 use crate::{
     NewSkillVersion, Scan, SkillRecord, SkillVersionDelete, SkillVersionRecord, StoreError,
     StoreResult, skills::wrong_name,
 };
+use mast_domain::skill_bundle::BundleFile;
+use mast_domain::time::Micros;
 
 const SKILL_COLS: &str =
     "id, workspace_id, display_name, source, name, latest_version_id, created_at, updated_at";

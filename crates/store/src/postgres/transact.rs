@@ -25,10 +25,10 @@ use super::hot::Prepared;
 use super::rows::{SESSION_CLOCK, SESSION_COLS_UNLESS_REV_2};
 use super::sink::{Sink, Stmt};
 use super::{PgStore, events, sessions, work};
-use mast_domain::time;
 use crate::{
     Attempt, EventRecord, SessionRecord, SessionTxn, StoreError, StoreResult, TxnOutput, Writer,
 };
+use mast_domain::time;
 
 /// Arguments past this many bytes of literals go bound instead (a literal is scanned by the
 /// server's parser, a bind is copied).

@@ -4,10 +4,10 @@ use sqlx::postgres::{PgRow, Postgres};
 use sqlx::{QueryBuilder, Row};
 
 use super::{PgStore, push_scan};
-use mast_domain::time::Micros;
-use mast_domain::vault::Vault;
 use crate::webhooks::{WebhookEvent, credential_event};
 use crate::{CredentialRecord, Scan, StoreResult};
+use mast_domain::time::Micros;
+use mast_domain::vault::Vault;
 
 const CREDENTIAL_COLS: &str = "body::text, server_url, secret";
 

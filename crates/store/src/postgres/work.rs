@@ -8,8 +8,8 @@ use super::clock::db_time;
 use super::rows::{self, WORK_COLS};
 use super::sink::Sink;
 use super::{PgStore, push_scan};
-use mast_domain::time::Micros;
 use crate::{ExpiredWork, Scan, StoppedWork, StoreResult, WorkRecord, WorkStats, WorkTxn};
+use mast_domain::time::Micros;
 
 const SECOND: Micros = 1_000_000;
 

@@ -4,12 +4,12 @@ use crate::webhooks::WebhookEvent;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::{self, AGENT_COLS, Query};
-use mast_domain::agent::Agent;
-use mast_domain::environment::Environment;
-use mast_domain::time::{self, Micros};
 use crate::{
     AgentFilter, EnvironmentDeletion, KeyKind, KeyRecord, Revocation, Scan, StoreError, StoreResult,
 };
+use mast_domain::agent::Agent;
+use mast_domain::environment::Environment;
+use mast_domain::time::{self, Micros};
 
 pub(super) fn workspace_id(conn: &Connection, name: &str) -> StoreResult<Option<String>> {
     Ok(conn

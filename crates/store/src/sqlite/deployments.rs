@@ -3,14 +3,14 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::rows::Query;
-use mast_domain::deployment::DeploymentState;
-use mast_domain::time::Micros;
 use crate::deployments::run_events;
 use crate::webhooks::WebhookEvent;
 use crate::{
     DeploymentChange, DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord,
     NextFire, Scan, StoreError, StoreResult,
 };
+use mast_domain::deployment::DeploymentState;
+use mast_domain::time::Micros;
 
 const COLS: &str = "id, workspace_id, body, paused_reason, next_fire_at, last_run_at, \
                     created_at, updated_at, archived_at";

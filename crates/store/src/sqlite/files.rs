@@ -3,8 +3,8 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::rows::Query;
-use mast_domain::time::Micros;
 use crate::{FileFilter, FileRecord, Scan, StoreResult};
+use mast_domain::time::Micros;
 
 const COLS: &str = "id, workspace_id, filename, mime_type, size_bytes, downloadable, scope_id, \
                     created_at, expires_at";

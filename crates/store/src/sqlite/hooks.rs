@@ -3,9 +3,9 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::Query;
+use crate::{HookRecord, Scan, StoreResult};
 use mast_domain::hook::Hook;
 use mast_domain::time::Micros;
-use crate::{HookRecord, Scan, StoreResult};
 
 fn record((body, sealed_secret): (String, Vec<u8>)) -> StoreResult<HookRecord> {
     Ok(HookRecord {

@@ -4,14 +4,14 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::rows::Query;
-use mast_domain::memory::{Actor, Memory, MemoryStore, MemoryTag, MemoryVersion, Operation};
-use mast_domain::time::{self, Micros};
 use crate::memory::{
     Decision, MemoryStoreFilter, MemoryVersionFilter, MemoryWrite, MemoryWriteOutcome,
     RedactOutcome, StoreState, actor_ids, decide, redacted,
 };
 use crate::webhooks::WebhookEvent;
 use crate::{Scan, StoreError, StoreResult};
+use mast_domain::memory::{Actor, Memory, MemoryStore, MemoryTag, MemoryVersion, Operation};
+use mast_domain::time::{self, Micros};
 
 const MEMORY_COLS: &str = "id, store_id, path, content, content_sha256, content_size, version_id, \
                            created_at, updated_at";

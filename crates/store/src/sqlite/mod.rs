@@ -32,12 +32,6 @@ use super::{
     NewEvent, OpsCounts, Revocation, Scan, SessionFilter, SessionRecord, SessionTxn, StoppedWork,
     Store, StoreResult, ThreadRecord, WorkRecord, WorkStats, WorkTxn, Writer,
 };
-use mast_domain::agent::Agent;
-use mast_domain::environment::Environment;
-use mast_domain::ids::new_id;
-use mast_domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
-use mast_domain::time::Micros;
-use mast_domain::vault::Vault;
 use crate::{
     DeploymentChange, DeploymentFilter, DeploymentRecord, DeploymentRunFilter, DeploymentRunRecord,
     NextFire,
@@ -47,6 +41,12 @@ use crate::{
     MemoryWriteOutcome, RedactOutcome,
 };
 use crate::{NewSkillVersion, SkillRecord, SkillVersionDelete, SkillVersionRecord};
+use mast_domain::agent::Agent;
+use mast_domain::environment::Environment;
+use mast_domain::ids::new_id;
+use mast_domain::memory::{Actor, Memory, MemoryStore, MemoryVersion};
+use mast_domain::time::Micros;
+use mast_domain::vault::Vault;
 
 /// Reader threads (and connections); WAL lets them read while the writer writes.
 const READERS: usize = 4;
@@ -439,8 +439,7 @@ impl Store for SqliteStore {
             .db
             .write(move |c| sessions::transact(c, &sid, &writer, f))
             .await?;
-        metrics::histogram!(crate::EVENT_APPEND_DURATION)
-            .record(started.elapsed().as_secs_f64());
+        metrics::histogram!(crate::EVENT_APPEND_DURATION).record(started.elapsed().as_secs_f64());
         Ok(out)
     }
 
@@ -1041,12 +1040,7 @@ impl Store for SqliteStore {
 
     // Hooks.
 
-    async fn insert_hook(
-        &self,
-        ws: &str,
-        rec: &crate::HookRecord,
-        at: Micros,
-    ) -> StoreResult<()> {
+    async fn insert_hook(&self, ws: &str, rec: &crate::HookRecord, at: Micros) -> StoreResult<()> {
         let (ws, rec) = (ws.to_string(), rec.clone());
         self.db
             .write(move |c| hooks::insert_hook(c, &ws, &rec, at))
@@ -1069,11 +1063,7 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn hooks_for_event(
-        &self,
-        ws: &str,
-        event: &str,
-    ) -> StoreResult<Vec<crate::HookRecord>> {
+    async fn hooks_for_event(&self, ws: &str, event: &str) -> StoreResult<Vec<crate::HookRecord>> {
         let (ws, event) = (ws.to_string(), event.to_string());
         self.db
             .read(move |c| hooks::hooks_for_event(c, &ws, &event))

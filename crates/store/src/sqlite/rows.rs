@@ -3,12 +3,10 @@
 use rusqlite::Row;
 use rusqlite::types::Value;
 
+use crate::{Direction, EventRecord, Scan, SessionRecord, StoreResult, ThreadRecord, WorkRecord};
 use mast_domain::agent::Agent;
 use mast_domain::environment::Environment;
 use mast_domain::time;
-use crate::{
-    Direction, EventRecord, Scan, SessionRecord, StoreResult, ThreadRecord, WorkRecord,
-};
 
 /// Session columns, the body joined from `session_bodies` (`s` and `b`).
 pub(super) const SESSION_COLS: &str = "s.id, s.workspace_id, s.agent_id, s.agent_version, s.environment_id, \

@@ -5,11 +5,11 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::webhooks::{WebhookEvent, session_events};
 
 use super::rows::{self, EVENT_COLS, Query, SESSION_COLS, SESSION_FROM, THREAD_COLS};
-use mast_domain::time::{self, Micros};
 use crate::{
     Deleted, EventFilter, EventRecord, NewEvent, OpsCounts, Scan, SessionFilter, SessionRecord,
     SessionTxn, StoreError, StoreResult, ThreadRecord, WorkRecord, Writer,
 };
+use mast_domain::time::{self, Micros};
 
 pub(super) fn insert_thread(conn: &Connection, t: &ThreadRecord) -> StoreResult<()> {
     conn.prepare_cached(

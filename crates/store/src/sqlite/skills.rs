@@ -4,12 +4,12 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::rows::Query;
-use mast_domain::skill_bundle::BundleFile;
-use mast_domain::time::Micros;
 use crate::{
     NewSkillVersion, Scan, SkillRecord, SkillVersionDelete, SkillVersionRecord, StoreError,
     StoreResult, skills::wrong_name,
 };
+use mast_domain::skill_bundle::BundleFile;
+use mast_domain::time::Micros;
 
 const SKILL_COLS: &str =
     "id, workspace_id, display_name, source, name, latest_version_id, created_at, updated_at";

@@ -9,8 +9,8 @@ use rusqlite::Connection;
 
 use super::db::Db;
 use super::{Synchronous, open};
-use mast_domain::time;
 use crate::{NewEvent, SessionRecord, Store, StoreError, ThreadRecord, TxnOutput, Writer};
+use mast_domain::time;
 
 fn session(id: &str) -> (SessionRecord, ThreadRecord) {
     let now = time::now();

@@ -3,10 +3,10 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::rows::Query;
-use mast_domain::time::Micros;
-use mast_domain::vault::Vault;
 use crate::webhooks::{WebhookEvent, credential_event};
 use crate::{CredentialRecord, Scan, StoreResult};
+use mast_domain::time::Micros;
+use mast_domain::vault::Vault;
 
 const CREDENTIAL_COLS: &str = "body, server_url, secret";
 

@@ -4,8 +4,8 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::{self, Query, WORK_COLS};
-use mast_domain::time::Micros;
 use crate::{ExpiredWork, Scan, StoppedWork, StoreResult, WorkRecord, WorkStats, WorkTxn};
+use mast_domain::time::Micros;
 
 /// Drops a deleted environment's keys and worker records and stops its items.
 pub(super) fn forget_environment(conn: &Connection, env: &str, now: Micros) -> StoreResult<()> {
