@@ -59,7 +59,7 @@ VAULT=$(api POST /v1/vaults '{"display_name":"fuzz"}')
 # Its server is a closed loopback port the address guard refuses: validating never leaves.
 CREDENTIAL=$(api POST "/v1/vaults/$VAULT/credentials" \
   '{"auth":{"type":"static_bearer","mcp_server_url":"http://127.0.0.1:9/mcp","token":"fuzz"}}')
-# Memory stores take their beta header (API.md §1.2).
+# Memory stores take their own beta header.
 MEM_H=(-H "x-api-key: $KEY" -H "anthropic-beta: agent-memory-2026-07-22" -H "content-type: application/json")
 MEMORY_STORE=$(curl -fsS "$BASE/v1/memory_stores" "${MEM_H[@]}" -d '{"name":"fuzz"}' \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
@@ -125,7 +125,8 @@ TOML
 # string is schema-valid, a forged one is a 400), ids in bodies must name existing resources
 # of the right kind, names must be unique, worker keys exist only for self-hosted environments,
 # bodies carry cross-field rules, and numeric and timestamp parameters have bounds and formats
-# the annotations do not state yet (`limit`, `created_at[gte]`; see API.md). Those 400s are correct answers, not spec drift.
+# the annotations do not state yet (`limit`, `created_at[gte]`). Those 400s are correct
+# answers, not spec drift.
 # Everything else stays on: no 5xx, status codes, content types, headers and bodies as
 # documented, invalid data rejected, auth not ignored, 405 for unsupported methods.
 status=0

@@ -332,7 +332,7 @@ async fn typos_are_refused_at_every_level_and_change_nothing(b: Backend) {
             "tools[0].strict",
             None,
         ),
-        // POST /v1/environments: the example first.
+        // POST /v1/environments: a misspelt `networking` first.
         typo(
             "/v1/environments",
             with(

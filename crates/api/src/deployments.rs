@@ -1,5 +1,5 @@
 //! `/v1/deployments` and `/v1/deployment_runs`: the 10 methods of `client.beta.deployments`
-//! and `client.beta.deployment_runs` (API.md §2.12). Every operation is the engine's
+//! and `client.beta.deployment_runs`. Every operation is the engine's
 //! ([`mast_engine::deployments`]); this file reads HTTP and writes the answers.
 
 use axum::Router;

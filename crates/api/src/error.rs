@@ -1,5 +1,5 @@
 //! The one API error type: every non-2xx response body is
-//! `{"type":"error","error":{"type","message","details"?},"request_id"}` (API.md §1.9).
+//! `{"type":"error","error":{"type","message","details"?},"request_id"}`.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};

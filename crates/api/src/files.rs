@@ -1,4 +1,4 @@
-//! `/v1/files` (API.md §2.10): upload (multipart, streamed to storage), list, retrieve
+//! `/v1/files`, the Files API: upload (multipart, streamed to storage), list, retrieve
 //! metadata, download (streamed) and delete. No `anthropic-beta` header is required: the
 //! SDK sends none for files.
 

@@ -1,5 +1,5 @@
 //! `/v1/memory_stores/{id}/memories` and `/memory_versions`: the memory and version methods
-//! of `client.beta.memory_stores` (API.md §2.9). Every create, change and delete is one
+//! of `client.beta.memory_stores`. Every create, change and delete is one
 //! store write that also records an immutable version naming its author.
 
 use axum::Router;

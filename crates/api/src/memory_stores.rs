@@ -1,4 +1,4 @@
-//! `/v1/memory_stores`: the store methods of `client.beta.memory_stores` (API.md §2.9), and
+//! `/v1/memory_stores`: the store methods of `client.beta.memory_stores`, and
 //! what every memory-store route shares: the beta header rule and the caller as an actor.
 //! Memories and versions are in [`super::memories`].
 

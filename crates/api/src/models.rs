@@ -1,4 +1,4 @@
-//! `/v1/models`: the models the configured providers serve (API.md §2.10), paged with
+//! `/v1/models`: the models the configured providers serve, paged with
 //! `after_id` / `before_id` like the upstream catalog.
 
 use axum::Router;

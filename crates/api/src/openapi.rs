@@ -219,7 +219,7 @@ impl utoipa::Modify for ErrorResponses {
                 .build()
         };
         // Schemas whose every property is optional: a body of that kind may be left out, since
-        // an empty body reads as `{}` (action endpoints get `Content-Length: 0`, API.md §1.1).
+        // an empty body reads as `{}` (action endpoints get `Content-Length: 0`).
         let all_optional: Vec<String> = openapi
             .components
             .iter()

@@ -1,4 +1,4 @@
-//! Cursor pagination (API.md §1.8): `page` / `next_page` cursors, and `prev_page` for the
+//! Cursor pagination: `page` / `next_page` cursors, and `prev_page` for the
 //! bidirectional sessions list. Cursors are opaque, encode their sort order, and never point
 //! past the last row.
 

@@ -1,4 +1,4 @@
-//! `/v1/sessions/{session_id}/resources` (API.md §2.6): add, list, retrieve, update and
+//! `/v1/sessions/{session_id}/resources`: add, list, retrieve, update and
 //! delete the files a session mounts and the repositories it clones.
 
 use axum::Router;

@@ -1,4 +1,4 @@
-//! `/v1/skills` (API.md §2.11): skills and their versions, uploaded as multipart bundles (one
+//! `/v1/skills`: skills and their versions, uploaded as multipart bundles (one
 //! `files[]` part per file of a folder holding a `SKILL.md`), and each version's files as a
 //! zip. No `anthropic-beta` header is required: the SDK sends none here. A self-hosted
 //! worker's work token may retrieve and download the versions of its session's skills.

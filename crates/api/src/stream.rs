@@ -1,5 +1,5 @@
-//! `GET /v1/sessions/{id}/events/stream`: Server-Sent Events exactly as the SDK parses them
-//! (API.md §1.10). Live-only by default; `Last-Event-ID` or `?after=<event id>` replays what
+//! `GET /v1/sessions/{id}/events/stream`: Server-Sent Events exactly as the SDK parses them.
+//! Live-only by default; `Last-Event-ID` or `?after=<event id>` replays what
 //! followed that event first, with no gap and no duplicate.
 
 use std::collections::HashSet;

@@ -1,5 +1,5 @@
-//! `/v1/vaults` and `/v1/vaults/{id}/credentials`: the 13 methods of `client.beta.vaults`
-//! (API.md §2.8). Responses never carry a secret; credential writes go through the engine's
+//! `/v1/vaults` and `/v1/vaults/{id}/credentials`: the 13 methods of `client.beta.vaults`.
+//! Responses never carry a secret; credential writes go through the engine's
 //! [`mast_engine::vaults::Vaults`], which seals secrets before the store sees them.
 
 use axum::Router;

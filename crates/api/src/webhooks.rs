@@ -1,7 +1,7 @@
 //! `/v1/mast/webhook_endpoints`: Mast's own API for a workspace's webhook endpoints, their
 //! deliveries and attempts (upstream configures workspace webhooks in its Console, outside
 //! the public API, so these paths sit under `/v1/mast/`, which upstream does not use).
-//! Payloads are exactly what the SDK's `client.beta.webhooks.unwrap` verifies (API.md §2.13).
+//! Payloads are exactly what the SDK's `client.beta.webhooks.unwrap` verifies.
 
 use axum::Router;
 use axum::extract::{Path, State};

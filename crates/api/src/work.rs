@@ -1,4 +1,4 @@
-//! `/v1/environments/{environment_id}/work`: the self-hosted work queue (API.md §2.3). Workers
+//! `/v1/environments/{environment_id}/work`: the self-hosted work queue. Workers
 //! poll with an environment key, get each item's sessions token in its `secret`, and keep
 //! the item's lease alive with heartbeats while they serve the session's tool calls.
 

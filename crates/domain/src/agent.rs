@@ -1,4 +1,4 @@
-//! Agents (API.md §2.1): the wire object, create/update bodies, and how a body becomes the
+//! Agents: the wire object, create/update bodies, and how a body becomes the
 //! next immutable version.
 
 use serde::{Deserialize, Serialize};
@@ -296,8 +296,8 @@ impl AgentCreate {
 
 impl AgentUpdate {
     /// Applies the update to the current version's content. The multiagent field is left in
-    /// request form (merged with the stored one where API.md §2.1.1 says so) for the caller
-    /// to resolve against the store.
+    /// request form (merged with the stored one where the multiagent update rule says so) for
+    /// the caller to resolve against the store.
     pub fn apply(self, current: &Agent) -> Valid<AgentSpec> {
         let name = match self.name {
             Patch::Absent => current.name.clone(),

@@ -1,4 +1,4 @@
-//! A session's budget (API.md §5.7): `{"type": "limit", "max_list_cost": {"amount":
+//! A session's budget: `{"type": "limit", "max_list_cost": {"amount":
 //! "<cents>", "currency": "USD"}}`, read strictly.
 
 use serde_json::{Value, json};

@@ -1,4 +1,4 @@
-//! Content blocks and their sources (API.md §4.4): validation of what clients send, per the
+//! Content blocks and their sources: validation of what clients send, per the
 //! place the block appears.
 
 use base64::Engine as _;

@@ -1,4 +1,4 @@
-//! Vault credentials (API.md §2.8): how a session authenticates to an MCP server.
+//! Vault credentials: how a session authenticates to an MCP server.
 //!
 //! A credential has a public part ([`CredentialAuth`], what responses show) and a secret part
 //! ([`Secrets`]: the token, refresh token and client secret), which is sealed before it is

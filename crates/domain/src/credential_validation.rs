@@ -1,4 +1,4 @@
-//! The answer of `mcp_oauth_validate` (API.md §2.8): what a live probe of a credential
+//! The answer of `mcp_oauth_validate`: what a live probe of a credential
 //! against its MCP server found. Response bodies it quotes are scrubbed of secrets.
 
 use serde::{Deserialize, Serialize};

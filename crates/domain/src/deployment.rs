@@ -1,4 +1,4 @@
-//! Deployments and deployment runs (API.md §2.12): the wire objects, the create and update
+//! Deployments and deployment runs: the wire objects, the create and update
 //! bodies, the stored definition, and the run errors that pause a deployment.
 
 use serde::{Deserialize, Serialize};

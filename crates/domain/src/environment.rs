@@ -1,4 +1,4 @@
-//! Environments (API.md §2.2): where sessions run — `cloud` (tools run by this server in a
+//! Environments: where sessions run — `cloud` (tools run by this server in a
 //! sandbox) or `self_hosted` (tools run by the user's workers).
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! Session events (API.md §4): what clients may send, and the bodies of events the server
+//! Session events: what clients may send, and the bodies of events the server
 //! emits. Bodies exclude `id` and `processed_at`, which the log stores in columns.
 
 use serde_json::{Value, json};
@@ -121,7 +121,7 @@ pub enum ClientEvent {
     SystemMessage {
         content: Vec<Value>,
     },
-    /// `user.define_outcome` (API.md §5.8).
+    /// `user.define_outcome`.
     DefineOutcome(super::outcome::DefineOutcome),
 }
 
@@ -326,7 +326,7 @@ impl Answer {
     }
 }
 
-/// Why a turn stopped (API.md §4.6).
+/// Why a turn stopped.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StopReason {
     EndTurn,
@@ -401,7 +401,7 @@ pub fn session_error(error_type: &str, message: &str, retry_status: &str) -> Val
     json!({ "error": { "type": error_type, "message": message, "retry_status": { "type": retry_status } } })
 }
 
-/// What interrupted tool calls are answered with (API.md §5.3).
+/// What interrupted tool calls are answered with (upstream's wording).
 pub const INTERRUPTED_TOOL_MESSAGE: &str =
     "Tool execution was interrupted before completion. Please retry.";
 

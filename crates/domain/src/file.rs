@@ -1,4 +1,4 @@
-//! Files API wire types (`/v1/files`, API.md §2.10) and the rules for what an upload may
+//! Files API wire types (`/v1/files`) and the rules for what an upload may
 //! carry: its name, media type and expiry.
 
 use serde::Serialize;

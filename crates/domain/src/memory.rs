@@ -1,4 +1,4 @@
-//! Memory stores (API.md §2.9, beta `agent-memory-2026-07-22`): stores, the memories in them
+//! Memory stores (beta `agent-memory-2026-07-22`): stores, the memories in them
 //! (text documents at paths), and the immutable versions every change writes.
 
 use serde::{Deserialize, Serialize};

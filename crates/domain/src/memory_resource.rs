@@ -1,4 +1,4 @@
-//! `memory_store` session resources (API.md §2.6, §2.9): a store attached when a session is
+//! `memory_store` session resources: a store attached when a session is
 //! created, shown in its sandbox as `/mnt/memory/<slug-of-name>/`. Name and description are
 //! snapshotted at attach, so later edits to the store do not move a running session's mount.
 
@@ -143,8 +143,8 @@ pub fn parse_list(v: Option<&Value>) -> Valid<Vec<MemoryStoreParams>> {
 }
 
 /// The directory name of a store: its name lowercased, each run of characters other than
-/// ASCII letters and digits turned into one `-`, without leading or trailing `-` (API.md
-/// §2.6). A name with no letter or digit at all falls back to the store's id.
+/// ASCII letters and digits turned into one `-`, without leading or trailing `-`
+/// (upstream's rule). A name with no letter or digit at all falls back to the store's id.
 pub fn slug(name: &str, store_id: &str) -> String {
     let mut s = String::with_capacity(name.len());
     for c in name.chars() {

@@ -1,4 +1,4 @@
-//! Metadata maps: limits (API.md §1.4) and patch semantics shared by every resource.
+//! Metadata maps: limits and patch semantics shared by every resource.
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! An agent's `model`: the id plus effort, speed and inference geography (API.md §2.1).
+//! An agent's `model`: the id plus effort, speed and inference geography.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -154,7 +154,7 @@ impl ModelParam {
     }
 
     /// Resolves to the stored form. `previous` is the stored config on update: an omitted
-    /// effort keeps the stored level when the model id is unchanged (API.md §2.1).
+    /// effort keeps the stored level when the model id is unchanged, as upstream does.
     pub fn resolve(&self, previous: Option<&ModelConfig>) -> ModelConfig {
         let effort = match &self.effort {
             Patch::Value(level) => Effort { level: *level },

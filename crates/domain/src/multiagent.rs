@@ -1,4 +1,4 @@
-//! Multiagent configuration (API.md §2.1.1): parsing both request schemas, the update merge
+//! Multiagent configuration: parsing both request schemas, the update merge
 //! rule, and resolution to the agent form (pinned versions) and the session form (snapshots).
 
 use std::collections::BTreeSet;
@@ -181,7 +181,7 @@ const DISABLED: Member = Member {
     predefined: vec![],
 };
 
-/// What an omitted `subagents` means (API.md §2.1.1): enabled, inline agents allowed.
+/// What an omitted `subagents` means: enabled, inline agents allowed.
 const SUBAGENTS_DEFAULT: Member = Member {
     enabled: true,
     inline: true,

@@ -1,4 +1,4 @@
-//! Outcomes (API.md §5.8): the `user.define_outcome` input, the evaluation state the session
+//! Outcomes: the `user.define_outcome` input, the evaluation state the session
 //! keeps for each outcome (`outcome_evaluations[]`), its transitions, and the grader's verdict
 //! read from the grader model's answer.
 

@@ -1,4 +1,4 @@
-//! Tri-state update fields: absent keeps, `null` clears, a value replaces (API.md §1.4).
+//! Tri-state update fields: absent keeps, `null` clears, a value replaces.
 
 use serde::{Deserialize, Deserializer};
 

@@ -1,4 +1,4 @@
-//! List prices and list cost (API.md §5.7): what each model's tokens cost, what a web search
+//! List prices and list cost: what each model's tokens cost, what a web search
 //! and an hour of runtime cost, and the money arithmetic a budget is enforced with.
 //!
 //! Money is counted in integer nanodollars (`Nanos`), never in floating point: a price in

@@ -1,4 +1,4 @@
-//! `github_repository` session resources (API.md §2.6): a git repository cloned into the
+//! `github_repository` session resources: a git repository cloned into the
 //! session's workspace. Any git host over HTTP(S) works; the URL decides. The token is
 //! write-only: it is checked here, sealed by the engine and never part of a wire object.
 

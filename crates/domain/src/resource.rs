@@ -1,4 +1,4 @@
-//! Session resources (API.md §2.6): what a session mounts, as given at `sessions.create` or
+//! Session resources: what a session mounts, as given at `sessions.create` or
 //! added later with `sessions.resources.add`, and the wire objects the resources endpoints
 //! return. `file` and `github_repository` (domain/repository.rs) resources are served here and
 //! `memory_store` ones in [`super::memory_resource`].
@@ -23,7 +23,7 @@ type_tag!(
 
 /// Where uploaded files appear when the request names no `mount_path` (SDK docstring).
 pub const UPLOADS_DIR: &str = "/mnt/session/uploads";
-/// Most file resources one session may hold (API.md §2.6).
+/// Most file resources one session may hold (the upstream limit).
 pub const MAX_FILE_RESOURCES: usize = 999;
 /// Longest `mount_path`, in bytes.
 const MAX_MOUNT_PATH: usize = 1024;
@@ -82,7 +82,7 @@ pub fn parse_resource(at: &str, v: &Value) -> Valid<ResourceParams> {
     }
     match tag(at, v, &["github_repository", "file", "memory_store"])? {
         "github_repository" => Ok(ResourceParams::Repository(repository::parse(at, v)?)),
-        // Stores attach only at creation (API.md §2.4); `parse_resources` leaves them to
+        // Stores attach only at creation, as upstream; `parse_resources` leaves them to
         // `memory_resource::parse_list`, so reaching here means `resources.add`.
         "memory_store" => Err(Invalid::new(format!(
             "`{at}`: memory stores attach only when the session is created (`resources` of `sessions.create`)"

@@ -1,4 +1,4 @@
-//! Deployment schedules (API.md §2.12): 5-field POSIX cron expressions evaluated in an IANA
+//! Deployment schedules: 5-field POSIX cron expressions evaluated in an IANA
 //! time zone.
 //!
 //! Parsing and evaluation use `croner` over `jiff` zoned times: croner is maintained, handles
@@ -152,7 +152,7 @@ fn bad_zone(name: &str) -> Invalid {
 }
 
 /// Five fields of digits, `*`, `,`, `-` and `/` only: no seconds or year, no names, no
-/// `L`, `W`, `#`, `?`, no `@` shortcuts — POSIX cron as API.md §2.12 describes it. Numbers
+/// `L`, `W`, `#`, `?`, no `@` shortcuts — POSIX cron as the upstream API describes it. Numbers
 /// must be within each field's range.
 fn check_grammar(expr: &str) -> Valid<()> {
     let fields: Vec<&str> = expr.split_whitespace().collect();

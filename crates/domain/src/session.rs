@@ -1,4 +1,4 @@
-//! Sessions (API.md §2.4): the wire object, create/update bodies, usage and stats.
+//! Sessions: the wire object, create/update bodies, usage and stats.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -403,7 +403,7 @@ pub fn parse_vault_ids(v: Option<&Value>) -> Valid<Option<Vec<String>>> {
 }
 
 /// The refusal of an update that would change a session's vaults: they are fixed at
-/// creation (create-only upstream, API.md §2.4).
+/// creation (create-only upstream).
 pub fn vault_ids_create_only() -> Invalid {
     Invalid::unsupported(
         "vault_ids",

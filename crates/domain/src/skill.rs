@@ -1,4 +1,4 @@
-//! Skills (API.md §2.11): the wire objects, and the `skills` entries of an agent.
+//! Skills: the wire objects, and the `skills` entries of an agent.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -27,7 +27,7 @@ type_tag!(
     SkillVersionDeletedTag = "skill_version_deleted"
 );
 
-/// Most skills one agent may carry (API.md §2.1).
+/// Most skills one agent may carry (the upstream limit).
 pub const MAX_AGENT_SKILLS: usize = 20;
 /// What an agent's `version` means when none is pinned: the newest version.
 pub const LATEST: &str = "latest";

@@ -1,4 +1,4 @@
-//! A skill bundle as uploaded (API.md §2.11): the files of one folder with a `SKILL.md` whose
+//! A skill bundle as uploaded: the files of one folder with a `SKILL.md` whose
 //! front matter gives the skill's `name` and `description`. Checked whole before anything is
 //! stored, so a bad upload changes nothing; written out as the zip that `versions.download`
 //! serves.

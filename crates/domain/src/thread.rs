@@ -1,4 +1,4 @@
-//! Session threads (API.md §2.7): the wire object.
+//! Session threads: the wire object.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

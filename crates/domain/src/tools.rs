@@ -1,4 +1,4 @@
-//! Tool definitions on agents (API.md §3): the built-in toolset, MCP toolsets and custom
+//! Tool definitions on agents: the built-in toolset, MCP toolsets and custom
 //! tools, their request forms, validation, and the resolved forms stored and returned.
 
 use std::collections::BTreeSet;
@@ -558,7 +558,7 @@ pub fn resolve_tools_at(at: &str, tools: &[Value]) -> Valid<Vec<Tool>> {
 }
 
 /// Checks that `servers` and the `mcp_toolset`s in `tools` match one to one: every toolset
-/// names a declared server and every server has a toolset (API.md §3.2).
+/// names a declared server and every server has a toolset.
 pub fn check_mcp_toolsets(servers_at: &str, tools: &[Tool], servers: &[McpServer]) -> Valid<()> {
     for t in tools {
         if let Tool::McpToolset {

@@ -1,4 +1,4 @@
-//! Vaults (API.md §2.8): named containers of credentials a session can be given by id
+//! Vaults: named containers of credentials a session can be given by id
 //! (`vault_ids`); the credentials themselves are in [`super::credential`].
 
 use serde::{Deserialize, Serialize};

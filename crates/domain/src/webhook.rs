@@ -1,6 +1,6 @@
-//! Webhooks (Mast's own management API, `/v1/mast/webhook_endpoints`; payloads as API.md
-//! §2.13): the endpoint, delivery and attempt objects, request bodies and their validation,
-//! and the catalogue of event types an endpoint may ask for.
+//! Webhooks (Mast's own management API, `/v1/mast/webhook_endpoints`; payloads as upstream
+//! sends them): the endpoint, delivery and attempt objects, request bodies and their
+//! validation, and the catalogue of event types an endpoint may ask for.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;

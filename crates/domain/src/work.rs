@@ -1,4 +1,4 @@
-//! Self-hosted work items (API.md §2.3): the wire objects of the work queue.
+//! Self-hosted work items: the wire objects of the work queue.
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};

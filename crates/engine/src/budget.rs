@@ -1,4 +1,4 @@
-//! Budgets (API.md §5.7), decided under the session's row lock: the list cost consumed so
+//! Budgets, decided under the session's row lock: the list cost consumed so
 //! far, the gate before each model request, and resuming the threads a budget stopped once
 //! it is raised or removed.
 

@@ -20,7 +20,7 @@ use mast_domain::session::{ModelUsage, SessionUsage};
 use mast_domain::time;
 use mast_models::{Block, Message, ModelRequest, Role, summarise};
 
-/// The session error of a context that cannot be made to fit (API.md §4.7).
+/// The session error of a context that cannot be made to fit.
 pub const LIMIT_ERROR: &str = "compaction_limit_reached_error";
 
 /// Context windows of the built-in Claude models, by id prefix (tokens).
@@ -364,9 +364,9 @@ impl Loop<'_> {
         Ok(())
     }
 
-    /// Ends the turn with `compaction_limit_reached_error` (API.md §4.7: `retries_exhausted`).
-    /// Input the request would have consumed from the queue is left there, so the failed turn
-    /// discards it like any input queued for a dead turn.
+    /// Ends the turn with `compaction_limit_reached_error`, as a turn out of retries ends
+    /// (`retries_exhausted`). Input the request would have consumed from the queue is left
+    /// there, so the failed turn discards it like any input queued for a dead turn.
     async fn compaction_failed(&mut self, message: &str) -> Result<bool, RunError> {
         tracing::warn!(session_id = %self.sid, thread_id = %self.thread, reason = message, "compaction limit reached");
         self.fail_turn(LIMIT_ERROR, message).await?;

@@ -1,4 +1,4 @@
-//! `{"type": "file", "file_id"}` sources of `image` and `document` blocks (API.md §4.4), in
+//! `{"type": "file", "file_id"}` sources of `image` and `document` blocks, in
 //! user messages and tool results. A batch is accepted only when each file exists in the
 //! workspace, has not expired, and is something the block can carry (an image type, a PDF or
 //! text) within the size a model request takes. The event log keeps the reference; each model

@@ -343,7 +343,7 @@ impl<'a> Intake<'a> {
         let mut events = Vec::new();
         if self.closed_pending {
             // Interrupting a session blocked on requires_action closes each pending call with
-            // an error result and ends the turn without sampling the model (API.md §5.3).
+            // an error result and ends the turn without sampling the model, as upstream does.
             let st = &mut self.st;
             let blocked: Vec<String> = st
                 .threads

@@ -1,5 +1,4 @@
-//! Memory stores attached to a session, mounted in its sandbox at `/mnt/memory/<slug>/`
-//! (API.md §2.6, §2.9).
+//! Memory stores attached to a session, mounted in its sandbox at `/mnt/memory/<slug>/`.
 //!
 //! Each store is a directory on the host (under the session's mounts directory) bound into
 //! the sandbox, writable only when attached `read_write`. The store stays the truth:

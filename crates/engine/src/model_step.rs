@@ -802,7 +802,7 @@ fn response_ends_turn(stop: ModelStop, blocked: bool, keeps_going: bool) -> Opti
     }
 }
 
-/// Publishes preview frames for subscribers that asked for them (API.md §4.5).
+/// Publishes preview frames for subscribers that asked for them.
 fn preview(
     hub: &Arc<crate::hub::Hub>,
     sid: &str,

@@ -1,4 +1,4 @@
-//! The grading step of an outcome's iteration (API.md §5.8): one grader model request judges
+//! The grading step of an outcome's iteration: one grader model request judges
 //! the primary thread's transcript against the rubric, behind the budget gate, with
 //! `span.outcome_evaluation_ongoing` heartbeats while it runs; its verdict ends the
 //! evaluation. The grader's spend counts toward the session's usage, list cost and budget.

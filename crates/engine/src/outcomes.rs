@@ -1,4 +1,4 @@
-//! Outcomes in the loop (API.md §5.8): the decisions taken under the session's lock when an
+//! Outcomes in the loop: the decisions taken under the session's lock when an
 //! outcome is defined, when the agent would go idle while one is active (grading begins
 //! instead), and when the session idles or ends for another reason (the outcome ends with
 //! it). The grader's request itself is `engine::outcome_grader`; the state is

@@ -1,4 +1,4 @@
-//! Session outputs (API.md §2.6): the files the agent leaves under `/mnt/session/outputs`
+//! Session outputs: the files the agent leaves under `/mnt/session/outputs`
 //! become Files scoped to the session — listed by `GET /v1/files?scope_id=<session id>`,
 //! downloadable — as soon as the built-in tool call that wrote them ends.
 //!

@@ -1,4 +1,4 @@
-//! Permission policies, enforced before any side effect (API.md §3.4): each call's policy
+//! Permission policies, enforced before any side effect: each call's policy
 //! comes from the session's agent snapshot — per-tool `configs`, then `default_config`, then
 //! the toolset default — and `auto` is decided by a deterministic risk evaluator in code.
 //!

@@ -71,7 +71,7 @@ pub struct EngineState {
     /// When the last `session.usage` was emitted (see `usage_report`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_reported_at: Option<Micros>,
-    /// Outcomes defined on the session, oldest first (API.md §5.8; `engine::outcomes`).
+    /// Outcomes defined on the session, oldest first (see `engine::outcomes`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outcomes: Vec<mast_domain::outcome::Outcome>,
 }

@@ -1,4 +1,4 @@
-//! The agent loop of one thread, driven by the model's `stop_reason` (API.md §5.4). The
+//! The agent loop of one thread, driven by the model's `stop_reason`. The
 //! primary thread and every delegate thread run this same loop, each with its own agent,
 //! history and permissions (DESIGN.md principle 5).
 //!

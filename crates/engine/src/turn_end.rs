@@ -71,7 +71,7 @@ impl Ender {
         if reason == StopReason::EndTurn
             && let Some(grading) = super::outcomes::on_turn_end(st, &self.primary, now)
         {
-            // An active outcome is graded instead of idling (API.md §5.8).
+            // An active outcome is graded instead of idling.
             return Ok(grading);
         }
         let mut out = Vec::new();
@@ -174,7 +174,7 @@ impl Ender {
         )];
         match &self.child {
             None => {
-                // The turn is dead and so is the input queued for it (API.md §4.7).
+                // The turn is dead and so is the input queued for it: upstream discards it too.
                 st.queued = 0;
                 st.discard_queued = true;
                 out.extend(end_session_turn(

@@ -1,4 +1,4 @@
-//! The work-queue state machine of self-hosted environments (API.md §2.3): queued → (poll)
+//! The work-queue state machine of self-hosted environments: queued → (poll)
 //! → starting (ack) → active (heartbeats) → stopping (stop requested) → stopped. Pure
 //! decisions over a locked [`WorkRecord`]; the store persists them, the API shapes them.
 

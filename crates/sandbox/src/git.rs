@@ -25,7 +25,7 @@ pub const CLONE_TIMEOUT: Duration = Duration::from_secs(600);
 /// Longest stderr excerpt kept in an error message.
 const MAX_MESSAGE: usize = 1500;
 
-/// Why a clone failed, as the API's `session.error` types name it (API.md §4.7).
+/// Why a clone failed, as the API's `session.error` types name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureKind {
     /// The host rejected the credentials, or wanted some and got none.

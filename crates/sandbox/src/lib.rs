@@ -123,7 +123,7 @@ const WORKSPACE_TOOLS: &[&str] = &["bash", "read", "write", "edit", "glob", "gre
 /// Workspace checkpoints kept per session unless configured.
 pub const DEFAULT_WORKSPACE_CHECKPOINTS: usize = 8;
 
-/// The sandbox directory whose files become the session's output files (API.md §2.6).
+/// The sandbox directory whose files become the session's output files.
 pub const OUTPUTS: &str = "/mnt/session/outputs";
 
 /// The built-in tools of this server.

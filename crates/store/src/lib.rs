@@ -751,7 +751,7 @@ pub trait Store: Send + Sync + 'static {
     /// Counts for the metrics endpoint.
     async fn ops_counts(&self) -> StoreResult<OpsCounts>;
 
-    // Vaults and credentials (API.md §2.8). Secrets arrive and leave sealed.
+    // Vaults and credentials. Secrets arrive and leave sealed.
 
     /// Stores a new vault of a workspace.
     async fn insert_vault(&self, workspace_id: &str, vault: &Vault, at: Micros) -> StoreResult<()>;
@@ -843,7 +843,7 @@ pub trait Store: Send + Sync + 'static {
     /// Which of `ids` have metadata (any workspace): the blob sweep keeps exactly those.
     async fn existing_file_ids(&self, ids: &[String]) -> StoreResult<Vec<String>>;
 
-    // ---- memory stores (API.md §2.9) ----
+    // ---- memory stores ----
 
     /// Stores a new memory store.
     async fn insert_memory_store(
@@ -923,7 +923,7 @@ pub trait Store: Send + Sync + 'static {
         by: Option<&Actor>,
         at: Micros,
     ) -> StoreResult<RedactOutcome>;
-    // ---- skills (API.md §2.11) ----
+    // ---- skills ----
 
     /// Stores a new skill with its first version, atomically.
     async fn insert_skill(&self, skill: &SkillRecord, first: &NewSkillVersion) -> StoreResult<()>;
@@ -1012,7 +1012,7 @@ pub trait Store: Send + Sync + 'static {
     /// the event was not copied by a fork (or does not exist).
     async fn event_forked_from(&self, session_id: &str, id: &str) -> StoreResult<Option<String>>;
 
-    // ---- webhooks (Mast's own endpoints, API.md §2.13 payloads; see `store::webhooks`) ----
+    // ---- webhooks (Mast's own endpoints, upstream's payloads; see `store::webhooks`) ----
 
     /// Writes webhook events to the outbox on their own, for a change made outside any store
     /// transaction (changes made inside one emit in that transaction instead).
@@ -1082,7 +1082,7 @@ pub trait Store: Send + Sync + 'static {
         outcome: webhooks::AttemptOutcome,
     ) -> StoreResult<bool>;
 
-    // ---- deployments (API.md §2.12, migration 0015) ----
+    // ---- deployments (migration 0015) ----
 
     /// Inserts a deployment (and its `deployment.created` webhook event).
     async fn insert_deployment(&self, d: &DeploymentRecord) -> StoreResult<()>;

@@ -1,4 +1,4 @@
-//! The records and decisions of memory stores (API.md §2.9) that both backends share: a
+//! The records and decisions of memory stores that both backends share: a
 //! backend reads the rows a write needs under its store's lock, [`decide`] says what to do,
 //! and the backend writes exactly that, so both stores answer every case the same way.
 

@@ -70,8 +70,8 @@ def sse(name: str, data: dict) -> bytes:
 
 
 class MessagesHandler(BaseHTTPRequestHandler):
-    """Answers like Claude would in API.md's section 6 flow: a user question gets a
-    `get_weather` call; a tool result gets a sentence built from it."""
+    """Answers like Claude would in the upstream custom-tool example: a user question
+    gets a `get_weather` call; a tool result gets a sentence built from it."""
 
     # Every request body received, in order, for tests that check what reached the model.
     received: list = []

@@ -1,6 +1,6 @@
-"""The session engine through the official SDK: API.md section 6 verbatim against a Claude
-model id (answered by the scripted Messages API server), the scripted model, interrupts, and
-the SDK's own session tool runner."""
+"""The session engine through the official SDK: the upstream custom-tool example (a
+`get_weather` agent) verbatim against a Claude model id (answered by the scripted Messages API
+server), the scripted model, interrupts, and the SDK's own session tool runner."""
 
 import asyncio
 import time

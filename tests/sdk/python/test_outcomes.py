@@ -1,4 +1,4 @@
-"""Outcomes (API.md section 5.8) through the official SDK with strict response validation, on
+"""Outcomes through the official SDK with strict response validation, on
 SQLite and Postgres: an outcome satisfied on its second iteration after a `needs_revision`
 whose feedback reaches the agent's model, the iteration budget running out, interrupts while
 the agent works and while the grader grades, an outcome among `initial_events`, a file

@@ -1,4 +1,4 @@
-//! Deployments (API.md §2.12): saved definitions that start sessions on a schedule or on
+//! Deployments: saved definitions that start sessions on a schedule or on
 //! demand, and the append-only record of every firing.
 //!
 //! A definition is checked when it is saved by the same check `POST /v1/sessions` runs

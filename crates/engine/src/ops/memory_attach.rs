@@ -1,6 +1,6 @@
 //! Attaching memory stores at session creation: each store named in `resources` exists in
 //! the workspace and is not archived, and gets a mount path no other resource of the session
-//! uses. The resource snapshots the store's name and description (API.md §2.6).
+//! uses. The resource snapshots the store's name and description.
 
 use super::OpError;
 use crate::Engine;

@@ -1,4 +1,4 @@
-//! File rubrics of `user.define_outcome` (API.md §4.2): read through the Files store and
+//! File rubrics of `user.define_outcome`: read through the Files store and
 //! recorded as text, as the API echoes them ("file rubrics are currently resolved to their
 //! text content"), so grading never depends on a file that may be deleted later.
 

@@ -1,4 +1,4 @@
-//! Session resources (API.md §2.6): the files a session mounts and the repositories it
+//! Session resources: the files a session mounts and the repositories it
 //! clones. They live in the session's
 //! body, so every change is decided under the session's row lock together with the status
 //! it depends on (resources change only while the session is idle), and the session object

@@ -1,4 +1,4 @@
-//! Environment packages (`config.packages`, API.md §2.2): each distinct set of package lists is
+//! Environment packages (`config.packages`): each distinct set of package lists is
 //! installed once into a cached **layer**, `<data dir>/package-layers/<key>/`, where the key is
 //! a hash of the lists (and the operator's mirrors), so every session of every environment
 //! with those lists shares it and changed lists make a new one. Sandboxes mount it read-only at
