@@ -59,7 +59,7 @@ pub struct Agent {
     pub tools: Vec<Tool>,
     pub mcp_servers: Vec<McpServer>,
     pub skills: Vec<Skill>,
-    /// Resolved multiagent configuration (API.md §2.1.1), or null.
+    /// Resolved multiagent configuration, or null.
     #[schema(value_type = Option<Object>)]
     pub multiagent: Option<Value>,
     pub execution_identity: ExecutionIdentity,
@@ -143,7 +143,7 @@ pub struct AgentCreate {
     pub metadata: Option<Metadata>,
 }
 
-/// `POST /v1/agents/{id}` body: every field tri-state (API.md §2.1). A key unknown at any
+/// `POST /v1/agents/{id}` body: every field tri-state. A key unknown at any
 /// depth is refused (400 `unknown_field`).
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, expecting = "an agent update object")]

@@ -18,7 +18,7 @@ type_tag!(
     SessionTag = "session"
 );
 
-/// Session lifecycle state (API.md §5.1).
+/// Session lifecycle state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {

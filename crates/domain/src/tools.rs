@@ -37,7 +37,7 @@ pub const BUILTIN_TOOLS: [&str; 8] = [
 const MAX_TOOLS: usize = 256;
 const MAX_DOMAINS: usize = 64;
 
-/// How a tool call is authorised before it runs (API.md §3.4).
+/// How a tool call is authorised before it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum PermissionPolicy {

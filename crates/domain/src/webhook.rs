@@ -92,7 +92,7 @@ pub struct WebhookEndpoint {
     /// `whep_…`.
     pub id: String,
     pub url: String,
-    /// The event types delivered to it (API.md §2.13).
+    /// The event types delivered to it.
     pub event_types: Vec<String>,
     pub description: Option<String>,
     /// A disabled endpoint is sent nothing, and no deliveries are queued for it.
@@ -122,7 +122,7 @@ pub struct WebhookEndpointCreate {
     /// An `http(s)` URL the server's egress rules allow (private addresses only where the
     /// operator allows them).
     pub url: String,
-    /// At least one of the event types of API.md §2.13.
+    /// At least one event type from the catalogue.
     pub event_types: Vec<String>,
     #[serde(default)]
     pub description: Option<String>,

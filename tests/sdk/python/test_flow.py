@@ -8,7 +8,7 @@ import time
 from conftest import WEATHER_TOOL
 
 
-def test_section_6_flow_verbatim(client):
+def test_custom_tool_flow_verbatim(client):
     c = client
     agent = c.beta.agents.create(name="w", model="claude-opus-4-7",
         tools=[{"type":"custom","name":"get_weather","description":"...","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}])
