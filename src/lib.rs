@@ -1,7 +1,17 @@
 //! Mast: a self-hostable server for the Claude Managed Agents API.
 //!
 //! [`start`] assembles the store, hub, engine and HTTP router and serves them on a listener;
-//! the binary and the integration tests both go through it.
+//! the binary and the integration tests both go through it. It opens the configured store
+//! (Postgres when a database URL is set, else SQLite in the data directory, which it locks),
+//! builds the hub, the models, the tools, the engine with its vaults, hooks and Files services,
+//! and the router, and starts what a server owns besides: the engine's reaper and scheduler,
+//! the replica listener on Postgres, the Files sweep, the key watch and the webhook sender.
+//!
+//! This package is the top of the workspace. The layers are the crates under `crates/`; this
+//! one holds only what assembles and drives them: `main.rs`, the command line (`cli`: `serve`,
+//! `migrate`, `keys`, `doctor`, `agents`, `sessions`, `send`, `openapi` and the rest),
+//! configuration from file, environment and flags (`config`), and the benchmark harness
+//! (`src/bin/mast-bench`). Engine or store logic does not belong here.
 
 pub mod cli;
 pub mod config;
@@ -55,16 +65,7 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
     })
 }
 
-/// A key just made: shown once, then only its hash is stored.
-#[derive(Debug, Clone)]
-pub struct NewKey {
-    /// The key's id (`apikey_…` or `envkey_…`), by which it is listed and revoked.
-    pub id: String,
-    /// The workspace it belongs to.
-    pub workspace_id: String,
-    /// The key itself.
-    pub key: String,
-}
+pub use mast_engine::keys::NewKey;
 
 /// Creates a new API key for a workspace (created if missing); returns the key, shown once.
 pub async fn create_api_key(store: &dyn Store, workspace: &str) -> anyhow::Result<String> {
@@ -73,15 +74,7 @@ pub async fn create_api_key(store: &dyn Store, workspace: &str) -> anyhow::Resul
 
 /// Creates a new API key for a workspace (created if missing), with its id.
 pub async fn mint_api_key(store: &dyn Store, workspace: &str) -> anyhow::Result<NewKey> {
-    let ws = store.ensure_workspace(workspace).await?;
-    let key = format!("mast_sk_{}", domain::ids::new_secret(48));
-    let id = domain::ids::new_id("apikey");
-    store.insert_api_key(&id, &ws, &hash_key(&key)).await?;
-    Ok(NewKey {
-        id,
-        workspace_id: ws,
-        key,
-    })
+    Ok(engine::keys::mint_api_key(store, workspace).await?)
 }
 
 /// Creates a worker key for a self-hosted environment of a workspace; returns it, shown once.
@@ -382,7 +375,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     let key_watch = state
         .auth
         .key_watch()
-        .spawn(store.clone(), shutdown.clone());
+        .spawn(engine.keys(), shutdown.clone());
     let webhook_sender = webhooks.spawn_sender(domain::ids::new_id("whsender"), shutdown.clone());
     let banner = banner(&config, addr, &state, &toolbox, keys == 0);
     let app = api::router(state);

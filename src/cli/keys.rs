@@ -139,7 +139,8 @@ pub async fn revoke(store: &StoreArgs, given: &str) -> anyhow::Result<ExitCode> 
     let s = opened.store.as_ref();
     let keys = s.list_keys().await?;
     let given = given.trim();
-    let by_secret = given.starts_with("mast_sk_") || given.starts_with(ENVIRONMENT_KEY_PREFIX);
+    let by_secret = given.starts_with(crate::domain::keys::API_KEY_PREFIX)
+        || given.starts_with(ENVIRONMENT_KEY_PREFIX);
     let found = if by_secret {
         let hash = hash_key(given);
         keys.iter().find(|k| k.key_hash == hash)

@@ -15,8 +15,9 @@ use axum::response::{IntoResponse, Response};
 use super::AppState;
 use super::error::ApiError;
 use mast_domain::work::WorkState;
+use mast_engine::Engine;
 use mast_engine::hub::Hub;
-use mast_store::Store;
+use mast_engine::keys::Keys;
 
 pub use mast_domain::keys::{
     DEFAULT_WORKSPACE, ENVIRONMENT_KEY_PREFIX, WORK_TOKEN_PREFIX, hash_key,
@@ -108,7 +109,7 @@ impl Workspace {
 /// endpoints: any session for an API key, its environment's sessions for an environment key,
 /// the one session of a held work item for its token.
 pub async fn session_workspace(
-    store: &dyn Store,
+    engine: &Engine,
     principal: &Principal,
     session_id: &str,
 ) -> Result<String, ApiError> {
@@ -139,8 +140,8 @@ pub async fn session_workspace(
             workspace,
             environment_id,
             ..
-        } => match store.get_session(workspace, session_id).await? {
-            Some(s) if &s.environment_id == environment_id => Ok(workspace.clone()),
+        } => match engine.session_environment(workspace, session_id).await? {
+            Some(env) if &env == environment_id => Ok(workspace.clone()),
             _ => Err(ApiError::not_found(format!(
                 "session `{session_id}` not found in this environment"
             ))),
@@ -151,17 +152,17 @@ pub async fn session_workspace(
 /// Whether a credential still stands (a long-lived stream re-checks its caller's): an API or
 /// environment key not revoked, open mode while no key exists, a work token whose item is
 /// still held.
-pub async fn still_valid(store: &dyn Store, principal: &Principal) -> Result<bool, ApiError> {
+pub async fn still_valid(keys: &Keys, principal: &Principal) -> Result<bool, ApiError> {
     Ok(match principal {
         Principal::ApiKey {
             key_hash: Some(hash),
             ..
-        } => store.workspace_for_key(hash).await?.is_some(),
-        Principal::ApiKey { key_hash: None, .. } => store.count_api_keys().await? == 0,
+        } => keys.workspace_for_key(hash).await?.is_some(),
+        Principal::ApiKey { key_hash: None, .. } => keys.count_api_keys().await? == 0,
         Principal::EnvironmentKey { key_hash, .. } => {
-            store.environment_for_key(key_hash).await?.is_some()
+            keys.environment_for_key(key_hash).await?.is_some()
         }
-        Principal::WorkToken { token_hash, .. } => store
+        Principal::WorkToken { token_hash, .. } => keys
             .work_for_token(token_hash)
             .await?
             .is_some_and(|w| !matches!(w.state(), WorkState::Queued | WorkState::Stopped)),
@@ -233,11 +234,11 @@ impl Authenticator {
         &self.hosts
     }
 
-    async fn is_open(&self, store: &dyn Store) -> Result<bool, ApiError> {
+    async fn is_open(&self, keys: &Keys) -> Result<bool, ApiError> {
         if !self.allow_open || self.closed.load(Ordering::Relaxed) {
             return Ok(false);
         }
-        let open = store.count_api_keys().await? == 0;
+        let open = keys.count_api_keys().await? == 0;
         if !open {
             self.closed.store(true, Ordering::Relaxed);
         }
@@ -245,18 +246,14 @@ impl Authenticator {
     }
 
     /// The workspace of the API key whose hash is `hash`, if it stands.
-    async fn workspace_for(
-        &self,
-        store: &dyn Store,
-        hash: &str,
-    ) -> Result<Option<String>, ApiError> {
+    async fn workspace_for(&self, keys: &Keys, hash: &str) -> Result<Option<String>, ApiError> {
         // Read before the lookup: a change announced while it runs makes its answer stale.
         let Some((hub, epoch)) = self
             .changes
             .as_ref()
             .and_then(|hub| Some((hub, hub.keys_epoch()?)))
         else {
-            return Ok(store.workspace_for_key(hash).await?);
+            return Ok(keys.workspace_for_key(hash).await?);
         };
         {
             let mut cache = self.keys.lock().expect("lock");
@@ -272,7 +269,7 @@ impl Authenticator {
                 return Ok(Some(ws.clone()));
             }
         }
-        let ws = store.workspace_for_key(hash).await?;
+        let ws = keys.workspace_for_key(hash).await?;
         if let Some(ws) = &ws {
             let mut cache = self.keys.lock().expect("lock");
             if cache.epoch == epoch && hub.keys_epoch() == Some(epoch) {
@@ -287,7 +284,7 @@ impl Authenticator {
     /// Resolves who a request comes from.
     pub async fn authenticate(
         &self,
-        store: &dyn Store,
+        keys: &Keys,
         headers: &HeaderMap,
     ) -> Result<Principal, ApiError> {
         let key = presented_key(headers);
@@ -296,7 +293,7 @@ impl Authenticator {
             // stopped item's token must not turn into workspace access.
             Some(k) if k.starts_with(ENVIRONMENT_KEY_PREFIX) => {
                 let key_hash = hash_key(k);
-                match store.environment_for_key(&key_hash).await? {
+                match keys.environment_for_key(&key_hash).await? {
                     Some((workspace, environment_id)) => Principal::EnvironmentKey {
                         workspace,
                         environment_id,
@@ -307,7 +304,7 @@ impl Authenticator {
             }
             Some(k) if k.starts_with(WORK_TOKEN_PREFIX) => {
                 let token_hash = hash_key(k);
-                match store.work_for_token(&token_hash).await? {
+                match keys.work_for_token(&token_hash).await? {
                     Some(w) => Principal::WorkToken {
                         state: w.state(),
                         token_hash,
@@ -325,17 +322,17 @@ impl Authenticator {
             }
             Some(k) => {
                 let hash = hash_key(k);
-                match self.workspace_for(store, &hash).await? {
+                match self.workspace_for(keys, &hash).await? {
                     Some(workspace) => Principal::ApiKey {
                         workspace,
                         key_hash: Some(hash),
                     },
-                    None => self.open_or(store, headers, "invalid API key").await?,
+                    None => self.open_or(keys, headers, "invalid API key").await?,
                 }
             }
             None => {
                 self.open_or(
-                    store,
+                    keys,
                     headers,
                     "missing API key: send `x-api-key: <key>` or `Authorization: Bearer <key>`",
                 )
@@ -360,11 +357,11 @@ impl Authenticator {
     /// on another site made (see [`super::browser_guard`]); else `refusal`.
     async fn open_or(
         &self,
-        store: &dyn Store,
+        keys: &Keys,
         headers: &HeaderMap,
         refusal: &str,
     ) -> Result<Principal, ApiError> {
-        if self.is_open(store).await? {
+        if self.is_open(keys).await? {
             if let Some(refused) = super::browser_guard::open_mode_refusal(&self.hosts, headers) {
                 return Err(refused);
             }
@@ -395,7 +392,7 @@ pub fn presented_key(headers: &HeaderMap) -> Option<String> {
 pub async fn middleware(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
     match app
         .auth
-        .authenticate(app.store.as_ref(), req.headers())
+        .authenticate(&app.engine.keys(), req.headers())
         .await
     {
         Ok(p) => {

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::request_id;
 use mast_domain::invalid::Invalid;
+use mast_engine::StoreError;
 use mast_engine::ops::OpError;
-use mast_store::StoreError;
 
 /// An error answer: status, upstream error type, message and optional details.
 #[derive(Debug, Clone)]

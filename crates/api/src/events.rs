@@ -12,7 +12,6 @@ use super::auth::{Principal, session_workspace};
 use super::error::{ApiError, ApiResult};
 use super::extract::{Json, QueryParams};
 use super::pagination::{Page, PageRequest};
-use super::sessions::not_found;
 use mast_domain::events::{LISTABLE_TYPES, parse_batch};
 use mast_domain::query::{Direction, EventFilter};
 
@@ -53,7 +52,7 @@ async fn send(
     Path(id): Path<String>,
     Json(body): Json<SendEvents>,
 ) -> ApiResult<axum::Json<SentEvents>> {
-    let ws = session_workspace(app.store.as_ref(), &principal, &id).await?;
+    let ws = session_workspace(&app.engine, &principal, &id).await?;
     let batch = parse_batch(&body.events, MAX_BATCH)?;
     if !matches!(principal, Principal::ApiKey { .. })
         && let Some(e) = batch.iter().find(|e| !e.is_tool_result())
@@ -85,7 +84,7 @@ async fn list(
     Path(id): Path<String>,
     q: QueryParams,
 ) -> ApiResult<axum::Json<Page<Value>>> {
-    let ws = session_workspace(app.store.as_ref(), &principal, &id).await?;
+    let ws = session_workspace(&app.engine, &principal, &id).await?;
     if q.get("after_id").is_some() || q.get("before_id").is_some() {
         return Err(ApiError::invalid(
             "this list pages with `page` cursors; `after_id`/`before_id` are not supported",
@@ -98,24 +97,18 @@ async fn list(
             "`types[]` value `{bad}` is not a listable event type"
         )));
     }
-    let rec = app
-        .store
-        .get_session(&ws, &id)
-        .await?
-        .ok_or_else(|| not_found(&id))?;
-    let primary = serde_json::from_str::<mast_domain::session::SessionBody>(&rec.body)
-        .map_err(ApiError::internal)?
-        .primary_thread_id;
     let filter = EventFilter {
         types,
-        thread_id: Some(primary),
-        crossposts: true,
         processed_gt: q.time("created_at[gt]")?,
         processed_gte: q.time("created_at[gte]")?,
         processed_lt: q.time("created_at[lt]")?,
         processed_lte: q.time("created_at[lte]")?,
+        ..Default::default()
     };
-    let rows = app.store.list_events(&id, &filter, &page.scan()).await?;
+    let rows = app
+        .engine
+        .list_session_events(&ws, &id, filter, &page.scan())
+        .await?;
     let page = page.finish(rows, |e| e.seq);
     Ok(axum::Json(page.map(|e| e.wire())))
 }

@@ -318,7 +318,7 @@ async fn readable_workspace(app: &AppState, principal: &Principal, id: &str) -> 
     let Principal::WorkToken { session_id, .. } = principal else {
         return Workspace::of(principal).map(|w| w.0);
     };
-    let ws = session_workspace(app.store.as_ref(), principal, session_id).await?;
+    let ws = session_workspace(&app.engine, principal, session_id).await?;
     let mounted = app
         .engine
         .resources(&ws, session_id)

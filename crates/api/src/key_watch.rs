@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::auth::Principal;
-use mast_store::{KeyKind, KeyRecord, Store};
+use mast_engine::keys::{KeyKind, KeyRecord, Keys};
 
 /// How often the stored keys are read. A revoked key's streams end within about this.
 pub const INTERVAL: Duration = Duration::from_secs(2);
@@ -88,15 +88,11 @@ impl KeyWatch {
 
     /// Reads the stored keys every [`INTERVAL`] until `shutdown`, publishing them when they
     /// changed.
-    pub fn spawn(
-        &self,
-        store: Arc<dyn Store>,
-        shutdown: CancellationToken,
-    ) -> tokio::task::JoinHandle<()> {
+    pub fn spawn(&self, keys: Keys, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
         let tx = self.tx.clone();
         tokio::spawn(async move {
             loop {
-                match store.list_keys().await {
+                match keys.list().await {
                     Ok(keys) => {
                         let now = Standing::of(&keys);
                         tx.send_if_modified(|published| {

@@ -25,7 +25,7 @@ pub async fn worker_workspace(
             "environment keys cannot use the memory-store endpoints; a worker uses its work item's sessions token",
         ));
     };
-    let ws = session_workspace(app.store.as_ref(), principal, session_id).await?;
+    let ws = session_workspace(&app.engine, principal, session_id).await?;
     let params = RawPathParams::from_request_parts(parts, app)
         .await
         .map_err(|_| {

@@ -19,10 +19,9 @@ pub async fn healthz() -> impl IntoResponse {
 
 /// `GET /readyz`: 200 when the store can serve requests, 503 saying why otherwise.
 pub async fn readyz(State(app): State<AppState>) -> Response {
-    match app.store.readiness().await {
-        None => {
-            axum::Json(json!({"status": "ready", "store": app.store.backend()})).into_response()
-        }
+    match app.engine.readiness().await {
+        None => axum::Json(json!({"status": "ready", "store": app.engine.store_backend()}))
+            .into_response(),
         Some(why) => super::error::ApiError::unavailable(why).into_response(),
     }
 }
@@ -30,9 +29,9 @@ pub async fn readyz(State(app): State<AppState>) -> Response {
 /// `GET /metrics`: Prometheus text format.
 pub async fn metrics(State(app): State<AppState>) -> Response {
     metrics::gauge!(telemetry::ACTIVE_RUNNERS).set(app.engine.active_runners() as f64);
-    metrics::gauge!(telemetry::SSE_SUBSCRIBERS).set(app.hub.subscriber_count() as f64);
+    metrics::gauge!(telemetry::SSE_SUBSCRIBERS).set(app.engine.stream_subscribers() as f64);
     // State counts come from the store; when it is down the scrape still answers, without them.
-    if let Ok(counts) = app.store.ops_counts().await {
+    if let Ok(counts) = app.engine.ops_counts().await {
         for status in ["idle", "running", "rescheduling", "terminated"] {
             let n = counts
                 .sessions_by_status

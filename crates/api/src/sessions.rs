@@ -69,7 +69,7 @@ async fn retrieve(
     principal: Principal,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Session>> {
-    let ws = session_workspace(app.store.as_ref(), &principal, &id).await?;
+    let ws = session_workspace(&app.engine, &principal, &id).await?;
     Ok(axum::Json(app.engine.session(&ws, &id).await?))
 }
 
@@ -125,11 +125,7 @@ async fn list(
                 "`memory_store_id` must be a memory store id (`memstore_...`), got `{store_id}`"
             )));
         }
-        if app.store.get_memory_store(&ws, store_id).await?.is_none() {
-            return Err(ApiError::not_found(format!(
-                "memory store `{store_id}` not found"
-            )));
-        }
+        app.engine.require_memory_store(&ws, store_id).await?;
     }
     let filter = SessionFilter {
         agent_id,

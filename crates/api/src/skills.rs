@@ -442,7 +442,7 @@ async fn reader_workspace(
             )),
         };
     };
-    let ws = session_workspace(&*app.store, principal, session_id).await?;
+    let ws = session_workspace(&app.engine, principal, session_id).await?;
     let session = app
         .store
         .get_session(&ws, session_id)

@@ -4,7 +4,6 @@
 
 use std::collections::HashSet;
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -21,11 +20,11 @@ use super::AppState;
 use super::auth::{Principal, session_workspace};
 use super::error::{ApiError, ApiResult};
 use super::extract::QueryParams;
-use super::sessions::not_found;
 use mast_domain::events::kind;
-use mast_domain::session::SessionBodyHead;
+use mast_engine::StoreError;
 use mast_engine::hub::{HubItem, Subscription};
-use mast_store::Store;
+use mast_engine::keys::Keys;
+use mast_engine::ops::EventLog;
 
 /// How often an idle stream sends `event: ping`.
 pub const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -62,7 +61,7 @@ fn parse_deltas(q: &QueryParams) -> ApiResult<(bool, bool)> {
 const PAGE: i64 = 500;
 
 struct Tail {
-    store: Arc<dyn Store>,
+    log: EventLog,
     sid: String,
     thread: String,
     /// The session's view: its primary thread plus what delegates cross-post to it.
@@ -83,6 +82,8 @@ struct Tail {
     /// token is re-checked in the store every [`RECHECK`] (its item's state is not published).
     caller: Principal,
     keys: tokio::sync::watch::Receiver<super::key_watch::Published>,
+    /// Where a credential the published keys do not vouch for is looked up.
+    keys_store: Keys,
     last_check: tokio::time::Instant,
 }
 
@@ -105,11 +106,8 @@ impl Tail {
     }
 
     /// Queues the next page of stored events after `last_seq`.
-    async fn fill_page(&mut self) -> Result<(), mast_store::StoreError> {
-        let batch = self
-            .store
-            .events_after(&self.sid, self.last_seq, &[], PAGE)
-            .await?;
+    async fn fill_page(&mut self) -> Result<(), StoreError> {
+        let batch = self.log.after(&self.sid, self.last_seq, PAGE).await?;
         if (batch.len() as i64) < PAGE {
             self.catching_up = false;
         }
@@ -137,7 +135,7 @@ impl Tail {
             return true;
         }
         self.last_check = tokio::time::Instant::now();
-        super::auth::still_valid(self.store.as_ref(), &self.caller)
+        super::auth::still_valid(&self.keys_store, &self.caller)
             .await
             .unwrap_or(true)
     }
@@ -276,7 +274,7 @@ async fn stream(
     q: QueryParams,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let ws = session_workspace(app.store.as_ref(), &principal, &id).await?;
+    let ws = session_workspace(&app.engine, &principal, &id).await?;
     open(&app, &ws, &id, None, &q, &headers, principal).await
 }
 
@@ -291,18 +289,6 @@ pub async fn open(
     caller: Principal,
 ) -> ApiResult<Response> {
     let previews = parse_deltas(q)?;
-    // Subscribe before reading the session, so nothing committed from here on can be missed.
-    let sub = app.hub.subscribe(id, previews.0 || previews.1);
-    let rec = app
-        .store
-        .get_session(ws, id)
-        .await?
-        .ok_or_else(|| not_found(id))?;
-    let primary = serde_json::from_str::<SessionBodyHead>(&rec.body)
-        .map_err(ApiError::internal)?
-        .primary_thread_id;
-    let crossposts = thread.is_none();
-    let thread = thread.unwrap_or(primary);
     let after = q
         .get("after")
         .map(str::to_string)
@@ -313,14 +299,18 @@ pub async fn open(
                 .map(str::to_string)
         })
         .filter(|s| !s.is_empty());
-    let mut tail = Tail {
-        store: app.store.clone(),
+    let start = app
+        .engine
+        .open_stream(ws, id, thread, after.as_deref(), previews.0 || previews.1)
+        .await?;
+    let tail = Tail {
+        log: start.log,
         sid: id.to_string(),
-        thread,
-        crossposts,
-        sub,
-        last_seq: rec.last_seq,
-        catching_up: false,
+        thread: start.thread,
+        crossposts: start.crossposts,
+        sub: start.subscription,
+        last_seq: start.last_seq,
+        catching_up: start.catching_up,
         previews,
         started: HashSet::new(),
         backlog: Default::default(),
@@ -329,17 +319,9 @@ pub async fn open(
         shutdown: app.shutdown.clone(),
         caller,
         keys: app.auth.key_watch().subscribe(),
+        keys_store: app.engine.keys(),
         last_check: tokio::time::Instant::now(),
     };
-    if let Some(after) = after {
-        let ev = app.store.get_event(id, &after).await?.ok_or_else(|| {
-            ApiError::invalid(format!(
-                "`after` / Last-Event-ID: no event `{after}` in this session"
-            ))
-        })?;
-        tail.last_seq = ev.seq;
-        tail.catching_up = true;
-    }
     let mut resp = Sse::new(into_stream(tail)).into_response();
     let h = resp.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));

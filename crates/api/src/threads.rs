@@ -7,18 +7,16 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde_json::{Value, json};
+use futures_util::TryStreamExt as _;
+use serde_json::Value;
 
 use super::AppState;
 use super::auth::{Principal, Workspace};
 use super::error::{ApiError, ApiResult};
 use super::extract::{NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
-use super::sessions::not_found;
-use mast_domain::query::{Direction, EventFilter};
-use mast_domain::session::SessionBodyHead;
+use mast_domain::query::Direction;
 use mast_domain::thread::SessionThread;
-use mast_engine::ops::OpError;
 use mast_engine::state::ThreadStatus;
 
 /// Routes of this resource.
@@ -42,10 +40,6 @@ pub fn router() -> Router<AppState> {
             get(stream),
         )
         .route("/v1/sessions/{session_id}/transcript", get(transcript))
-}
-
-fn thread_not_found(id: &str) -> ApiError {
-    OpError::ThreadNotFound(id.to_string()).into()
 }
 
 /// List a session's threads.
@@ -128,19 +122,10 @@ async fn events(
     q: QueryParams,
 ) -> ApiResult<axum::Json<Page<Value>>> {
     let page = PageRequest::<i64>::parse(&q, Direction::Ascending, 1000, 1000, true)?;
-    app.store
-        .get_session(&ws, &id)
-        .await?
-        .ok_or_else(|| not_found(&id))?;
-    app.store
-        .get_thread(&id, &tid)
-        .await?
-        .ok_or_else(|| thread_not_found(&tid))?;
-    let filter = EventFilter {
-        thread_id: Some(tid),
-        ..Default::default()
-    };
-    let rows = app.store.list_events(&id, &filter, &page.scan()).await?;
+    let rows = app
+        .engine
+        .list_thread_events(&ws, &id, &tid, &page.scan())
+        .await?;
     let page = page.finish(rows, |e| e.seq);
     Ok(axum::Json(page.map(|e| e.wire())))
 }
@@ -160,10 +145,7 @@ async fn stream(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let Workspace(ws) = Workspace::of(&principal)?;
-    app.store
-        .get_thread(&id, &tid)
-        .await?
-        .ok_or_else(|| thread_not_found(&tid))?;
+    app.engine.require_thread(&id, &tid).await?;
     super::stream::open(&app, &ws, &id, Some(tid), &q, &headers, principal).await
 }
 
@@ -179,59 +161,11 @@ async fn transcript(
     Workspace(ws): Workspace,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let rec = app
-        .store
-        .get_session(&ws, &id)
+    let lines = app
+        .engine
+        .transcript(&ws, &id)
         .await?
-        .ok_or_else(|| not_found(&id))?;
-    let primary = serde_json::from_str::<SessionBodyHead>(&rec.body)
-        .map_err(ApiError::internal)?
-        .primary_thread_id;
-    let threads = app
-        .store
-        .list_threads(
-            &id,
-            &mast_domain::query::Scan {
-                after: None,
-                direction: Direction::Ascending,
-                // A session has at most a primary thread, 25 open delegates and the ended ones.
-                limit: 100_000,
-            },
-        )
-        .await?;
-    let lineage: std::collections::HashMap<String, (Option<String>, Option<String>)> = threads
-        .into_iter()
-        .map(|t| (t.id, (t.parent_thread_id, t.spawning_event_id)))
-        .collect();
-    let store = app.store.clone();
-    // Streamed a page at a time: a long session's transcript never sits in memory whole.
-    let lines = futures_util::stream::unfold(Some(0i64), move |after| {
-        let (store, id, primary, lineage) =
-            (store.clone(), id.clone(), primary.clone(), lineage.clone());
-        async move {
-            let after = after?;
-            let batch = match store.events_after(&id, after, &[], 500).await {
-                Ok(b) => b,
-                Err(e) => return Some((Err(std::io::Error::other(e.to_string())), None)),
-            };
-            if batch.is_empty() {
-                return None;
-            }
-            let next = (batch.len() == 500).then(|| batch.last().map_or(after, |e| e.seq));
-            let mut chunk = String::new();
-            for e in &batch {
-                let thread = e.thread_id.clone().unwrap_or_else(|| primary.clone());
-                let (parent, spawned_by) = lineage.get(&thread).cloned().unwrap_or((None, None));
-                let mut line = e.wire();
-                line["thread_id"] = json!(thread);
-                line["parent_thread_id"] = json!(parent);
-                line["spawning_event_id"] = json!(spawned_by);
-                chunk.push_str(&line.to_string());
-                chunk.push('\n');
-            }
-            Some((Ok::<_, std::io::Error>(chunk), next))
-        }
-    });
+        .map_err(|e| std::io::Error::other(e.to_string()));
     let mut resp = Body::from_stream(lines).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

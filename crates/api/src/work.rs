@@ -10,19 +10,17 @@ use axum::http::HeaderMap;
 use axum::routing::{get, post};
 
 use super::AppState;
-use super::auth::{Principal, WORK_TOKEN_PREFIX, Workspace, hash_key};
+use super::auth::{Principal, Workspace};
 use super::error::{ApiError, ApiResult};
 use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
-use mast_domain::environment::{Environment, EnvironmentConfig};
-use mast_domain::ids::new_secret;
+use mast_domain::environment::Environment;
 use mast_domain::query::Direction;
 use mast_domain::time;
 use mast_domain::work::{
     Work, WorkHeartbeat, WorkQueueStats, WorkQueueStatsTag, WorkState, WorkStop, WorkUpdate,
     secret_for,
 };
-use mast_engine::ops::OpError;
 use mast_engine::work;
 
 /// Longest `block_ms` a poll may ask for.
@@ -56,25 +54,11 @@ pub fn router() -> Router<AppState> {
         )
 }
 
-fn work_not_found(id: &str) -> ApiError {
-    OpError::WorkNotFound(id.to_string()).into()
-}
-
 /// The self-hosted environment `env_id` of the workspace.
 /// The caller's self-hosted environment `env_id`; 404 when it is not theirs, 400 when it is
 /// not self-hosted (only those have a work queue and worker keys).
 pub(super) async fn self_hosted(app: &AppState, ws: &str, env_id: &str) -> ApiResult<Environment> {
-    let env = app
-        .store
-        .get_environment(ws, env_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("environment `{env_id}` not found")))?;
-    if !matches!(env.config, EnvironmentConfig::SelfHosted) {
-        return Err(ApiError::invalid(format!(
-            "environment `{env_id}` is not self_hosted: only self-hosted environments have a work queue and worker keys"
-        )));
-    }
-    Ok(env)
+    Ok(app.engine.self_hosted_environment(ws, env_id).await?)
 }
 
 /// The workspace of an environment-key caller for its own environment.
@@ -180,37 +164,15 @@ async fn poll(
         .transpose()?;
     self_hosted(&app, &ws, &env_id).await?;
 
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(block.unwrap_or(0) as u64);
-    let waiter = app.hub.work.waiter(&env_id);
-    loop {
-        let notified = waiter.notify().notified();
-        tokio::pin!(notified);
-        // Registered before the claim, so an item queued in between still wakes us.
-        notified.as_mut().enable();
-        let token = format!("{WORK_TOKEN_PREFIX}{}", new_secret(48));
-        let now = time::now();
-        let claimed = app
-            .store
-            .poll_work(
-                &env_id,
-                worker.as_deref(),
-                now,
-                now - reclaim * 1_000,
-                &hash_key(&token),
-            )
-            .await?;
-        if let Some(w) = claimed {
-            return Ok(axum::Json(Some(work::view(&w, Some(secret_for(&token)))?)));
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Ok(axum::Json(None));
-        }
-        tokio::select! {
-            _ = &mut notified => {}
-            _ = tokio::time::sleep_until(deadline) => return Ok(axum::Json(None)),
-            _ = app.shutdown.cancelled() => return Ok(axum::Json(None)),
-        }
-    }
+    let wait = Duration::from_millis(block.unwrap_or(0) as u64);
+    let claimed = app
+        .engine
+        .poll_work(&env_id, worker.as_deref(), reclaim, wait, &app.shutdown)
+        .await?;
+    Ok(axum::Json(match claimed {
+        Some(c) => Some(work::view(&c.item, Some(secret_for(&c.token)))?),
+        None => None,
+    }))
 }
 
 /// Acknowledge a work item.
@@ -293,7 +255,7 @@ async fn list(
     let ws = environment_key_for(&principal, &env_id, "listing work items")?;
     self_hosted(&app, &ws, &env_id).await?;
     let page = PageRequest::<String>::parse(&q, Direction::Descending, 20, 100, false)?;
-    let rows = app.store.list_work(&env_id, &page.scan()).await?;
+    let rows = app.engine.list_work(&env_id, &page.scan()).await?;
     let page = page.finish(rows, |w| w.id.clone());
     let mut views = Vec::with_capacity(page.data.len());
     for w in &page.data {
@@ -318,11 +280,7 @@ async fn retrieve(
     Path((env_id, work_id)): Path<(String, String)>,
 ) -> ApiResult<axum::Json<Work>> {
     self_hosted(&app, &ws, &env_id).await?;
-    let w = app
-        .store
-        .get_work(&env_id, &work_id)
-        .await?
-        .ok_or_else(|| work_not_found(&work_id))?;
+    let w = app.engine.work_item(&env_id, &work_id).await?;
     Ok(axum::Json(work::view(&w, None)?))
 }
 
@@ -358,7 +316,7 @@ async fn stats(
     Path(env_id): Path<String>,
 ) -> ApiResult<axum::Json<WorkQueueStats>> {
     self_hosted(&app, &ws, &env_id).await?;
-    let s = app.store.work_stats(&env_id, time::now()).await?;
+    let s = app.engine.work_stats(&env_id).await?;
     Ok(axum::Json(WorkQueueStats {
         tag: WorkQueueStatsTag::Tag,
         depth: s.depth,

@@ -6,6 +6,8 @@ use sha2::{Digest, Sha256};
 /// The default workspace every store is created with.
 pub const DEFAULT_WORKSPACE: &str = "wrkspc_default";
 
+/// Prefix of API keys.
+pub const API_KEY_PREFIX: &str = "mast_sk_";
 /// Prefix of environment keys (a self-hosted environment's workers).
 pub const ENVIRONMENT_KEY_PREFIX: &str = "mast_ek_";
 /// Prefix of work items' sessions tokens.

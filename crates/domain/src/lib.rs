@@ -1,4 +1,19 @@
 //! Wire types and validation: what clients send and receive, independent of HTTP and storage.
+//!
+//! Every resource and event has its serde types here (with the schemas the OpenAPI document is
+//! generated from), with the checks a request must pass before anything else runs (unknown fields,
+//! limits, rules a body alone decides), the errors those checks give (`invalid`), and the shared
+//! vocabulary of every layer: ids that sort by creation time (`ids`), microsecond time (`time`),
+//! key hashing (`keys`), list prices and money in integer nanodollars (`prices`), and what a list
+//! may ask for (`query`: page direction, scans, each resource's filters). Pure rules the layers
+//! above apply live here too: how hook verdicts combine (`hook_answer`), cron schedules
+//! (`schedule`), skill bundles (`skill_bundle`), outcome transitions (`outcome`).
+//!
+//! This crate depends on no other Mast crate; every other one depends on it. So it also holds two
+//! small helpers, which need nothing of Mast's, that the store, the sandbox, the models and the
+//! engine all use, and this is the one crate they share: `error_chain` (an error's text with its
+//! causes) and `private_fs` (server-private directories 0700 and files 0600). Nothing here talks to
+//! a database, a model or a client: that belongs in the crates above.
 
 pub mod agent;
 pub mod budget;

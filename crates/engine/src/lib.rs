@@ -1,8 +1,194 @@
-//! The engine: runs each session's loop as a task that owns the session through a lease
-//! while it has work, and exits when the session goes idle.
+//! The engine: the operations the API calls, and each session's loop, run as a task that owns the
+//! session through a lease while it has work and exits when the session goes idle. It combines the
+//! layers below it (store, sandbox, models) and knows nothing of HTTP.
 //!
-//! Appending input wakes the session's runner here; a reaper resumes sessions whose owner
-//! died (expired lease), and at start-up every session left active is resumed from its log.
+//! Appending input wakes the session's runner here; a reaper resumes sessions whose owner died
+//! (expired lease), and at start-up every session left active is resumed from its log.
+//!
+//! # The front door
+//!
+//! The operations the API calls are methods of `Engine` (`ops` for sessions, threads, events and
+//! the work queue; `deployments`, `vaults`, `hooks`, `webhooks` and the others beside it), so a
+//! rule is decided once, here. Each owns its whole effect: one store transaction that decides it,
+//! publishing what it committed to the hub, waking or interrupting runners, queueing self-hosted
+//! work; and it returns a typed result or an `OpError` the API maps to its error body. Creating a
+//! session is a pipeline of stages (check, resolve the agent and environment, draft, commit, in
+//! `ops/create.rs`); a deployment checks its definition with the same stages
+//! (`Engine::check_session_create`) and each firing goes through `Engine::create_session_from`.
+//!
+//! # Runners, leases and fencing
+//!
+//! A runner (`supervisor.rs`) runs the primary thread's loop and a loop per working delegate thread
+//! in one task, under the session's one lease: cancelling it cancels every thread. The lease is
+//! granted in the transaction that accepts the input, renewed by a heartbeat and handed back when
+//! the turn ends or the process stops. Every write a runner makes goes through a transaction that
+//! locks the session row and checks the lease; a runner that holds the row from its last read or
+//! commit decides on that copy and writes only if the row is still at that version
+//! (`Store::transact_from`), so any other write in between, a lease taken over included, sends it
+//! back to decide on the locked row. Store calls never wait on a lease renewal, which would wait on
+//! the same row lock. A client's input takes the same one-round-trip path from the row this
+//! replica's runner left when it let the session go (`held_rows.rs`, only where the store's locking
+//! read costs a round trip: Postgres). Self-hosted environments hand sessions to workers through
+//! the work queue (`work.rs`: queued → starting → active → stopping → stopped), whose items carry
+//! leases of their own, renewed by worker heartbeats and requeued by the reaper when they lapse.
+//!
+//! # The loop
+//!
+//! `turn.rs` is one thread's loop; its commits are in `commit.rs`. Each pass re-derives the next
+//! step from the log and the row; the order of precedence is the doc comment of `Loop::run`. It is
+//! driven by the model's `stop_reason`, and policy (permission policies, disabled tools, hooks,
+//! budgets, thread limits) is decided in code before any side effect (`permissions` and the tool
+//! step), never by asking the model.
+//!
+//! What keeps a turn deep into a long session about as cheap as an early one:
+//!
+//! - A thread's conversation is folded from its log event by event (`context.rs`, a `Transcript`);
+//!   each pass reads only the events appended since the last, and a model request borrows the
+//!   fold's messages rather than copying them. A loop that ends cleanly leaves its events and fold
+//!   in a per-replica cache (`history.rs`, bounded by size and by entries), so the next wake reads
+//!   only the log's tail; the module says why that is safe under lease loss and replicas. The fold
+//!   also knows the JSON size of its leading messages and hands it to the provider
+//!   (`mast_models::SizedPrefix`), so sizing a request costs only its new messages.
+//! - A session's body (title, metadata, agent and environment snapshots) is parsed once per replica
+//!   and kept while its stored text is unchanged (`bodies.rs`, bounded by size, least recently used
+//!   first: `mast_store::lru`), with the tool definitions its agent offers. Creating a session
+//!   keeps the body it has just serialised; what reads only the body's head (streams, threads, the
+//!   intake) parses only that (`SessionBodyHead`); the primary thread's loop, the intake and every
+//!   request share the parse (`shared_agent.rs`, `ModelRequest::tools`) rather than copying a long
+//!   prompt and many tool schemas.
+//! - A runner woken by a client's transaction starts from what it committed (`Handoff`), unless an
+//!   interrupt was signalled since the transaction began (the handoff carries the process's
+//!   interrupt epoch) or the runner's loops have seen that position already.
+//! - When a turn's first model request is certain as its input is accepted (no queued input,
+//!   budget, outcome, delegates or MCP servers; a routable model; a context under the compaction
+//!   threshold), the accepting transaction logs `span.model_request_start` and tells this process's
+//!   runner the span is its own to issue (`fast_start.rs`): one commit less per request a client
+//!   starts. Without that word (a crash, a lease taken over) the span is an ordinary dangling
+//!   request, closed and issued again.
+//! - The steps only some turns take (a built-in or MCP tool call, hooks, outcome grading) are
+//!   awaited boxed (`Box::pin`), so a runner's future holds their state only while they run: inline
+//!   they made it 66 KB, boxed it is under 8 KB. A new step of that kind is boxed the same way
+//!   (what 10,000 running sessions cost is in BENCHMARKS.md).
+//!
+//! # Cost, budgets and outcomes
+//!
+//! Each recorded response is priced at its model's list prices (`mast_domain::prices`: built-in
+//! Claude prices under configured ones, in integer nanodollars) and added to the session's and the
+//! thread's spend in the same transaction. The list cost shown (`usage.list_cost`) adds web
+//! searches and runtime and is rounded to the cent only when shown. The budget gate (`budget.rs`)
+//! runs in the transaction that would start a model request: at the cap, or for a model with no
+//! price, it ends the thread's turn with `budget_reached` and marks it paused (a primary waiting on
+//! a paused delegate idles too); a session update that raises or removes the budget resumes every
+//! paused thread in its own transaction. A model error no input can fix (the provider no longer
+//! knows the session's model) ends the session with `retry_status: terminal` and
+//! `session.status_terminated`.
+//!
+//! An outcome's state (`running` → `evaluating` → a result) lives in the engine state on the
+//! session row, so it changes under the row lock and a crash resumes it; the rubric stays on the
+//! `user.define_outcome` event (a file rubric is read and recorded as text before the transaction),
+//! which starts a turn and so is taken only by an idle session with nothing pending. When the
+//! primary thread would end its turn while an outcome is running, the deciding transaction starts
+//! the evaluation instead (`outcomes.rs`); the next pass grades (`outcome_grader.rs`: the budget
+//! gate, one grader request, one transaction with its usage and verdict; `satisfied` and `failed`
+//! idle the session). The fold reads the task and rubric, and a `needs_revision` or
+//! `max_iterations_reached` end (the feedback, or the request to wrap up), as user input, so no
+//! event is rewritten. Any other idle of the session (an interrupt, a failed or refused turn,
+//! termination) ends the active outcome with `interrupted` or `failed`; waiting on tool calls or
+//! the budget keeps it.
+//!
+//! # Compaction
+//!
+//! Before a request on a user tail the loop estimates the context's tokens (`compaction.rs`) and,
+//! past the threshold of the model's window, keeps a recent tail (never separating a `tool_use`
+//! from its result), has the thread's model summarise the rest (`mast_models::summarise`) and
+//! commits an `agent.thread_context_compacted` event whose private part holds the summary. The fold
+//! applies it, so a cached fold, a fresh process and another replica reach the same context from
+//! the log. A context that cannot be made to fit ends the turn with
+//! `compaction_limit_reached_error`.
+//!
+//! # What a session's tools reach
+//!
+//! - MCP (`mcp`): each runner owns one `McpSet`, shared by its threads and dropped with it, so an
+//!   idle session holds no connection. Servers connect in parallel before a request, tools get
+//!   collision-free names (`mcp/naming.rs`), failures become `session.error`. A call takes the same
+//!   permission decision, crash marker and interrupt handling as a built-in one, and always runs on
+//!   the server, also for self-hosted environments. Bearer tokens come from the session's vaults
+//!   (`vaults/bearers.rs`) before every connection and call: a stale token's connection is
+//!   replaced, and a 401 refreshes an OAuth credential and retries once.
+//! - Packages: a session's first `bash` call asks the sandbox's package layers for its
+//!   environment's; a failed build becomes one `session.error` per runner (`tool_step.rs`).
+//! - Repositories (`repos.rs`): cloned into the workspace when a loop first sets up the session's
+//!   tools; failures are `repository_*_error` events. Tokens are sealed with the server's key in
+//!   the session body, which no view copies out.
+//! - Files: `mounts.rs` copies `file` resources into the session's mount directory for read-only
+//!   binds; `outputs.rs` turns what tools leave in `/mnt/session/outputs` into Files after each
+//!   built-in call; `file_sources.rs` inlines `file` sources of image and document blocks in each
+//!   request, so providers never see Mast's file ids.
+//! - Memory stores (`memory_mount.rs`) are synced with their directories around every sandbox tool
+//!   call, each change written against the baseline's hash so a lost race is refused, never
+//!   applied. Skills (`skills.rs`) are unpacked once per version and bound read-only.
+//!
+//! # Hooks
+//!
+//! Hooks are asked at the step they concern, with no transaction or lock open (signed POSTs,
+//! `standard_webhooks::SignedPoster`), and what they decided is recorded in the transaction that
+//! records that step, so the log alone says what happened and a crash re-asks at most the
+//! unrecorded step. `pre_tool_use` and `subagent_start` (`hook_step.rs`) sit between a model
+//! response and its recording, folded into the permission decision with
+//! `mast_domain::hook_answer::combine` (deny > defer > ask > allow; a hook never loosens the
+//! policy); the result is an ordinary `evaluated_permission` on the tool-use event, so the rest of
+//! the loop enforces it unchanged, and a defer is a pending client tool answered by
+//! `user.tool_result`. `stop`, `subagent_stop` and `post_tool_use` are in `hook_after.rs`: a
+//! blocked stop leaves its reason in the response's span end (`internal.stop_hook`), which the fold
+//! reads as the next user input, so the model is asked again on any replica; a `post_tool_use`
+//! verdict is recorded with the call's result (the tool's own content, the verdicts in `hooks`, the
+//! model's view in `internal.model_result`). `user_prompt_submit`, and the hooks of a client's
+//! `user.tool_result` for a built-in call, are asked before the intake transaction
+//! (`ops/input_hooks.rs`); a blocked prompt writes nothing. Failing to read the hooks is a store
+//! error, never a verdict. The lists are cached per workspace and event (`hooks`), invalidated by
+//! this process's changes and, on Postgres, by the store's signal; nothing is cached while that
+//! signal cannot be heard, and no list is trusted for more than 30 s.
+//!
+//! # Fork and deployments
+//!
+//! A fork (`ops/fork.rs`) copies a clean prefix of the log (`fork_point.rs`: no call without its
+//! result, no request without its end, no stop-hook turn without the model's answer, no input
+//! consumed later) under new ids, rewriting every id of the copied set a body or private `internal`
+//! names; copies keep their sequence numbers, so recorded positions stay true. The fork starts idle
+//! with nothing pending, zero usage and spend, and the same budget; its session, threads and events
+//! are written in one store transaction (`Store::insert_fork`). Its workspace is the earliest
+//! checkpoint at or after its end (`fork_checkpoint.rs`, taken before the first built-in call after
+//! each `user.message`), else the live workspace; a checkpoint retention removed refuses the fork.
+//! The copy is made before the rows are written and removed if writing fails.
+//!
+//! Deployments (`deployments`) are saved definitions checked as a session creation would be. Every
+//! replica runs the scheduler (`deployments/scheduler.rs`): once a second it reads the due
+//! deployments and claims each firing with one conditional update of `next_fire_at`, so exactly one
+//! replica wins a slot; a unique index allows one run per slot besides. A run is recorded in one
+//! transaction with its effects on the deployment.
+//!
+//! # Webhooks
+//!
+//! Outbox rows are written by the store in the transaction of the change they report
+//! (`mast_store::webhooks`). Each replica runs one sender (`webhooks/sender.rs`) that leases due
+//! deliveries, only each enabled endpoint's oldest pending one (so an endpoint gets them in order),
+//! sends concurrently across endpoints through the tools' egress guard with a timeout, and records
+//! each attempt: delivered (2xx), retried after a jittered exponential delay, or `failed` once the
+//! retry period is over. Lease and retry times are on the database's clock on Postgres. A sender
+//! that dies leaves its lease to expire and another sends the delivery again under the same
+//! `webhook-id`: at least once, never lost. Signing secrets are sealed with the server's key;
+//! during a rotation both secrets sign.
+//!
+//! # Shared pieces the API also uses
+//!
+//! `hub` (fan-out of committed events to stream subscribers, signals to other replicas, wake-ups
+//! for workers polling the work queue), `files` (Files API operations: bytes in the blob store,
+//! metadata in the store, kept in step), `secrets` (the cipher that seals vault, hook and webhook
+//! secrets and repository tokens before the store sees them), `standard_webhooks` (signing, for
+//! hooks and webhook deliveries) and `telemetry` (metric names and the recorder `/metrics`
+//! renders). They live here because each combines the store with something else and both the engine
+//! and the API need them. `cluster.rs` carries signals between replicas over the store's
+//! `LISTEN/NOTIFY`.
 
 pub mod backoff;
 pub mod bodies;
@@ -31,6 +217,7 @@ mod hook_step;
 pub mod hooks;
 pub mod hub;
 pub mod intake;
+pub mod keys;
 pub mod mcp;
 pub mod memory;
 mod memory_mount;
@@ -60,6 +247,9 @@ mod outcome_grader;
 pub mod outcomes;
 // Webhooks: endpoint management and the delivery task.
 pub mod webhooks;
+
+/// Errors of the store, as operations carry them ([`ops::OpError::Store`]).
+pub use mast_store::StoreError;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -539,6 +729,11 @@ impl Engine {
     /// (`engine::held_rows`).
     pub fn holds_row(&self, id: &str) -> bool {
         self.inner.held_rows.holds(id)
+    }
+
+    /// The credential lookups and key minting (what authentication reads).
+    pub fn keys(&self) -> keys::Keys {
+        keys::Keys::new(self.inner.store.clone())
     }
 
     /// Number of runner tasks alive in this process.

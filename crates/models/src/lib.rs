@@ -1,5 +1,17 @@
-//! Model providers behind one trait: the Anthropic Messages API and a deterministic scripted
-//! model. Requests and responses use Anthropic's content-block shapes as the common format.
+//! Model providers behind one trait ([`ModelClient`]): the Anthropic Messages API (`anthropic`),
+//! OpenAI-compatible chat completions (`openai`: OpenAI, vLLM, Ollama, llama.cpp, LM Studio) and
+//! `mast-scripted`, a deterministic model for tests and demos (`scripted`). Requests and responses
+//! use Anthropic's content-block shapes as the common format, so the loop speaks one shape whatever
+//! serves the model.
+//!
+//! [`Models`] (`registry`) routes a model id to its provider: configured providers first, then the
+//! built-in defaults. A failed request is a [`ModelError`]: its [`ErrorKind`] says which
+//! `session.error` it becomes, `retryable` whether trying again can help; the engine owns the
+//! retries and their backoff. `json_size` lets the engine tell a provider how much of a
+//! conversation it has sized already, and `summarise` is the request context compaction sends.
+//!
+//! This crate depends only on `mast-domain`: it knows nothing of sessions or the store, and the
+//! only HTTP it speaks is the providers'.
 
 pub mod anthropic;
 mod anthropic_body;

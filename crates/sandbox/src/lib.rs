@@ -1,6 +1,33 @@
 //! The built-in toolset (`agent_toolset_20260401`): bash, read, write, edit, glob, grep,
 //! web_fetch and web_search, run for `cloud` environments inside a per-session sandbox.
 //! Whether a call may run at all is decided before it gets here (`engine::permissions`).
+//!
+//! [`Toolbox`] is the server's set of tools; `Toolbox::for_session` gives a session its
+//! workspace, its limits and its mount table (`mounts`: what the engine builds from the
+//! session's files, memory stores and skills, plus a writable bind of
+//! `<data dir>/session-outputs/<session id>` at `/mnt/session/outputs`). `bash` runs in
+//! bubblewrap (`sandbox`) under cgroup limits (`cgroup`), a seccomp filter (`seccomp`), the
+//! workspace quota (`quota`) and, on a root server, a host user of its own (`identity`); its
+//! only network is the egress proxy (`proxy`), which obeys the environment's rules (`egress`)
+//! and connects only to public addresses (`netguard`). The file tools (`files`, `search`) run
+//! in the server and walk the workspace from directory handles, never following a link the
+//! sandbox planted; so do the server's other walks of trees a sandbox can write (memory store
+//! directories: `memory_dir`; checkpoint copies: `tree_copy`). `protections` says which of
+//! these are in force on this host, and what runs instead of the missing ones.
+//!
+//! Also here, because each runs commands or touches files on a session's behalf: environments'
+//! package layers (`packages`: built once per package lists in an install sandbox, mounted
+//! read-only), repository clones (`git`: a host `git` with a cleared environment, its config
+//! and token in `GIT_CONFIG_*` variables, given the addresses the guard checked), per-turn
+//! workspace checkpoints for forks (`checkpoints`), and the protected paths of `auto`-approved
+//! calls (`protected`: the lists the permission policy also reads, so the two never disagree;
+//! `masks`: hiding them in the sandbox).
+//!
+//! This crate depends only on `mast-domain`: it knows nothing of the store, the loop or HTTP.
+//! No command an agent gives runs outside a sandbox (unless the operator sets
+//! `MAST_UNSAFE_UNSANDBOXED_TOOLS=1` where none works). What the server itself does for a
+//! session (the file tools, the walks, `web_fetch`, `git` clones) treats what a sandbox can
+//! write as hostile and reaches only the addresses the guard allows.
 
 pub mod bash;
 pub mod cgroup;

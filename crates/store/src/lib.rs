@@ -1,9 +1,33 @@
-//! Persistence: the [`Store`] trait every backend implements, and the records it moves.
+//! Persistence: the [`Store`] trait every backend implements, and the records it moves. The trait
+//! is the only way anything reaches the database; the store runs the engine's decisions inside its
+//! transactions and decides nothing about the loop itself.
 //!
-//! Each backend implements the trait on its own — [`postgres`] on a typed sqlx `PgPool`,
-//! [`sqlite`] on rusqlite with a writer thread — where they differ is exactly where speed and
-//! correctness live (locking, batching, clocks); `tests/it/store` holds both to one contract.
-//! `docs/store.md` says why each is shaped as it is.
+//! Each backend implements the trait on its own — [`postgres`] on a typed sqlx `PgPool`, [`sqlite`]
+//! on rusqlite with a writer thread — where they differ is exactly where speed and correctness live
+//! (locking, batching, clocks); `tests/it/store` holds both to one contract. `docs/store.md` says
+//! why each is shaped as it is, and lists the tables.
+//!
+//! The central operation is `Store::transact(session, writer, f)`: lock the session row, check
+//! fencing (a runner writes only while it holds the lease), run the engine's pure decision `f` on
+//! the row, then in the same transaction write back only the columns that changed, append the
+//! returned events with consecutive sequence numbers, mark consumed input processed, and record
+//! thread and work-queue changes. `Store::transact_from` does the same from a row the writer
+//! already holds, committing only if the row is still at that version. Everything a client is told
+//! was stored is committed before the response, and before any stream sees it.
+//!
+//! Lists and stream replay read `WHERE seq > cursor ORDER BY seq`; ids sort by creation time byte
+//! by byte (Postgres columns use the `C` collation), which keyset pagination relies on. Anything
+//! filtered on is a real column; JSON bodies are only read whole. Where both backends must decide a
+//! write the same way, the decision is written once and shared (memory writes: [`memory`]).
+//!
+//! Besides the trait this crate holds what sits right beside the database: the migrations
+//! (`crates/store/migrations/{postgres,sqlite}`, embedded at compile time), the webhook outbox's
+//! one entry point ([`webhooks`]: a change and its deliveries commit together), the Files API's
+//! bytes ([`blobs`]: a directory of the data dir or an S3-compatible bucket), the data-directory
+//! lock that keeps a second process off a SQLite store ([`lock`]), Postgres `LISTEN/NOTIFY`
+//! ([`notify`]) and the vocabulary of what replicas tell each other ([`signal`]), and [`lru`], a
+//! size-bounded map the Postgres store's known bodies and the engine's body cache share (it lives
+//! here, the lowest crate both can see).
 
 pub mod blobs;
 pub mod deployments;

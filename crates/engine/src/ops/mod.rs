@@ -7,8 +7,10 @@
 
 mod create;
 mod error;
+mod event_log;
 mod events;
 mod fork;
+mod health;
 mod input_hooks;
 mod memory_attach;
 mod outcome_rubrics;
@@ -18,5 +20,9 @@ mod threads;
 mod txn;
 pub mod views;
 mod work;
+mod work_queue;
 
 pub use error::OpError;
+pub use event_log::{EventLog, EventRecord, StreamStart};
+pub use health::OpsCounts;
+pub use work_queue::{Claimed, WorkRecord, WorkStats};

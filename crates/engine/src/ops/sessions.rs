@@ -21,6 +21,14 @@ use mast_domain::time;
 use mast_store::{Deleted, Scan, SessionFilter, SessionRecord, StoreError, TxnOutput};
 
 impl Engine {
+    /// `MemoryStoreNotFound` unless workspace `ws` has memory store `id`.
+    pub async fn require_memory_store(&self, ws: &str, id: &str) -> Result<(), OpError> {
+        match self.inner.store.get_memory_store(ws, id).await? {
+            Some(_) => Ok(()),
+            None => Err(OpError::MemoryStoreNotFound(id.to_string())),
+        }
+    }
+
     /// Session `id` of workspace `ws`, with whether it waits on a worker nobody runs.
     pub async fn session(&self, ws: &str, id: &str) -> Result<Session, OpError> {
         let rec = self
