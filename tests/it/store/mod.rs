@@ -29,6 +29,7 @@ mod keys;
 mod leases;
 mod memory;
 mod ops;
+mod schema;
 mod sessions;
 mod skills;
 mod threads;
