@@ -37,6 +37,7 @@ pub mod hooks;
 pub mod lock;
 pub mod lru;
 pub mod memory;
+pub mod migration_history;
 pub mod notify;
 pub mod postgres;
 pub mod signal;

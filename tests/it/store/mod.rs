@@ -24,6 +24,7 @@ mod events;
 mod files;
 // Hooks.
 mod fork;
+mod history;
 mod hooks;
 mod keys;
 mod leases;

@@ -1,4 +1,4 @@
--- Vaults and their credentials (API.md §2.8). A credential's secrets are sealed by the
+-- Vaults and their credentials. A credential's secrets are sealed by the
 -- server (XChaCha20-Poly1305, bound to the credential id) before they reach this table.
 
 CREATE TABLE vaults (

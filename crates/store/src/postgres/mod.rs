@@ -120,6 +120,7 @@ pub async fn connect(url: &str, max_connections: u32) -> StoreResult<PgStore> {
         hot_size,
         transact::prepared_at_connect(),
     ));
+    rewrite_history(&pool).await?;
     MIGRATOR
         .run(&pool)
         .await
@@ -132,6 +133,38 @@ pub async fn connect(url: &str, max_connections: u32) -> StoreResult<PgStore> {
         clock,
         bodies: Arc::new(known_bodies::KnownBodies::new(known_bodies::DEFAULT_BUDGET)),
     })
+}
+
+/// Rewrites the rows an earlier release recorded for migrations since renumbered or
+/// reworded (see `migration_history`), once, under a lock of its own so replicas starting
+/// together do not interleave.
+async fn rewrite_history(pool: &PgPool) -> anyhow::Result<()> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('mast: migration history'))")
+        .execute(&mut *tx)
+        .await?;
+    let recorded: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+        .fetch_one(&mut *tx)
+        .await?;
+    if recorded {
+        for r in crate::migration_history::rewrites(
+            crate::migration_history::Backend::Postgres,
+            &MIGRATOR,
+        ) {
+            sqlx::query(
+                "UPDATE _sqlx_migrations SET version = $1, checksum = $2 \
+                 WHERE version = $3 AND checksum = $4",
+            )
+            .bind(r.version)
+            .bind(&r.checksum)
+            .bind(r.old_version)
+            .bind(&r.old_checksum)
+            .execute(&mut *tx)
+            .await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(())
 }
 
 /// The newest migration this binary carries.

@@ -29,6 +29,18 @@ pub(super) fn run(conn: &mut Connection) -> anyhow::Result<()> {
             execution_time BIGINT NOT NULL
         );",
     )?;
+    // A database an earlier release migrated records its old numbers and checksums.
+    let tx = conn.transaction()?;
+    for r in
+        crate::migration_history::rewrites(crate::migration_history::Backend::Sqlite, &MIGRATOR)
+    {
+        tx.execute(
+            "UPDATE _sqlx_migrations SET version = ?1, checksum = ?2 \
+             WHERE version = ?3 AND checksum = ?4",
+            params![r.version, r.checksum, r.old_version, r.old_checksum],
+        )?;
+    }
+    tx.commit()?;
     let dirty: Option<i64> = conn
         .query_row(
             "SELECT version FROM _sqlx_migrations WHERE success = false ORDER BY version LIMIT 1",

@@ -1,4 +1,4 @@
--- Deployments and their runs (API.md §2.12). `body` is the definition each firing turns into
+-- Deployments and their runs. `body` is the definition each firing turns into
 -- a session (`domain::deployment::DeploymentSpec`); the columns are what lists filter on and
 -- what the scheduler claims. A deployment is paused exactly when `paused_reason` is set.
 -- `next_fire_at` is the schedule's next firing: a replica claims a firing by moving it

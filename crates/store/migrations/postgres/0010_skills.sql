@@ -1,4 +1,4 @@
--- Skills (API.md §2.11): a skill, its immutable versions and each version's files. A
+-- Skills: a skill, its immutable versions and each version's files. A
 -- version's bundle is small (see `domain::skill::MAX_BUNDLE_BYTES`), so its files live here
 -- rather than in the blob store: a version and its files appear and disappear in one
 -- transaction, and nothing is left to sweep. `name` is the slug every version must share.

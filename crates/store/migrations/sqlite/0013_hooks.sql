@@ -1,4 +1,4 @@
--- Hooks (Mast's own addition, issue 20): endpoints the loop asks before a tool call runs.
+-- Hooks (Mast's own addition): endpoints the loop asks before a tool call runs.
 -- The body is the hook as responses show it; the signing secret is sealed by the server
 -- (XChaCha20-Poly1305, bound to the hook id) before it reaches this table.
 
