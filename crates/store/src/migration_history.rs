@@ -154,6 +154,23 @@ pub fn rewrites(backend: Backend, migrator: &Migrator) -> Vec<Rewrite> {
     out
 }
 
+/// The newest migration among `recorded` (version, checksum) rows, in today's numbering: a
+/// row an earlier release recorded counts as the migration it is now. What `mast doctor`
+/// reports for a database it does not migrate.
+pub fn newest_applied(backend: Backend, migrator: &Migrator, recorded: &[(i64, Vec<u8>)]) -> i64 {
+    let rewrites = rewrites(backend, migrator);
+    recorded
+        .iter()
+        .map(|(v, sum)| {
+            rewrites
+                .iter()
+                .find(|r| r.old_version == *v && &r.old_checksum == sum)
+                .map_or(*v, |r| r.version)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len())
         .step_by(2)

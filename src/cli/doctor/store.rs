@@ -34,11 +34,11 @@ async fn read_postgres_state(
     if !exists {
         return Ok(None);
     }
-    let migration: i64 = sqlx::query_scalar(
-        "SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success = TRUE",
-    )
-    .fetch_one(&mut *conn)
-    .await?;
+    let recorded: Vec<(i64, Vec<u8>)> =
+        sqlx::query_as("SELECT version, checksum FROM _sqlx_migrations WHERE success = TRUE")
+            .fetch_all(&mut *conn)
+            .await?;
+    let migration = crate::store::postgres::newest_applied(&recorded);
     let keys: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM api_keys")
         .fetch_one(&mut *conn)
         .await
@@ -72,11 +72,11 @@ fn read_sqlite_state(file: &Path) -> Result<Option<StoreState>, String> {
         if !exists {
             return Ok(None);
         }
-        let migration: i64 = conn.query_row(
-            "SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success = TRUE",
-            [],
-            |r| r.get(0),
-        )?;
+        let recorded: Vec<(i64, Vec<u8>)> = conn
+            .prepare("SELECT version, checksum FROM _sqlx_migrations WHERE success = TRUE")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let migration = crate::store::sqlite::newest_applied(&recorded);
         let keys: i64 = conn
             .query_row("SELECT COUNT(*) FROM api_keys", [], |r| r.get(0))
             .unwrap_or(0);

@@ -167,6 +167,16 @@ async fn rewrite_history(pool: &PgPool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The newest of the `recorded` (version, checksum) migration rows, in this binary's
+/// numbering (a database an earlier release migrated records older numbers).
+pub fn newest_applied(recorded: &[(i64, Vec<u8>)]) -> i64 {
+    crate::migration_history::newest_applied(
+        crate::migration_history::Backend::Postgres,
+        &MIGRATOR,
+        recorded,
+    )
+}
+
 /// The newest migration this binary carries.
 pub fn latest_migration() -> i64 {
     MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)

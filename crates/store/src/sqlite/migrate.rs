@@ -10,7 +10,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 /// The migrations embedded in the binary (sqlx's macro reads the directory and checksums
 /// each file at compile time; nothing of sqlx runs against the database).
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+pub(super) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
 /// The newest migration this binary carries.
 pub(crate) fn latest() -> i64 {

@@ -94,6 +94,16 @@ pub struct SqliteStore {
     db: Db,
 }
 
+/// The newest of the `recorded` (version, checksum) migration rows, in this binary's
+/// numbering (a database an earlier release migrated records older numbers).
+pub fn newest_applied(recorded: &[(i64, Vec<u8>)]) -> i64 {
+    crate::migration_history::newest_applied(
+        crate::migration_history::Backend::Sqlite,
+        &migrate::MIGRATOR,
+        recorded,
+    )
+}
+
 /// The newest migration this binary carries.
 pub fn latest_migration() -> i64 {
     migrate::latest()
