@@ -108,7 +108,7 @@ pub async fn mint_environment_key(
         ),
         "environment `{environment_id}` is not self_hosted; only self-hosted environments have worker keys"
     );
-    let key = api::environment_keys::mint(store, &ws, environment_id).await?;
+    let key = engine::keys::mint_environment_key(store, &ws, environment_id).await?;
     Ok(NewKey {
         id: key.id,
         workspace_id: ws,
@@ -190,6 +190,7 @@ fn banner(
     config: &Config,
     addr: SocketAddr,
     app: &AppState,
+    models: &Models,
     toolbox: &tools::Toolbox,
     open: bool,
 ) -> Vec<(&'static str, String)> {
@@ -213,7 +214,7 @@ fn banner(
         Some(url) => ("store", format!("Postgres, {}", store::redacted_url(url))),
     });
     lines.push(("data", data_dir.display().to_string()));
-    for (i, line) in app.models.describe().into_iter().enumerate() {
+    for (i, line) in models.describe().into_iter().enumerate() {
         lines.push((if i == 0 { "models" } else { "" }, line));
     }
     lines.push(("tools", toolbox.describe()));
@@ -349,7 +350,6 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         .await
         .map_err(|e| anyhow::anyhow!("the config file's [[webhooks]]: {e}"))?;
     let state = AppState(Arc::new(Shared {
-        store: store.clone(),
         // Replicas on Postgres hear every key change (the store announces it), so they may
         // cache lookups; a SQLite server cannot hear the CLI and looks every key up.
         auth: Authenticator::new(
@@ -357,9 +357,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
             config.database_url.is_some().then(|| hub.clone()),
             api::browser_guard::HostRules::new(addr.ip(), config.allowed_hosts.clone()),
         ),
-        hub: hub.clone(),
         engine: engine.clone(),
-        models,
         files: files.clone(),
         work_leases: config.work_leases,
         vaults,
@@ -377,7 +375,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         .key_watch()
         .spawn(engine.keys(), shutdown.clone());
     let webhook_sender = webhooks.spawn_sender(domain::ids::new_id("whsender"), shutdown.clone());
-    let banner = banner(&config, addr, &state, &toolbox, keys == 0);
+    let banner = banner(&config, addr, &state, &models, &toolbox, keys == 0);
     let app = api::router(state);
     let token = shutdown.clone();
     // Small SSE frames must leave immediately, not wait on Nagle's algorithm.

@@ -8,17 +8,12 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::auth::Workspace;
-use super::error::{ApiError, ApiResult};
+use super::error::ApiResult;
 use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
-use mast_domain::environment::{
-    Environment, EnvironmentCreate, EnvironmentSpec, EnvironmentTag, EnvironmentUpdate,
-};
-use mast_domain::ids::new_id;
+use mast_domain::environment::{Environment, EnvironmentCreate, EnvironmentUpdate};
 use mast_domain::query::Direction;
-use mast_domain::time;
 use mast_domain::type_tag;
-use mast_store::{EnvironmentDeletion, StoreError};
 
 type_tag!(
     /// `"type": "environment_deleted"`.
@@ -44,40 +39,6 @@ pub fn router() -> Router<AppState> {
         .route("/v1/environments/{environment_id}/archive", post(archive))
 }
 
-fn not_found(id: &str) -> ApiError {
-    ApiError::not_found(format!("environment `{id}` not found"))
-}
-
-fn name_taken(e: StoreError, name: &str) -> ApiError {
-    match e {
-        StoreError::Conflict(_) => {
-            ApiError::conflict(format!("an environment named `{name}` already exists"))
-        }
-        e => e.into(),
-    }
-}
-
-fn build(
-    id: &str,
-    spec: EnvironmentSpec,
-    created_at: String,
-    updated_at: String,
-    archived_at: Option<String>,
-) -> Environment {
-    Environment {
-        tag: EnvironmentTag::Tag,
-        id: id.to_string(),
-        name: spec.name,
-        description: spec.description,
-        config: spec.config,
-        metadata: spec.metadata,
-        scope: spec.scope,
-        created_at,
-        updated_at,
-        archived_at,
-    }
-}
-
 /// Create an environment.
 ///
 /// Creates an environment: `cloud` (this server runs the built-in tools in a sandbox, with the networking and packages given) or `self_hosted` (your workers run them through the work queue).
@@ -88,20 +49,7 @@ async fn create(
     Workspace(ws): Workspace,
     Json(body): Json<EnvironmentCreate>,
 ) -> ApiResult<axum::Json<Environment>> {
-    let spec = body.into_spec()?;
-    let now = time::now();
-    let env = build(
-        &new_id("env"),
-        spec,
-        time::format(now),
-        time::format(now),
-        None,
-    );
-    app.store
-        .insert_environment(&ws, &env, now)
-        .await
-        .map_err(|e| name_taken(e, &env.name))?;
-    Ok(axum::Json(env))
+    Ok(axum::Json(app.engine.create_environment(&ws, body).await?))
 }
 
 /// Retrieve an environment.
@@ -114,11 +62,7 @@ async fn retrieve(
     Workspace(ws): Workspace,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Environment>> {
-    app.store
-        .get_environment(&ws, &id)
-        .await?
-        .map(axum::Json)
-        .ok_or_else(|| not_found(&id))
+    Ok(axum::Json(app.engine.environment(&ws, &id).await?))
 }
 
 /// Update an environment.
@@ -134,33 +78,9 @@ async fn update(
     Path(id): Path<String>,
     Json(body): Json<EnvironmentUpdate>,
 ) -> ApiResult<axum::Json<Environment>> {
-    let current = app
-        .store
-        .get_environment(&ws, &id)
-        .await?
-        .ok_or_else(|| not_found(&id))?;
-    let spec = body.apply(&current)?;
-    let now = time::now();
-    let env = build(
-        &id,
-        spec,
-        current.created_at.clone(),
-        time::format(now),
-        None,
-    );
-    if env.name == current.name
-        && env.description == current.description
-        && env.config == current.config
-        && env.metadata == current.metadata
-        && env.scope == current.scope
-    {
-        return Ok(axum::Json(current));
-    }
-    app.store
-        .update_environment(&ws, &env, now, false)
-        .await
-        .map_err(|e| name_taken(e, &env.name))?;
-    Ok(axum::Json(env))
+    Ok(axum::Json(
+        app.engine.update_environment(&ws, &id, body).await?,
+    ))
 }
 
 /// List environments.
@@ -177,7 +97,7 @@ async fn list(
     let page = PageRequest::<String>::parse(&q, Direction::Descending, 20, 100, false)?;
     let include_archived = q.bool("include_archived")?.unwrap_or(false);
     let rows = app
-        .store
+        .engine
         .list_environments(&ws, include_archived, &page.scan())
         .await?;
     Ok(axum::Json(page.finish(rows, |e| e.id.clone())))
@@ -194,19 +114,7 @@ async fn archive(
     Path(id): Path<String>,
     _: NoBody,
 ) -> ApiResult<axum::Json<Environment>> {
-    let mut env = app
-        .store
-        .get_environment(&ws, &id)
-        .await?
-        .ok_or_else(|| not_found(&id))?;
-    if env.archived_at.is_some() {
-        return Ok(axum::Json(env));
-    }
-    let now = time::now();
-    env.archived_at = Some(time::format(now));
-    env.updated_at = time::format(now);
-    app.store.update_environment(&ws, &env, now, true).await?;
-    Ok(axum::Json(env))
+    Ok(axum::Json(app.engine.archive_environment(&ws, &id).await?))
 }
 
 /// Delete an environment.
@@ -220,25 +128,7 @@ async fn delete(
     Workspace(ws): Workspace,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<EnvironmentDeleted>> {
-    match app.store.delete_environment(&ws, &id).await? {
-        EnvironmentDeletion::Deleted => {}
-        EnvironmentDeletion::Missing => return Err(not_found(&id)),
-        EnvironmentDeletion::InUse { sessions, total } => {
-            return Err(ApiError::conflict(format!(
-                "environment `{id}` is used by {total} session{} that {} not archived ({}{}); archive or delete {} first, \
-                 or archive the environment instead (no new sessions start in it, existing ones carry on)",
-                if total == 1 { "" } else { "s" },
-                if total == 1 { "is" } else { "are" },
-                sessions.join(", "),
-                if total > sessions.len() as i64 {
-                    ", …"
-                } else {
-                    ""
-                },
-                if total == 1 { "it" } else { "them" },
-            )));
-        }
-    }
+    app.engine.delete_environment(&ws, &id).await?;
     Ok(axum::Json(EnvironmentDeleted {
         id,
         tag: EnvironmentDeletedTag::Tag,

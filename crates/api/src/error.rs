@@ -235,7 +235,24 @@ impl From<OpError> for ApiError {
             | OpError::ResourceNotFound(_)
             | OpError::EventNotFound { .. }
             | OpError::DeploymentNotFound(_)
-            | OpError::DeploymentRunNotFound(_) => ApiError::not_found(e.to_string()),
+            | OpError::DeploymentRunNotFound(_)
+            | OpError::SkillNotFound(_)
+            | OpError::HookNotFound(_)
+            | OpError::WebhookEndpointNotFound(_)
+            | OpError::WebhookDeliveryNotFound(_)
+            | OpError::MemoryNotFound(_)
+            | OpError::MemoryVersionNotFound(_)
+            | OpError::NotFound(_) => ApiError::not_found(e.to_string()),
+            OpError::MemoryPathTaken(ref holder) => ApiError::memory_conflict(
+                "memory_path_conflict_error",
+                e.to_string(),
+                json!({"error_code": "memory_path_conflict", "conflicting_memory_id": holder}),
+            ),
+            OpError::MemoryPreconditionFailed(ref current) => ApiError::memory_conflict(
+                "memory_precondition_failed_error",
+                e.to_string(),
+                json!({"error_code": "memory_precondition_failed", "current_content_sha256": current}),
+            ),
             OpError::Invalid(i) => i.into(),
             OpError::Conflict(m) => ApiError::conflict(m),
             OpError::Precondition { message, current } => {

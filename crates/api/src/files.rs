@@ -24,9 +24,7 @@ use mast_domain::ids::new_id;
 use mast_domain::invalid::Invalid;
 use mast_domain::query::{Direction, FileFilter, Scan};
 use mast_domain::time;
-use mast_engine::files::FileError;
-use mast_store::FileRecord;
-use mast_store::blobs::BlobError;
+use mast_engine::files::{BlobError, FileError, FileRecord};
 
 /// Most ids one `ids[]` list may name (after de-duplication).
 const MAX_IDS: usize = 100;
@@ -279,14 +277,14 @@ async fn list(
             limit: MAX_IDS as i64,
         };
         filter.ids = ids;
-        let rows = app.store.list_files(&ws, &filter, &scan).await?;
+        let rows = app.files.list(&ws, &filter, &scan).await?;
         return Ok(axum::Json(FilePage {
             data: rows.iter().map(metadata).collect(),
             next_page: None,
         }));
     }
     let page = PageRequest::<String>::parse(&q, Direction::Descending, 20, 1000, false)?;
-    let rows = app.store.list_files(&ws, &filter, &page.scan()).await?;
+    let rows = app.files.list(&ws, &filter, &page.scan()).await?;
     let Page {
         data, next_page, ..
     } = page.finish(rows, |f| f.id.clone());
@@ -402,9 +400,7 @@ async fn delete(
     Workspace(ws): Workspace,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<DeletedFile>> {
-    if !app.files.delete(&ws, &id).await.map_err(file_error)? {
-        return Err(ApiError::not_found(format!("file `{id}` not found")));
-    }
+    app.files.delete(&ws, &id).await.map_err(file_error)?;
     Ok(axum::Json(DeletedFile {
         id,
         tag: FileDeletedTag::Tag,

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::auth::Workspace;
-use super::error::{ApiError, ApiResult};
+use super::error::ApiResult;
 use super::extract::{Json, QueryParams};
 use super::pagination::{Page, PageRequest};
 use mast_domain::hook::{Hook, HookCreate};
@@ -43,10 +43,6 @@ pub fn router() -> Router<AppState> {
         .route("/v1/mast/hooks/{hook_id}", get(retrieve).delete(delete))
 }
 
-fn not_found(id: &str) -> ApiError {
-    ApiError::not_found(format!("hook `{id}` not found"))
-}
-
 /// Create a hook.
 ///
 /// Mast's own addition: registers an endpoint asked, with a Standard Webhooks-signed POST, at one point of every matching session: before a tool call runs (`pre_tool_use`), after it ran (`post_tool_use`), when a user message is sent (`user_prompt_submit`), when the agent would stop (`stop`), when a coordinator delegates (`subagent_start`) and when a delegate would stop (`subagent_stop`). The response carries the hook's `signing_secret` (`whsec_…`) — the only time it is shown.
@@ -70,9 +66,7 @@ async fn retrieve(
     Workspace(ws): Workspace,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Hook>> {
-    let rec = app.store.get_hook(&ws, &id).await?;
-    rec.map(|r| axum::Json(r.hook))
-        .ok_or_else(|| not_found(&id))
+    Ok(axum::Json(app.hooks.get(&ws, &id).await?))
 }
 
 /// List hooks.
@@ -87,7 +81,7 @@ async fn list(
     q: QueryParams,
 ) -> ApiResult<axum::Json<Page<Hook>>> {
     let page = PageRequest::<String>::parse(&q, Direction::Descending, 20, 100, false)?;
-    let rows = app.store.list_hooks(&ws, &page.scan()).await?;
+    let rows = app.hooks.list(&ws, &page.scan()).await?;
     Ok(axum::Json(page.finish(rows, |h| h.id.clone())))
 }
 
@@ -101,9 +95,7 @@ async fn delete(
     Workspace(ws): Workspace,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<HookDeleted>> {
-    if !app.hooks.delete(&ws, &id).await? {
-        return Err(not_found(&id));
-    }
+    app.hooks.delete(&ws, &id).await?;
     Ok(axum::Json(HookDeleted {
         id,
         tag: HookDeletedTag::Tag,

@@ -1,7 +1,8 @@
 //! The HTTP layer: axum routers (one file per resource), extractors, errors, auth, pagination
-//! and the SSE endpoint. Handlers translate HTTP into a call of the engine's front door
-//! ([`mast_engine::ops`]) — or a plain store read for logs and resources the engine does not
-//! own — and its typed result back into a response.
+//! and the SSE endpoint. Handlers translate HTTP into a call of the engine's front door — an
+//! [`Engine`] operation, or one of the engine's services it holds (files, vaults, hooks,
+//! webhooks) — and its typed result back into a response. This crate depends on the domain
+//! and the engine only: it cannot reach the store or a model provider.
 
 pub mod agents;
 pub mod auth;
@@ -50,20 +51,14 @@ use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 
 use mast_engine::Engine;
-use mast_engine::hub::Hub;
-use mast_models::Models;
-use mast_store::Store;
 
 /// Largest request body accepted (upstream answers 413 beyond 32 MB).
 pub const BODY_LIMIT: usize = 32 * 1024 * 1024;
 
 /// What every handler shares.
 pub struct Shared {
-    pub store: Arc<dyn Store>,
     pub auth: auth::Authenticator,
-    pub hub: Arc<Hub>,
     pub engine: Engine,
-    pub models: Arc<Models>,
     /// The Files API's storage.
     pub files: Arc<mast_engine::files::Files>,
     /// Lease lengths of self-hosted work items.

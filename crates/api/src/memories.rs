@@ -9,24 +9,20 @@ use axum::routing::{get, post};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Serialize;
-use serde_json::json;
 use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ApiResult};
 use super::extract::{Json, NoBody, QueryParams};
-use super::memory_stores::{MemoryWorkspace, caller, existing, store_not_found};
+use super::memory_stores::{MemoryWorkspace, caller};
 use super::pagination::{Page, PageRequest};
-use mast_domain::ids::new_id;
 use mast_domain::memory::{
     self, FULL_VIEW_PAGE, Memory, MemoryCreate, MemoryListItem, MemoryUpdate, MemoryVersion,
     Operation, View,
 };
 use mast_domain::query::{Direction, MemoryVersionFilter};
-use mast_domain::time;
 use mast_domain::type_tag;
-use mast_store::memory::MemoryChange;
-use mast_store::{MemoryWrite, MemoryWriteOutcome, RedactOutcome};
+use mast_engine::ops::MemoryEdit;
 
 type_tag!(
     /// `"type": "memory_deleted"`.
@@ -91,68 +87,6 @@ fn shown_version(mut m: MemoryVersion, v: View) -> MemoryVersion {
     m
 }
 
-fn memory_not_found(id: &str) -> ApiError {
-    ApiError::not_found(format!("memory `{id}` not found in this memory store"))
-}
-
-/// The answer to a write that did not apply.
-fn refused(o: MemoryWriteOutcome, store_id: &str, memory_id: &str) -> ApiError {
-    match o {
-        MemoryWriteOutcome::StoreNotFound => store_not_found(store_id),
-        MemoryWriteOutcome::StoreArchived => {
-            memory::archived(store_id, "its memories cannot be created or changed").into()
-        }
-        MemoryWriteOutcome::MemoryNotFound => memory_not_found(memory_id),
-        MemoryWriteOutcome::PathTaken { memory_id: holder } => ApiError::memory_conflict(
-            "memory_path_conflict_error",
-            format!("another memory (`{holder}`) already has this path"),
-            json!({"error_code": "memory_path_conflict", "conflicting_memory_id": holder}),
-        ),
-        MemoryWriteOutcome::PreconditionFailed { current_sha256 } => ApiError::memory_conflict(
-            "memory_precondition_failed_error",
-            format!(
-                "the memory's content_sha256 is `{current_sha256}`, not the one the precondition expects"
-            ),
-            json!({"error_code": "memory_precondition_failed", "current_content_sha256": current_sha256}),
-        ),
-        MemoryWriteOutcome::StoreFull => ApiError::invalid_code(
-            "memory_store_full",
-            format!(
-                "memory store `{store_id}` already holds {} memories, the most a store may hold; \
-                 delete some before creating more",
-                mast_store::memory::MAX_MEMORIES_PER_STORE
-            ),
-        ),
-        MemoryWriteOutcome::Written { .. } | MemoryWriteOutcome::Unchanged(_) => {
-            ApiError::internal("a written memory reported as refused")
-        }
-    }
-}
-
-async fn write(
-    app: &AppState,
-    ws: &str,
-    headers: &HeaderMap,
-    store_id: &str,
-    change: MemoryChange,
-    expected_sha256: Option<String>,
-) -> ApiResult<Option<Memory>> {
-    let memory_id = change.memory_id().to_string();
-    let w = MemoryWrite {
-        store_id: store_id.to_string(),
-        change,
-        expected_sha256,
-        version_id: new_id("memver"),
-        actor: caller(app, headers).await?,
-        at: time::now(),
-    };
-    match app.store.write_memory(ws, &w).await? {
-        MemoryWriteOutcome::Written { memory, .. } => Ok(memory),
-        MemoryWriteOutcome::Unchanged(m) => Ok(Some(m)),
-        o => Err(refused(o, store_id, &memory_id)),
-    }
-}
-
 /// Create a memory.
 ///
 /// Creates a memory at a path (409 `memory_path_conflict_error` when another memory has it) and records its `created` version. Paths start with `/`, have 1–20 segments (none empty, `.` or `..`), no control or format characters nor U+2028/U+2029, are NFC and at most 1,024 bytes; content is at most 102,400 bytes. `view` defaults to `basic`.
@@ -170,13 +104,11 @@ async fn create(
 ) -> ApiResult<axum::Json<Memory>> {
     let v = view(&q, View::Basic)?;
     let (path, content) = body.into_parts()?;
-    let change = MemoryChange::Create {
-        id: new_id("mem"),
-        path,
-        content,
-    };
-    let m = write(&app, &ws, &headers, &store_id, change, None).await?;
-    let m = m.ok_or_else(|| ApiError::internal("a created memory came back empty"))?;
+    let actor = caller(&app, &headers).await?;
+    let m = app
+        .engine
+        .create_memory(&ws, &store_id, path, content, actor)
+        .await?;
     Ok(axum::Json(shown(m, v)))
 }
 
@@ -193,12 +125,7 @@ async fn retrieve(
     q: QueryParams,
 ) -> ApiResult<axum::Json<Memory>> {
     let v = view(&q, View::Full)?;
-    existing(&app, &ws, &store_id).await?;
-    let m = app
-        .store
-        .get_memory(&ws, &store_id, &id)
-        .await?
-        .ok_or_else(|| memory_not_found(&id))?;
+    let m = app.engine.memory(&ws, &store_id, &id).await?;
     Ok(axum::Json(shown(m, v)))
 }
 
@@ -218,14 +145,17 @@ async fn update(
     Json(body): Json<MemoryUpdate>,
 ) -> ApiResult<axum::Json<Memory>> {
     let v = view(&q, View::Basic)?;
-    let (path, content, expected) = body.into_parts()?;
-    let change = MemoryChange::Update {
-        id: id.clone(),
+    let (path, content, expected_sha256) = body.into_parts()?;
+    let edit = MemoryEdit {
         path,
         content,
+        expected_sha256,
     };
-    let m = write(&app, &ws, &headers, &store_id, change, expected).await?;
-    let m = m.ok_or_else(|| memory_not_found(&id))?;
+    let actor = caller(&app, &headers).await?;
+    let m = app
+        .engine
+        .update_memory(&ws, &store_id, &id, edit, actor)
+        .await?;
     Ok(axum::Json(shown(m, v)))
 }
 
@@ -246,8 +176,10 @@ async fn delete(
     if let Some(e) = &expected {
         memory::check_sha("expected_content_sha256", e)?;
     }
-    let change = MemoryChange::Delete { id: id.clone() };
-    write(&app, &ws, &headers, &store_id, change, expected).await?;
+    let actor = caller(&app, &headers).await?;
+    app.engine
+        .delete_memory(&ws, &store_id, &id, expected, actor)
+        .await?;
     Ok(axum::Json(MemoryDeleted {
         id,
         tag: MemoryDeletedTag::Tag,
@@ -294,17 +226,10 @@ async fn list(
                 .ok_or_else(|| ApiError::invalid("`page` is not a valid cursor for this list"))?,
         ),
     };
-    existing(&app, &ws, &store_id).await?;
-    let page = mast_engine::memory::list_page(
-        app.store.as_ref(),
-        &ws,
-        &store_id,
-        &prefix,
-        depth,
-        from,
-        limit as usize,
-    )
-    .await?;
+    let page = app
+        .engine
+        .list_memories(&ws, &store_id, &prefix, depth, from, limit as usize)
+        .await?;
     let data = page
         .items
         .into_iter()
@@ -356,12 +281,12 @@ async fn versions(
         created_gte: q.time("created_at[gte]")?,
         created_lte: q.time("created_at[lte]")?,
     };
-    existing(&app, &ws, &store_id).await?;
     // No version here is written by a service account (this server has none).
     let rows = if q.get("service_account_id").is_some() {
+        app.engine.memory_store(&ws, &store_id).await?;
         vec![]
     } else {
-        app.store
+        app.engine
             .list_memory_versions(&ws, &store_id, &filter, &page.scan())
             .await?
     };
@@ -384,19 +309,8 @@ async fn version(
     q: QueryParams,
 ) -> ApiResult<axum::Json<MemoryVersion>> {
     let v = view(&q, View::Full)?;
-    existing(&app, &ws, &store_id).await?;
-    let r = app
-        .store
-        .get_memory_version(&ws, &store_id, &id)
-        .await?
-        .ok_or_else(|| version_not_found(&id))?;
+    let r = app.engine.memory_version(&ws, &store_id, &id).await?;
     Ok(axum::Json(shown_version(r, v)))
-}
-
-fn version_not_found(id: &str) -> ApiError {
-    ApiError::not_found(format!(
-        "memory version `{id}` not found in this memory store"
-    ))
 }
 
 /// Redact a memory version.
@@ -412,17 +326,11 @@ async fn redact(
     headers: HeaderMap,
     _: NoBody,
 ) -> ApiResult<axum::Json<MemoryVersion>> {
-    existing(&app, &ws, &store_id).await?;
+    app.engine.memory_store(&ws, &store_id).await?;
     let by = caller(&app, &headers).await?;
-    match app
-        .store
-        .redact_memory_version(&ws, &store_id, &id, by.as_ref(), time::now())
-        .await?
-    {
-        RedactOutcome::Redacted(v) => Ok(axum::Json(*v)),
-        RedactOutcome::NotFound => Err(version_not_found(&id)),
-        RedactOutcome::Current => Err(ApiError::invalid(format!(
-            "memory version `{id}` holds its memory's current content: update or delete the memory before redacting it"
-        ))),
-    }
+    Ok(axum::Json(
+        app.engine
+            .redact_memory_version(&ws, &store_id, &id, by)
+            .await?,
+    ))
 }

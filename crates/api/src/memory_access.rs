@@ -12,7 +12,6 @@ use super::AppState;
 use super::auth::{Principal, session_workspace};
 use super::error::ApiError;
 use mast_domain::memory_resource::{Access, attached};
-use mast_domain::session::SessionBody;
 
 /// The workspace a work token acts in on this memory-store request, or why it may not.
 pub async fn worker_workspace(
@@ -40,14 +39,8 @@ pub async fn worker_workspace(
             "a work token reaches only its session's memory stores, not the list of stores or new ones",
         ));
     };
-    let rec = app
-        .store
-        .get_session(&ws, session_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("session `{session_id}` not found")))?;
-    let body: SessionBody = serde_json::from_str(&rec.body)
-        .map_err(|e| ApiError::internal(format!("session body: {e}")))?;
-    let Some(res) = attached(&body.resources)
+    let resources = app.engine.resources(&ws, session_id).await?;
+    let Some(res) = attached(&resources)
         .into_iter()
         .find(|r| r.memory_store_id == store_id)
     else {

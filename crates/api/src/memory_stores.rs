@@ -11,16 +11,12 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::auth::{Principal, WORK_TOKEN_PREFIX, hash_key, presented_key};
+use super::auth::{Principal, presented_key};
 use super::error::{ApiError, ApiResult};
 use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
-use mast_domain::ids::new_id;
-use mast_domain::memory::{
-    Actor, MemoryStore, MemoryStoreCreate, MemoryStoreTag, MemoryStoreUpdate,
-};
+use mast_domain::memory::{Actor, MemoryStore, MemoryStoreCreate, MemoryStoreUpdate};
 use mast_domain::query::{Direction, MemoryStoreFilter};
-use mast_domain::time;
 use mast_domain::type_tag;
 
 /// The betas that open the memory-store endpoints (either one, as the SDK documents).
@@ -79,34 +75,12 @@ pub async fn caller(app: &AppState, headers: &HeaderMap) -> ApiResult<Option<Act
     let Some(key) = presented_key(headers) else {
         return Ok(None);
     };
-    if key.starts_with(WORK_TOKEN_PREFIX) {
-        // A self-hosted worker syncing its session's stores writes as that session.
-        return Ok(app
-            .store
-            .work_for_token(&hash_key(&key))
-            .await?
-            .map(|w| Actor::SessionActor {
-                session_id: w.session_id,
-            }));
-    }
-    Ok(app
-        .store
-        .api_key_id_for_hash(&hash_key(&key))
-        .await?
-        .map(|api_key_id| Actor::ApiActor { api_key_id }))
-}
-
-/// The 404 for a store that is not in the workspace.
-pub fn store_not_found(id: &str) -> ApiError {
-    ApiError::not_found(format!("memory store `{id}` not found"))
+    Ok(app.engine.memory_actor(&key).await?)
 }
 
 /// A store of the workspace, or 404.
 pub async fn existing(app: &AppState, ws: &str, id: &str) -> ApiResult<MemoryStore> {
-    app.store
-        .get_memory_store(ws, id)
-        .await?
-        .ok_or_else(|| store_not_found(id))
+    Ok(app.engine.memory_store(ws, id).await?)
 }
 
 /// Routes of this resource.
@@ -130,20 +104,7 @@ async fn create(
     MemoryWorkspace(ws): MemoryWorkspace,
     Json(body): Json<MemoryStoreCreate>,
 ) -> ApiResult<axum::Json<MemoryStore>> {
-    let (name, description, metadata) = body.into_parts()?;
-    let now = time::now();
-    let store = MemoryStore {
-        tag: MemoryStoreTag::Tag,
-        id: new_id("memstore"),
-        name,
-        description,
-        metadata,
-        created_at: time::format(now),
-        updated_at: time::format(now),
-        archived_at: None,
-    };
-    app.store.insert_memory_store(&ws, &store, now).await?;
-    Ok(axum::Json(store))
+    Ok(axum::Json(app.engine.create_memory_store(&ws, body).await?))
 }
 
 /// Retrieve a memory store.
@@ -172,19 +133,9 @@ async fn update(
     Path(id): Path<String>,
     Json(body): Json<MemoryStoreUpdate>,
 ) -> ApiResult<axum::Json<MemoryStore>> {
-    let mut store = existing(&app, &ws, &id).await?;
-    let Some((name, description, metadata)) = body.apply(&store)? else {
-        return Ok(axum::Json(store));
-    };
-    let now = time::now();
-    store.name = name;
-    store.description = description;
-    store.metadata = metadata;
-    store.updated_at = time::format(now);
-    app.store
-        .update_memory_store(&ws, &store, now, false)
-        .await?;
-    Ok(axum::Json(store))
+    Ok(axum::Json(
+        app.engine.update_memory_store(&ws, &id, body).await?,
+    ))
 }
 
 /// List memory stores.
@@ -206,7 +157,7 @@ async fn list(
         created_lte: q.time("created_at[lte]")?,
     };
     let rows = app
-        .store
+        .engine
         .list_memory_stores(&ws, &filter, &page.scan())
         .await?;
     Ok(axum::Json(page.finish(rows, |s| s.id.clone())))
@@ -224,17 +175,7 @@ async fn archive(
     Path(id): Path<String>,
     _: NoBody,
 ) -> ApiResult<axum::Json<MemoryStore>> {
-    let mut store = existing(&app, &ws, &id).await?;
-    if store.archived_at.is_some() {
-        return Ok(axum::Json(store));
-    }
-    let now = time::now();
-    store.archived_at = Some(time::format(now));
-    store.updated_at = time::format(now);
-    app.store
-        .update_memory_store(&ws, &store, now, true)
-        .await?;
-    Ok(axum::Json(store))
+    Ok(axum::Json(app.engine.archive_memory_store(&ws, &id).await?))
 }
 
 /// Delete a memory store.
@@ -248,9 +189,7 @@ async fn delete(
     MemoryWorkspace(ws): MemoryWorkspace,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<MemoryStoreDeleted>> {
-    if !app.store.delete_memory_store(&ws, &id).await? {
-        return Err(store_not_found(&id));
-    }
+    app.engine.delete_memory_store(&ws, &id).await?;
     Ok(axum::Json(MemoryStoreDeleted {
         id,
         tag: MemoryStoreDeletedTag::Tag,

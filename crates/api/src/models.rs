@@ -12,7 +12,7 @@ use super::auth::Workspace;
 use super::error::{ApiError, ApiResult};
 use super::extract::QueryParams;
 use mast_domain::type_tag;
-use mast_models::registry::CatalogEntry;
+use mast_engine::ops::CatalogEntry;
 
 type_tag!(
     /// `"type": "model"`.
@@ -71,7 +71,7 @@ async fn list(
     q: QueryParams,
 ) -> ApiResult<axum::Json<ModelPage>> {
     let limit = q.limit(20, 1000)? as usize;
-    let catalog = app.models.catalog().await;
+    let catalog = app.engine.model_catalog().await;
     let position = |key: &str| -> ApiResult<usize> {
         let id = q.get(key).unwrap_or_default();
         catalog
@@ -114,16 +114,5 @@ async fn retrieve(
     _ws: Workspace,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<ModelInfo>> {
-    if let Some(e) = app.models.catalog().await.iter().find(|e| e.id == id) {
-        return Ok(axum::Json(info(e)));
-    }
-    // Prefix-routed ids are served even when the endpoint does not list them.
-    match app.models.route(&id) {
-        Ok(route) => Ok(axum::Json(info(&CatalogEntry {
-            display_name: id.clone(),
-            id,
-            provider: route.provider,
-        }))),
-        Err(_) => Err(ApiError::not_found(format!("model `{id}` not found"))),
-    }
+    Ok(axum::Json(info(&app.engine.model(&id).await?)))
 }

@@ -16,20 +16,14 @@ use super::auth::{Principal, Workspace, session_workspace};
 use super::error::{ApiError, ApiResult};
 use super::extract::QueryParams;
 use super::pagination::{Page, PageRequest};
-use mast_domain::agent::Skill;
-use mast_domain::ids::new_id;
 use mast_domain::invalid::Invalid;
 use mast_domain::query::Direction;
-use mast_domain::session::SessionBody;
 use mast_domain::skill::{
-    DeletedSkill, DeletedSkillVersion, LATEST, SkillDeletedTag, SkillObject, SkillSource, SkillTag,
-    SkillVersionDeletedTag, SkillVersionObject, SkillVersionTag,
+    DeletedSkill, DeletedSkillVersion, SkillDeletedTag, SkillObject, SkillVersionDeletedTag,
+    SkillVersionObject,
 };
-use mast_domain::skill_bundle::{self, MAX_BUNDLE_BYTES, MAX_FILES};
-use mast_domain::time;
-use mast_store::{
-    NewSkillVersion, SkillRecord, SkillVersionDelete, SkillVersionRecord, StoreError,
-};
+use mast_domain::skill_bundle::{MAX_BUNDLE_BYTES, MAX_FILES};
+use mast_engine::ops::OpError;
 
 /// Longest `display_name`.
 const MAX_DISPLAY_NAME: usize = 255;
@@ -88,39 +82,6 @@ pub fn router() -> Router<AppState> {
             "/v1/skills/{skill_id}/versions/{version}/content",
             get(download),
         )
-}
-
-fn skill_view(r: &SkillRecord) -> SkillObject {
-    SkillObject {
-        tag: SkillTag::Tag,
-        id: r.id.clone(),
-        display_name: r.display_name.clone(),
-        source: SkillSource {
-            kind: r.source.clone(),
-        },
-        latest_version_id: r.latest_version_id.clone(),
-        created_at: time::format(r.created_at),
-        updated_at: time::format(r.updated_at),
-    }
-}
-
-fn version_view(v: &SkillVersionRecord) -> SkillVersionObject {
-    SkillVersionObject {
-        tag: SkillVersionTag::Tag,
-        id: v.id.clone(),
-        skill_id: v.skill_id.clone(),
-        name: v.name.clone(),
-        description: v.description.clone(),
-        created_at: time::format(v.created_at),
-    }
-}
-
-fn skill_not_found(id: &str) -> ApiError {
-    ApiError::not_found(format!("skill `{id}` not found"))
-}
-
-fn version_not_found(skill_id: &str, version: &str) -> ApiError {
-    ApiError::not_found(format!("skill `{skill_id}` has no version `{version}`"))
 }
 
 fn too_large() -> ApiError {
@@ -239,25 +200,12 @@ fn check_display_name(s: &str) -> ApiResult<String> {
     Ok(s.to_string())
 }
 
-/// Checks the uploaded files and makes them a stored version of `skill_id`.
-fn new_version(skill_id: &str, files: Vec<(String, Vec<u8>)>) -> ApiResult<NewSkillVersion> {
-    let bundle = skill_bundle::parse(files).map_err(|e| {
-        if e.code == Some("skill_too_large") {
-            too_large()
-        } else {
-            e.into()
-        }
-    })?;
-    Ok(NewSkillVersion {
-        version: SkillVersionRecord {
-            id: new_id("skillver"),
-            skill_id: skill_id.to_string(),
-            name: bundle.name,
-            description: bundle.description,
-            created_at: time::now(),
-        },
-        files: bundle.files,
-    })
+/// The answer to a refused upload: a bundle over the size limit is a 413.
+fn upload_refused(e: OpError) -> ApiError {
+    match e {
+        OpError::Invalid(i) if i.code == Some("skill_too_large") => too_large(),
+        e => e.into(),
+    }
 }
 
 /// Create a skill.
@@ -275,21 +223,12 @@ async fn create(
 ) -> ApiResult<axum::Json<SkillObject>> {
     refuse_epoch_beta(request.headers())?;
     let up = read_upload(&app, request, true).await?;
-    let id = new_id("skill");
-    let first = new_version(&id, up.files)?;
-    let v = &first.version;
-    let skill = SkillRecord {
-        id,
-        workspace_id: ws,
-        display_name: up.display_name.unwrap_or_else(|| v.name.clone()),
-        source: "custom".into(),
-        name: v.name.clone(),
-        latest_version_id: v.id.clone(),
-        created_at: v.created_at,
-        updated_at: v.created_at,
-    };
-    app.store.insert_skill(&skill, &first).await?;
-    Ok(axum::Json(skill_view(&skill)))
+    let skill = app
+        .engine
+        .create_skill(&ws, up.display_name, up.files)
+        .await
+        .map_err(upload_refused)?;
+    Ok(axum::Json(skill))
 }
 
 /// List skills.
@@ -315,14 +254,11 @@ async fn list(
         )));
     }
     let page = PageRequest::<String>::parse(&q, Direction::Descending, 20, 1000, false)?;
-    let rows = app.store.list_skills(&ws, source, &page.scan()).await?;
+    let rows = app.engine.list_skills(&ws, source, &page.scan()).await?;
     let Page {
         data, next_page, ..
     } = page.finish(rows, |s| s.id.clone());
-    Ok(axum::Json(SkillPage {
-        data: data.iter().map(skill_view).collect(),
-        next_page,
-    }))
+    Ok(axum::Json(SkillPage { data, next_page }))
 }
 
 /// Retrieve a skill.
@@ -337,12 +273,7 @@ async fn retrieve(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<SkillObject>> {
     refuse_epoch_beta(&headers)?;
-    let s = app
-        .store
-        .get_skill(&ws, &id)
-        .await?
-        .ok_or_else(|| skill_not_found(&id))?;
-    Ok(axum::Json(skill_view(&s)))
+    Ok(axum::Json(app.engine.skill(&ws, &id).await?))
 }
 
 /// Delete a skill.
@@ -357,9 +288,7 @@ async fn delete(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<DeletedSkill>> {
     refuse_epoch_beta(&headers)?;
-    if !app.store.delete_skill(&ws, &id).await? {
-        return Err(skill_not_found(&id));
-    }
+    app.engine.delete_skill(&ws, &id).await?;
     Ok(axum::Json(DeletedSkill {
         id,
         tag: SkillDeletedTag::Tag,
@@ -383,16 +312,14 @@ async fn create_version(
 ) -> ApiResult<axum::Json<SkillVersionObject>> {
     refuse_epoch_beta(request.headers())?;
     // A missing skill is said before its upload is read.
-    if app.store.get_skill(&ws, &skill_id).await?.is_none() {
-        return Err(skill_not_found(&skill_id));
-    }
+    app.engine.skill(&ws, &skill_id).await?;
     let up = read_upload(&app, request, false).await?;
-    let new = new_version(&skill_id, up.files)?;
-    match app.store.insert_skill_version(&ws, &new).await {
-        Ok(_) => Ok(axum::Json(version_view(&new.version))),
-        Err(StoreError::NotFound) => Err(skill_not_found(&skill_id)),
-        Err(e) => Err(e.into()),
-    }
+    let version = app
+        .engine
+        .create_skill_version(&ws, &skill_id, up.files)
+        .await
+        .map_err(upload_refused)?;
+    Ok(axum::Json(version))
 }
 
 /// List skill versions.
@@ -410,20 +337,14 @@ async fn list_versions(
 ) -> ApiResult<axum::Json<SkillVersionPage>> {
     refuse_epoch_beta(&headers)?;
     let page = PageRequest::<String>::parse(&q, Direction::Descending, 20, 1000, false)?;
-    if app.store.get_skill(&ws, &skill_id).await?.is_none() {
-        return Err(skill_not_found(&skill_id));
-    }
     let rows = app
-        .store
+        .engine
         .list_skill_versions(&ws, &skill_id, &page.scan())
         .await?;
     let Page {
         data, next_page, ..
     } = page.finish(rows, |v| v.id.clone());
-    Ok(axum::Json(SkillVersionPage {
-        data: data.iter().map(version_view).collect(),
-        next_page,
-    }))
+    Ok(axum::Json(SkillVersionPage { data, next_page }))
 }
 
 /// The workspace in which `principal` may read versions of `skill_id`: any skill of its
@@ -443,67 +364,16 @@ async fn reader_workspace(
         };
     };
     let ws = session_workspace(&app.engine, principal, session_id).await?;
-    let session = app
-        .store
-        .get_session(&ws, session_id)
+    if !app
+        .engine
+        .session_names_skill(&ws, session_id, skill_id)
         .await?
-        .ok_or_else(|| ApiError::not_found(format!("session `{session_id}` not found")))?;
-    let body: SessionBody = serde_json::from_str(&session.body)
-        .map_err(|e| ApiError::internal(format!("session body: {e}")))?;
-    if !names_skill(&body, skill_id) {
+    {
         return Err(ApiError::forbidden(format!(
             "this work token's session does not use skill `{skill_id}`"
         )));
     }
     Ok(ws)
-}
-
-/// Whether the session's agent (or an agent of its roster) names the skill.
-fn names_skill(body: &SessionBody, skill_id: &str) -> bool {
-    let listed = |skills: &[Skill]| skills.iter().any(|s| s.skill_id == skill_id);
-    listed(&body.agent.skills)
-        || body
-            .agent
-            .multiagent
-            .as_ref()
-            .is_some_and(|m| mentions(m, skill_id))
-}
-
-/// Whether a roster (full agent snapshots) holds a skill entry with this id.
-fn mentions(v: &serde_json::Value, skill_id: &str) -> bool {
-    match v {
-        serde_json::Value::Object(o) => {
-            o.get("skill_id").and_then(|s| s.as_str()) == Some(skill_id)
-                || o.values().any(|v| mentions(v, skill_id))
-        }
-        serde_json::Value::Array(a) => a.iter().any(|v| mentions(v, skill_id)),
-        _ => false,
-    }
-}
-
-/// The version `version` (an id or `latest`) of a skill of `ws`.
-async fn find_version(
-    app: &AppState,
-    ws: &str,
-    skill_id: &str,
-    version: &str,
-) -> ApiResult<SkillVersionRecord> {
-    let id = if version == LATEST {
-        app.store
-            .get_skill(ws, skill_id)
-            .await?
-            .ok_or_else(|| skill_not_found(skill_id))?
-            .latest_version_id
-    } else {
-        version.to_string()
-    };
-    match app.store.get_skill_version(ws, skill_id, &id).await? {
-        Some(v) => Ok(v),
-        None if app.store.get_skill(ws, skill_id).await?.is_none() => {
-            Err(skill_not_found(skill_id))
-        }
-        None => Err(version_not_found(skill_id, version)),
-    }
 }
 
 /// Retrieve a skill version.
@@ -520,8 +390,9 @@ async fn retrieve_version(
 ) -> ApiResult<axum::Json<SkillVersionObject>> {
     refuse_epoch_beta(&headers)?;
     let ws = reader_workspace(&app, &principal, &skill_id).await?;
-    let v = find_version(&app, &ws, &skill_id, &version).await?;
-    Ok(axum::Json(version_view(&v)))
+    Ok(axum::Json(
+        app.engine.skill_version(&ws, &skill_id, &version).await?,
+    ))
 }
 
 /// Delete a skill version.
@@ -537,23 +408,13 @@ async fn delete_version(
     Path((skill_id, version)): Path<(String, String)>,
 ) -> ApiResult<axum::Json<DeletedSkillVersion>> {
     refuse_epoch_beta(&headers)?;
-    match app
-        .store
-        .delete_skill_version(&ws, &skill_id, &version, time::now())
-        .await?
-    {
-        SkillVersionDelete::Deleted => Ok(axum::Json(DeletedSkillVersion {
-            id: version,
-            tag: SkillVersionDeletedTag::Tag,
-        })),
-        SkillVersionDelete::Last => Err(ApiError::invalid(format!(
-            "`{version}` is the only version of skill `{skill_id}` and a skill keeps at least one; delete the skill instead"
-        ))),
-        SkillVersionDelete::NotFound if app.store.get_skill(&ws, &skill_id).await?.is_none() => {
-            Err(skill_not_found(&skill_id))
-        }
-        SkillVersionDelete::NotFound => Err(version_not_found(&skill_id, &version)),
-    }
+    app.engine
+        .delete_skill_version(&ws, &skill_id, &version)
+        .await?;
+    Ok(axum::Json(DeletedSkillVersion {
+        id: version,
+        tag: SkillVersionDeletedTag::Tag,
+    }))
 }
 
 /// Download a skill version.
@@ -571,10 +432,11 @@ async fn download(
 ) -> ApiResult<Response> {
     refuse_epoch_beta(&headers)?;
     let ws = reader_workspace(&app, &principal, &skill_id).await?;
-    let v = find_version(&app, &ws, &skill_id, &version).await?;
-    let files = app.store.skill_files(&v.id).await?;
-    let zip = skill_bundle::to_zip(&v.name, &files);
-    let disposition = HeaderValue::from_str(&format!("attachment; filename=\"{}.zip\"", v.name))
+    let (name, zip) = app
+        .engine
+        .skill_version_archive(&ws, &skill_id, &version)
+        .await?;
+    let disposition = HeaderValue::from_str(&format!("attachment; filename=\"{name}.zip\""))
         .unwrap_or_else(|_| HeaderValue::from_static("attachment"));
     let mut resp = (
         [
@@ -589,28 +451,4 @@ async fn download(
         .into_response();
     super::page_headers::download(resp.headers_mut());
     Ok(resp)
-}
-
-/// Refuses an agent's custom skills that are not in the workspace (or lack the pinned
-/// version), at save time rather than when a session starts.
-pub async fn check_agent_skills(app: &AppState, ws: &str, skills: &[Skill]) -> ApiResult<()> {
-    for (i, s) in skills.iter().enumerate() {
-        if mast_engine::skills::resolve(&*app.store, ws, s)
-            .await?
-            .is_none()
-        {
-            if s.kind == mast_domain::agent::SkillKind::Anthropic {
-                return Err(mast_domain::skill::anthropic_not_installed(
-                    &format!("skills[{i}]"),
-                    &s.skill_id,
-                )
-                .into());
-            }
-            return Err(ApiError::invalid(format!(
-                "`skills[{i}]`: {}",
-                mast_engine::skills::missing(s)
-            )));
-        }
-    }
-    Ok(())
 }

@@ -10,17 +10,14 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::auth::Workspace;
-use super::error::{ApiError, ApiResult};
+use super::error::ApiResult;
 use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
 use mast_domain::credential::{Credential, CredentialCreate, CredentialUpdate};
 use mast_domain::credential_validation::CredentialValidation;
-use mast_domain::ids::new_id;
 use mast_domain::query::Direction;
-use mast_domain::time;
 use mast_domain::type_tag;
-use mast_domain::vault::{Vault, VaultCreate, VaultTag, VaultUpdate};
-use mast_engine::ops::OpError;
+use mast_domain::vault::{Vault, VaultCreate, VaultUpdate};
 
 type_tag!(
     /// `"type": "vault_deleted"`.
@@ -77,17 +74,6 @@ pub fn router() -> Router<AppState> {
         )
 }
 
-fn not_found(id: &str) -> ApiError {
-    OpError::VaultNotFound(id.to_string()).into()
-}
-
-async fn existing(app: &AppState, ws: &str, id: &str) -> ApiResult<Vault> {
-    app.store
-        .get_vault(ws, id)
-        .await?
-        .ok_or_else(|| not_found(id))
-}
-
 /// Create a vault.
 ///
 /// Creates a vault: a named set of credentials that sessions use for their MCP servers (`vault_ids` on session creation).
@@ -98,19 +84,7 @@ async fn create(
     Workspace(ws): Workspace,
     Json(body): Json<VaultCreate>,
 ) -> ApiResult<axum::Json<Vault>> {
-    let (display_name, metadata) = body.into_parts()?;
-    let now = time::now();
-    let vault = Vault {
-        tag: VaultTag::Tag,
-        id: new_id("vlt"),
-        display_name,
-        metadata,
-        created_at: time::format(now),
-        updated_at: time::format(now),
-        archived_at: None,
-    };
-    app.store.insert_vault(&ws, &vault, now).await?;
-    Ok(axum::Json(vault))
+    Ok(axum::Json(app.vaults.create_vault(&ws, body).await?))
 }
 
 /// Retrieve a vault.
@@ -123,7 +97,7 @@ async fn retrieve(
     Workspace(ws): Workspace,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<Vault>> {
-    existing(&app, &ws, &id).await.map(axum::Json)
+    Ok(axum::Json(app.vaults.get_vault(&ws, &id).await?))
 }
 
 /// Update a vault.
@@ -138,16 +112,7 @@ async fn update(
     Path(id): Path<String>,
     Json(body): Json<VaultUpdate>,
 ) -> ApiResult<axum::Json<Vault>> {
-    let mut vault = existing(&app, &ws, &id).await?;
-    let Some((display_name, metadata)) = body.apply(&vault)? else {
-        return Ok(axum::Json(vault));
-    };
-    let now = time::now();
-    vault.display_name = display_name;
-    vault.metadata = metadata;
-    vault.updated_at = time::format(now);
-    app.store.update_vault(&ws, &vault, now, false).await?;
-    Ok(axum::Json(vault))
+    Ok(axum::Json(app.vaults.update_vault(&ws, &id, body).await?))
 }
 
 /// List vaults.
@@ -164,7 +129,7 @@ async fn list(
     let page = PageRequest::<String>::parse(&q, Direction::Descending, 20, 100, false)?;
     let include_archived = q.bool("include_archived")?.unwrap_or(false);
     let rows = app
-        .store
+        .vaults
         .list_vaults(&ws, include_archived, &page.scan())
         .await?;
     Ok(axum::Json(page.finish(rows, |v| v.id.clone())))
@@ -181,15 +146,7 @@ async fn archive(
     Path(id): Path<String>,
     _: NoBody,
 ) -> ApiResult<axum::Json<Vault>> {
-    let mut vault = existing(&app, &ws, &id).await?;
-    if vault.archived_at.is_some() {
-        return Ok(axum::Json(vault));
-    }
-    let now = time::now();
-    vault.archived_at = Some(time::format(now));
-    vault.updated_at = time::format(now);
-    app.store.update_vault(&ws, &vault, now, true).await?;
-    Ok(axum::Json(vault))
+    Ok(axum::Json(app.vaults.archive_vault(&ws, &id).await?))
 }
 
 /// Delete a vault.
@@ -202,9 +159,7 @@ async fn delete(
     Workspace(ws): Workspace,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<VaultDeleted>> {
-    if !app.store.delete_vault(&ws, &id).await? {
-        return Err(not_found(&id));
-    }
+    app.vaults.delete_vault(&ws, &id).await?;
     Ok(axum::Json(VaultDeleted {
         id,
         tag: VaultDeletedTag::Tag,
@@ -240,8 +195,9 @@ async fn credential_retrieve(
     Workspace(ws): Workspace,
     Path((vault_id, id)): Path<(String, String)>,
 ) -> ApiResult<axum::Json<Credential>> {
-    let rec = app.vaults.credential(&ws, &vault_id, &id).await?;
-    Ok(axum::Json(rec.credential))
+    Ok(axum::Json(
+        app.vaults.get_credential(&ws, &vault_id, &id).await?,
+    ))
 }
 
 /// Update a credential.
@@ -277,14 +233,10 @@ async fn credential_list(
 ) -> ApiResult<axum::Json<Page<Credential>>> {
     let page = PageRequest::<String>::parse(&q, Direction::Descending, 20, 100, false)?;
     let include_archived = q.bool("include_archived")?.unwrap_or(false);
-    existing(&app, &ws, &vault_id).await?;
     let rows = app
-        .store
+        .vaults
         .list_credentials(&ws, &vault_id, include_archived, &page.scan())
-        .await?
-        .into_iter()
-        .map(|r| r.credential)
-        .collect();
+        .await?;
     Ok(axum::Json(page.finish(rows, |c| c.id.clone())))
 }
 
@@ -316,10 +268,7 @@ async fn credential_delete(
     Workspace(ws): Workspace,
     Path((vault_id, id)): Path<(String, String)>,
 ) -> ApiResult<axum::Json<CredentialDeleted>> {
-    existing(&app, &ws, &vault_id).await?;
-    if !app.store.delete_credential(&ws, &vault_id, &id).await? {
-        return Err(OpError::CredentialNotFound(id).into());
-    }
+    app.vaults.delete_credential(&ws, &vault_id, &id).await?;
     Ok(axum::Json(CredentialDeleted {
         id,
         tag: CredentialDeletedTag::Tag,

@@ -11,16 +11,14 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::auth::Workspace;
-use super::error::{ApiError, ApiResult};
+use super::error::ApiResult;
 use super::extract::{Json, NoBody, QueryParams};
 use super::pagination::{Page, PageRequest};
 use mast_domain::query::Direction;
-use mast_domain::time;
 use mast_domain::webhook::{
-    AttemptTag, DeliveryTag, EndpointDeletedTag, WebhookAttempt, WebhookDelivery, WebhookEndpoint,
-    WebhookEndpointCreate, WebhookEndpointDeleted, WebhookEndpointUpdate,
+    EndpointDeletedTag, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEndpointCreate,
+    WebhookEndpointDeleted, WebhookEndpointUpdate,
 };
-use mast_store::webhooks::{AttemptRecord, DeliveryRecord, EndpointRecord};
 
 /// A page of webhook endpoints.
 #[derive(Debug, Serialize, ToSchema)]
@@ -73,52 +71,6 @@ pub fn router() -> Router<AppState> {
         )
 }
 
-fn endpoint_not_found(id: &str) -> ApiError {
-    ApiError::not_found(format!("webhook endpoint `{id}` not found"))
-}
-
-fn delivery_not_found(id: &str) -> ApiError {
-    ApiError::not_found(format!("webhook delivery `{id}` not found"))
-}
-
-async fn existing(app: &AppState, ws: &str, id: &str) -> ApiResult<EndpointRecord> {
-    app.store
-        .get_webhook_endpoint(ws, id)
-        .await?
-        .ok_or_else(|| endpoint_not_found(id))
-}
-
-fn delivery_wire(d: DeliveryRecord) -> WebhookDelivery {
-    WebhookDelivery {
-        tag: DeliveryTag::Tag,
-        next_attempt_at: (d.state == "pending").then(|| time::format(d.next_attempt_at)),
-        payload: serde_json::from_str(&d.payload).unwrap_or(serde_json::Value::Null),
-        id: d.id,
-        endpoint_id: d.endpoint_id,
-        event_id: d.event_id,
-        event_type: d.event_type,
-        status: d.state,
-        attempt_count: d.attempts,
-        last_status_code: d.last_status,
-        last_error: d.last_error,
-        created_at: time::format(d.created_at),
-        updated_at: time::format(d.updated_at),
-    }
-}
-
-fn attempt_wire(a: AttemptRecord) -> WebhookAttempt {
-    WebhookAttempt {
-        tag: AttemptTag::Tag,
-        id: a.id,
-        delivery_id: a.delivery_id,
-        attempted_at: time::format(a.attempted_at),
-        status_code: a.status_code,
-        latency_ms: a.latency_ms,
-        error: a.error,
-        next_retry_at: time::format_opt(a.next_retry_at),
-    }
-}
-
 /// Create a webhook endpoint.
 ///
 /// Registers a URL to receive the workspace's events of the listed types, signed in the Standard Webhooks scheme. The response carries the endpoint's `signing_secret` (`whsec_…`), shown this once. The URL must pass the server's egress rules (private and loopback addresses only with `MAST_ALLOW_PRIVATE_NETWORK` / `MAST_ALLOW_PRIVATE_HOSTS`).
@@ -144,11 +96,8 @@ async fn list(
     q: QueryParams,
 ) -> ApiResult<axum::Json<Page<WebhookEndpoint>>> {
     let page = PageRequest::<String>::parse(&q, Direction::Descending, 20, 100, false)?;
-    let rows = app.store.list_webhook_endpoints(&ws, &page.scan()).await?;
-    Ok(axum::Json(
-        page.finish(rows, |e| e.id.clone())
-            .map(|e| mast_engine::webhooks::wire(&e)),
-    ))
+    let rows = app.webhooks.list_endpoints(&ws, &page.scan()).await?;
+    Ok(axum::Json(page.finish(rows, |e| e.id.clone())))
 }
 
 /// Retrieve a webhook endpoint.
@@ -162,8 +111,7 @@ async fn retrieve(
     Workspace(ws): Workspace,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<WebhookEndpoint>> {
-    let rec = existing(&app, &ws, &id).await?;
-    Ok(axum::Json(mast_engine::webhooks::wire(&rec)))
+    Ok(axum::Json(app.webhooks.endpoint(&ws, &id).await?))
 }
 
 /// Update a webhook endpoint.
@@ -178,11 +126,7 @@ async fn update(
     Path(id): Path<String>,
     Json(body): Json<WebhookEndpointUpdate>,
 ) -> ApiResult<axum::Json<WebhookEndpoint>> {
-    app.webhooks
-        .update(&ws, &id, body)
-        .await?
-        .map(axum::Json)
-        .ok_or_else(|| endpoint_not_found(&id))
+    Ok(axum::Json(app.webhooks.update(&ws, &id, body).await?))
 }
 
 /// Delete a webhook endpoint.
@@ -196,9 +140,7 @@ async fn delete(
     Workspace(ws): Workspace,
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<WebhookEndpointDeleted>> {
-    if !app.store.delete_webhook_endpoint(&ws, &id).await? {
-        return Err(endpoint_not_found(&id));
-    }
+    app.webhooks.delete_endpoint(&ws, &id).await?;
     Ok(axum::Json(WebhookEndpointDeleted {
         id,
         tag: EndpointDeletedTag::Tag,
@@ -217,11 +159,7 @@ async fn rotate_secret(
     Path(id): Path<String>,
     _: NoBody,
 ) -> ApiResult<axum::Json<WebhookEndpoint>> {
-    app.webhooks
-        .rotate(&ws, &id)
-        .await?
-        .map(axum::Json)
-        .ok_or_else(|| endpoint_not_found(&id))
+    Ok(axum::Json(app.webhooks.rotate(&ws, &id).await?))
 }
 
 /// List an endpoint's deliveries.
@@ -236,10 +174,12 @@ async fn deliveries(
     Path(id): Path<String>,
     q: QueryParams,
 ) -> ApiResult<axum::Json<Page<WebhookDelivery>>> {
-    existing(&app, &ws, &id).await?;
+    app.webhooks.endpoint(&ws, &id).await?;
     let page = PageRequest::<i64>::parse(&q, Direction::Descending, 20, 100, true)?;
-    let rows = app.store.list_webhook_deliveries(&id, &page.scan()).await?;
-    Ok(axum::Json(page.finish(rows, |d| d.seq).map(delivery_wire)))
+    let rows = app.webhooks.list_deliveries(&ws, &id, &page.scan()).await?;
+    Ok(axum::Json(
+        page.finish(rows, |(seq, _)| *seq).map(|(_, d)| d),
+    ))
 }
 
 /// Retrieve a delivery.
@@ -253,12 +193,7 @@ async fn delivery(
     Workspace(ws): Workspace,
     Path((id, did)): Path<(String, String)>,
 ) -> ApiResult<axum::Json<WebhookDelivery>> {
-    existing(&app, &ws, &id).await?;
-    app.store
-        .get_webhook_delivery(&id, &did)
-        .await?
-        .map(|d| axum::Json(delivery_wire(d)))
-        .ok_or_else(|| delivery_not_found(&did))
+    Ok(axum::Json(app.webhooks.delivery(&ws, &id, &did).await?))
 }
 
 /// List a delivery's attempts.
@@ -272,13 +207,8 @@ async fn attempts(
     Workspace(ws): Workspace,
     Path((id, did)): Path<(String, String)>,
 ) -> ApiResult<axum::Json<WebhookAttemptList>> {
-    existing(&app, &ws, &id).await?;
-    if app.store.get_webhook_delivery(&id, &did).await?.is_none() {
-        return Err(delivery_not_found(&did));
-    }
-    let rows = app.store.list_webhook_attempts(&did).await?;
     Ok(axum::Json(WebhookAttemptList {
-        data: rows.into_iter().map(attempt_wire).collect(),
+        data: app.webhooks.attempts(&ws, &id, &did).await?,
         next_page: None,
     }))
 }
@@ -295,10 +225,5 @@ async fn replay(
     Path((id, did)): Path<(String, String)>,
     _: NoBody,
 ) -> ApiResult<axum::Json<WebhookDelivery>> {
-    existing(&app, &ws, &id).await?;
-    app.store
-        .replay_webhook_delivery(&id, &did)
-        .await?
-        .map(|d| axum::Json(delivery_wire(d)))
-        .ok_or_else(|| delivery_not_found(&did))
+    Ok(axum::Json(app.webhooks.replay(&ws, &id, &did).await?))
 }

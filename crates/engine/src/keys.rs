@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use mast_domain::keys::{API_KEY_PREFIX, hash_key};
+use mast_domain::keys::{API_KEY_PREFIX, ENVIRONMENT_KEY_PREFIX, hash_key};
+use mast_domain::time;
+use mast_domain::work::{EnvironmentKey, EnvironmentKeyTag};
 use mast_store::{Store, StoreResult};
 
 pub use mast_store::{KeyKind, KeyRecord, WorkRecord};
@@ -78,5 +80,29 @@ pub async fn mint_api_key(store: &dyn Store, workspace: &str) -> StoreResult<New
         id,
         workspace_id: ws,
         key,
+    })
+}
+
+/// Makes a new worker key for environment `env_id` of `ws` in `store`, shown once; only its
+/// hash is stored. The caller has checked the environment is self-hosted.
+pub async fn mint_environment_key(
+    store: &dyn Store,
+    ws: &str,
+    env_id: &str,
+) -> StoreResult<EnvironmentKey> {
+    let key = format!(
+        "{ENVIRONMENT_KEY_PREFIX}{}",
+        mast_domain::ids::new_secret(48)
+    );
+    let id = mast_domain::ids::new_id("envkey");
+    store
+        .insert_environment_key(&id, ws, env_id, &hash_key(&key))
+        .await?;
+    Ok(EnvironmentKey {
+        tag: EnvironmentKeyTag::Tag,
+        id,
+        environment_id: env_id.to_string(),
+        created_at: time::format(time::now()),
+        key: Some(key),
     })
 }

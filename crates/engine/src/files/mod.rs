@@ -16,9 +16,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use config::FilesConfig;
+use mast_domain::query::{FileFilter, Scan};
 use mast_domain::time::{self, Micros};
-use mast_store::blobs::{BlobError, BlobStore, GetStream, PutStream};
-use mast_store::{FileRecord, Store, StoreError};
+use mast_store::blobs::{BlobStore, GetStream, PutStream};
+use mast_store::{Store, StoreError};
+
+pub use mast_store::FileRecord;
+pub use mast_store::blobs::BlobError;
 
 /// How old a blob without metadata (or an unfinished upload) must be before the start-up
 /// sweep removes it: another replica sharing the storage may be between writing a blob and
@@ -150,13 +154,23 @@ impl Files {
         Ok((file, bytes))
     }
 
-    /// Deletes a file (expired ones too) and frees its bytes; whether it existed.
-    pub async fn delete(&self, workspace_id: &str, id: &str) -> Result<bool, FileError> {
+    /// Deletes a file (expired ones too) and frees its bytes.
+    pub async fn delete(&self, workspace_id: &str, id: &str) -> Result<(), FileError> {
         if !self.store.delete_file(workspace_id, id).await? {
-            return Ok(false);
+            return Err(FileError::NotFound(id.to_string()));
         }
         self.discard(id).await;
-        Ok(true)
+        Ok(())
+    }
+
+    /// A page of the workspace's files that `filter` keeps.
+    pub async fn list(
+        &self,
+        workspace_id: &str,
+        filter: &FileFilter,
+        scan: &Scan<String>,
+    ) -> Result<Vec<FileRecord>, StoreError> {
+        self.store.list_files(workspace_id, filter, scan).await
     }
 
     /// Deletes every file expired at `now`; returns how many.

@@ -31,6 +31,7 @@ use crate::standard_webhooks::{SignedPoster, SigningSecret};
 use mast_domain::hook::{Hook, HookCreate, HookEvent, Matcher, sees_name};
 use mast_domain::ids::new_id;
 use mast_domain::invalid::Invalid;
+use mast_domain::query::Scan;
 use mast_domain::time;
 use mast_sandbox::netguard::NetGuard;
 use mast_store::{HookRecord, Store, StoreResult};
@@ -192,11 +193,32 @@ impl Hooks {
         Ok(hook)
     }
 
-    /// Deletes a hook; false when the workspace has none by that id.
-    pub async fn delete(&self, workspace_id: &str, id: &str) -> Result<bool, OpError> {
+    /// Deletes a hook of the workspace.
+    pub async fn delete(&self, workspace_id: &str, id: &str) -> Result<(), OpError> {
         let deleted = self.store.delete_hook(workspace_id, id).await;
         self.local_epoch.fetch_add(1, Ordering::SeqCst);
-        Ok(deleted?)
+        if !deleted? {
+            return Err(OpError::HookNotFound(id.to_string()));
+        }
+        Ok(())
+    }
+
+    /// One hook of the workspace, without its signing secret.
+    pub async fn get(&self, workspace_id: &str, id: &str) -> Result<Hook, OpError> {
+        self.store
+            .get_hook(workspace_id, id)
+            .await?
+            .map(|r| r.hook)
+            .ok_or_else(|| OpError::HookNotFound(id.to_string()))
+    }
+
+    /// A page of the workspace's hooks.
+    pub async fn list(
+        &self,
+        workspace_id: &str,
+        scan: &Scan<String>,
+    ) -> Result<Vec<Hook>, OpError> {
+        Ok(self.store.list_hooks(workspace_id, scan).await?)
     }
 
     /// Whether the workspace has any hook of `event` at all (whatever its scope or matcher).

@@ -46,6 +46,34 @@ pub enum OpError {
     /// No deployment run with this id in the workspace.
     #[error("deployment run `{0}` not found")]
     DeploymentRunNotFound(String),
+    /// No skill with this id in the workspace.
+    #[error("skill `{0}` not found")]
+    SkillNotFound(String),
+    /// No hook with this id in the workspace.
+    #[error("hook `{0}` not found")]
+    HookNotFound(String),
+    /// No webhook endpoint with this id in the workspace.
+    #[error("webhook endpoint `{0}` not found")]
+    WebhookEndpointNotFound(String),
+    /// No delivery with this id for the endpoint.
+    #[error("webhook delivery `{0}` not found")]
+    WebhookDeliveryNotFound(String),
+    /// No memory with this id in the memory store.
+    #[error("memory `{0}` not found in this memory store")]
+    MemoryNotFound(String),
+    /// No memory version with this id in the memory store.
+    #[error("memory version `{0}` not found in this memory store")]
+    MemoryVersionNotFound(String),
+    /// Another memory (this one) already has the path a write asked for.
+    #[error("another memory (`{0}`) already has this path")]
+    MemoryPathTaken(String),
+    /// The memory's content no longer has the hash the write expected; carries the current.
+    #[error("the memory's content_sha256 is `{0}`, not the one the precondition expects")]
+    MemoryPreconditionFailed(String),
+    /// Something the request names is not there, in words that say what (a version of an
+    /// agent, a path in a memory store, …) where no variant above fits.
+    #[error("{0}")]
+    NotFound(String),
     /// The request breaks a rule (a 400, with its error code when the rule has one).
     #[error(transparent)]
     Invalid(Invalid),

@@ -5,17 +5,24 @@
 //! a typed result or an [`OpError`]. The API layer only translates HTTP to these calls and
 //! their results back to HTTP.
 
+mod agents;
 mod create;
+mod environment_keys;
+mod environments;
 mod error;
 mod event_log;
 mod events;
 mod fork;
 mod health;
 mod input_hooks;
+mod memories;
 mod memory_attach;
+mod memory_stores;
+mod models;
 mod outcome_rubrics;
 mod resources;
 mod sessions;
+mod skills;
 mod threads;
 mod txn;
 pub mod views;
@@ -25,4 +32,6 @@ mod work_queue;
 pub use error::OpError;
 pub use event_log::{EventLog, EventRecord, StreamStart};
 pub use health::OpsCounts;
+pub use memories::MemoryEdit;
+pub use models::CatalogEntry;
 pub use work_queue::{Claimed, WorkRecord, WorkStats};

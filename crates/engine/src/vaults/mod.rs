@@ -7,6 +7,7 @@
 //! archived or deleted vault or credential takes effect on a session's next MCP request.
 
 mod bearers;
+mod crud;
 mod oauth;
 mod outbound;
 mod probe;

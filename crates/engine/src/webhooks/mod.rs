@@ -5,6 +5,7 @@
 //! this module only reads it, so a change and its webhook commit or fail together.
 
 mod config;
+mod endpoints;
 pub mod sender;
 
 use std::sync::Arc;
@@ -143,9 +144,9 @@ impl Webhooks {
         ws: &str,
         id: &str,
         body: WebhookEndpointUpdate,
-    ) -> Result<Option<WebhookEndpoint>, OpError> {
+    ) -> Result<WebhookEndpoint, OpError> {
         let Some(mut rec) = self.store.get_webhook_endpoint(ws, id).await? else {
-            return Ok(None);
+            return Err(OpError::WebhookEndpointNotFound(id.to_string()));
         };
         if let Some(url) = body.url {
             self.check_url(&url)?;
@@ -168,16 +169,16 @@ impl Webhooks {
         }
         rec.updated_at = time::now();
         if !self.store.update_webhook_endpoint(&rec).await? {
-            return Ok(None);
+            return Err(OpError::WebhookEndpointNotFound(id.to_string()));
         }
-        Ok(Some(wire(&rec)))
+        Ok(wire(&rec))
     }
 
     /// Gives an endpoint a new secret, shown this once; the old one keeps signing (beside
     /// it) for the configured overlap, so receivers can switch without losing a delivery.
-    pub async fn rotate(&self, ws: &str, id: &str) -> Result<Option<WebhookEndpoint>, OpError> {
+    pub async fn rotate(&self, ws: &str, id: &str) -> Result<WebhookEndpoint, OpError> {
         let Some(mut rec) = self.store.get_webhook_endpoint(ws, id).await? else {
-            return Ok(None);
+            return Err(OpError::WebhookEndpointNotFound(id.to_string()));
         };
         let secret = SigningSecret::generate();
         let now = time::now();
@@ -185,11 +186,11 @@ impl Webhooks {
         rec.previous_until = Some(now + self.config.rotation_overlap.as_micros() as Micros);
         rec.updated_at = now;
         if !self.store.update_webhook_endpoint(&rec).await? {
-            return Ok(None);
+            return Err(OpError::WebhookEndpointNotFound(id.to_string()));
         }
         let mut out = wire(&rec);
         out.signing_secret = Some(secret.expose());
-        Ok(Some(out))
+        Ok(out)
     }
 
     /// Puts the config file's endpoints in place (at start): each is created under its fixed
