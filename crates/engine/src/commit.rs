@@ -1,6 +1,6 @@
 //! How a loop's decisions reach the store: `Loop::commit` runs one against the session row
 //! (in one round trip from the row the loop holds when the store can, see
-//! `Store::transact_from`), publishes what it appended, and carries the committed row to the
+//! `SessionTransactions::transact_from`), publishes what it appended, and carries the committed row to the
 //! loop's next iteration (`Loop::carry`) so it need not read the row or the log again.
 
 use std::sync::atomic::Ordering;

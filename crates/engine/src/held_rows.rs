@@ -1,12 +1,12 @@
 //! Session rows as this process's runners last committed them when they let the session go,
 //! so a client's next write to the session can decide on the copy and commit in one round trip
-//! (`Store::transact_from`) instead of reading the row under its lock first.
+//! (`SessionTransactions::transact_from`) instead of reading the row under its lock first.
 //!
 //! A copy is only ever a guess: the store writes it only if the row is still at the copy's
 //! version, so a copy another replica, a worker or a lease sweep made stale costs one refused
 //! attempt and the ordinary locking write after it, never a wrong decision. A copy is taken
 //! out when a write uses it (two writers never start from one copy), and only stores whose
-//! locking read costs a round trip keep any (`Store::decides_on_held_rows`).
+//! locking read costs a round trip keep any (`SessionTransactions::decides_on_held_rows`).
 //!
 //! The cache is bounded by entries and by the rows' text size, evicting the oldest put. A row
 //! with its agent snapshot is a few KB, so the default bound costs a few MB at most (the idle

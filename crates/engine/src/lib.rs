@@ -24,7 +24,7 @@
 //! the turn ends or the process stops. Every write a runner makes goes through a transaction that
 //! locks the session row and checks the lease; a runner that holds the row from its last read or
 //! commit decides on that copy and writes only if the row is still at that version
-//! (`Store::transact_from`), so any other write in between, a lease taken over included, sends it
+//! (`SessionTransactions::transact_from`), so any other write in between, a lease taken over included, sends it
 //! back to decide on the locked row. Store calls never wait on a lease renewal, which would wait on
 //! the same row lock. A client's input takes the same one-round-trip path from the row this
 //! replica's runner left when it let the session go (`held_rows.rs`, only where the store's locking
@@ -156,7 +156,7 @@
 //! consumed later) under new ids, rewriting every id of the copied set a body or private `internal`
 //! names; copies keep their sequence numbers, so recorded positions stay true. The fork starts idle
 //! with nothing pending, zero usage and spend, and the same budget; its session, threads and events
-//! are written in one store transaction (`Store::insert_fork`). Its workspace is the earliest
+//! are written in one store transaction (`ForkStore::insert_fork`). Its workspace is the earliest
 //! checkpoint at or after its end (`fork_checkpoint.rs`, taken before the first built-in call after
 //! each `user.message`), else the live workspace; a checkpoint retention removed refuses the fork.
 //! The copy is made before the rows are written and removed if writing fails.

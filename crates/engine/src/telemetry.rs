@@ -28,7 +28,7 @@ pub const SSE_SUBSCRIBERS: &str = "mast_sse_subscribers";
 pub use mast_store::EVENT_APPEND_DURATION;
 /// Session writes decided on a held copy of the row that had moved on meanwhile (or that the
 /// decision refused: its refusal may not be the current row's), so they were decided again on
-/// the locked row (`Store::transact_from`), by `writer`: `runner` (the row its loop holds) or
+/// the locked row (`SessionTransactions::transact_from`), by `writer`: `runner` (the row its loop holds) or
 /// `client` (input decided on the row a runner left, `engine::held_rows`).
 pub const STALE_SESSION_WRITES: &str = "mast_stale_session_writes_total";
 /// Self-hosted work items waiting for a worker, across the store.

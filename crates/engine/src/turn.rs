@@ -119,7 +119,7 @@ pub(super) struct Loop<'a> {
     /// Long waits begun so far; a carried row is stale once a wait follows its commit.
     pub waits: AtomicU64,
     /// The row as this loop last read or committed it: the next commit decides on it and
-    /// writes in one round trip unless the row has moved on since (`Store::transact_from`).
+    /// writes in one round trip unless the row has moved on since (`SessionTransactions::transact_from`).
     pub expected: Option<SessionRecord>,
     /// A `span.model_request_start` the transaction that woke the runner logged for this
     /// (primary) loop to issue (`engine::fast_start`); looked at by the first pass only.

@@ -1,5 +1,5 @@
 //! Records of a session fork (Mast's own `POST /v1/sessions/{id}/fork`): the new session with
-//! its threads and the events it copies, written by [`super::Store::insert_fork`] in one
+//! its threads and the events it copies, written by [`super::ForkStore::insert_fork`] in one
 //! transaction.
 
 use super::{NewEvent, SessionRecord, ThreadRecord};

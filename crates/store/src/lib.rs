@@ -7,11 +7,11 @@
 //! (locking, batching, clocks); `tests/it/store` holds both to one contract. `docs/store.md` says
 //! why each is shaped as it is, and lists the tables.
 //!
-//! The central operation is `Store::transact(session, writer, f)`: lock the session row, check
+//! The central operation is `SessionTransactions::transact(session, writer, f)`: lock the session row, check
 //! fencing (a runner writes only while it holds the lease), run the engine's pure decision `f` on
 //! the row, then in the same transaction write back only the columns that changed, append the
 //! returned events with consecutive sequence numbers, mark consumed input processed, and record
-//! thread and work-queue changes. `Store::transact_from` does the same from a row the writer
+//! thread and work-queue changes. `SessionTransactions::transact_from` does the same from a row the writer
 //! already holds, committing only if the row is still at that version. Everything a client is told
 //! was stored is committed before the response, and before any stream sees it.
 //!
@@ -167,7 +167,7 @@ pub struct SessionRecord {
     /// Which write of the row this is, as the store last read or wrote it: Postgres's `xmin`,
     /// which every update changes; 0 on SQLite, whose one writer never needs it. A writer
     /// holding the row at a version can decide on it without reading it again
-    /// ([`Store::transact_from`]).
+    /// ([`SessionTransactions::transact_from`]).
     pub version: i64,
 }
 
@@ -290,7 +290,7 @@ pub enum KeyKind {
     Environment { environment_id: String },
 }
 
-/// The outcome of [`Store::revoke_api_key`].
+/// The outcome of [`KeyStore::revoke_api_key`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Revocation {
     /// Revoked now.
@@ -411,7 +411,7 @@ pub fn redacted_url(url: &str) -> String {
 }
 
 /// A stopped work item whose session may still wait on a worker (see
-/// [`Store::work_needing_requeue_check`]).
+/// [`WorkStore::work_needing_requeue_check`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoppedWork {
     pub work_id: String,
@@ -444,15 +444,15 @@ pub struct TxnOutput {
 /// in place and returns what to append; an error aborts the transaction and is returned.
 pub type SessionTxn = Box<dyn FnOnce(&mut SessionRecord) -> Result<TxnOutput, StoreError> + Send>;
 
-/// What [`Store::transact_from`] did.
+/// What [`SessionTransactions::transact_from`] did.
 // Returned once and matched at once: boxing the row would only add an allocation.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Attempt {
-    /// Decided and written as [`Store::transact`] would (`None`: no such session).
+    /// Decided and written as [`SessionTransactions::transact`] would (`None`: no such session).
     Done(Option<(SessionRecord, Vec<EventRecord>)>),
     /// The row had moved past the expected version, or the decision failed on the copy:
-    /// nothing was written. Decide again on the current row with [`Store::transact`].
+    /// nothing was written. Decide again on the current row with [`SessionTransactions::transact`].
     Stale,
 }
 
@@ -464,7 +464,7 @@ pub enum Deleted {
     Busy,
 }
 
-/// What [`Store::delete_environment`] did.
+/// What [`EnvironmentStore::delete_environment`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EnvironmentDeletion {
     Deleted,
@@ -485,15 +485,9 @@ pub struct OpsCounts {
     pub queued_work: i64,
 }
 
-/// Everything Mast persists. Both backends implement it with the same semantics (proven by
-/// the shared store test suite).
+/// The store's workspaces, API keys and environment keys: the credentials a request is authenticated with.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
-    /// Which backend this is (`postgres` or `sqlite`), for logs and readiness.
-    fn backend(&self) -> &'static str;
-
-    // ---- workspaces and keys ----
-
+pub trait KeyStore: Send + Sync {
     /// The id of the workspace named `name`, creating it if needed.
     async fn ensure_workspace(&self, name: &str) -> StoreResult<String>;
     /// Stores a new API key (hash only) for a workspace.
@@ -509,9 +503,30 @@ pub trait Store: Send + Sync + 'static {
     /// Revokes an API key by id. On Postgres the replicas are told in the same transaction,
     /// so none of them keeps accepting it from a cache.
     async fn revoke_api_key(&self, id: &str) -> StoreResult<Revocation>;
+    /// Stores an environment key (hash only).
+    async fn insert_environment_key(
+        &self,
+        id: &str,
+        workspace_id: &str,
+        environment_id: &str,
+        key_hash: &str,
+    ) -> StoreResult<()>;
+    /// An environment's keys as `(id, created_at)`, oldest first.
+    async fn list_environment_keys(
+        &self,
+        environment_id: &str,
+    ) -> StoreResult<Vec<(String, Micros)>>;
+    /// Revokes an environment key; false when it did not exist.
+    async fn delete_environment_key(&self, environment_id: &str, id: &str) -> StoreResult<bool>;
+    /// The `(workspace, environment)` of the environment key with this hash.
+    async fn environment_for_key(&self, key_hash: &str) -> StoreResult<Option<(String, String)>>;
+    /// The id of the API key with this hash (revoked or not).
+    async fn api_key_id_for_hash(&self, key_hash: &str) -> StoreResult<Option<String>>;
+}
 
-    // ---- agents ----
-
+/// The store's agents and their immutable versions.
+#[async_trait]
+pub trait AgentStore: Send + Sync {
     /// Inserts a new agent with its first version.
     async fn insert_agent(&self, workspace_id: &str, agent: &Agent) -> StoreResult<()>;
     /// An agent at `version` (latest when None), with the agent-level `archived_at` applied.
@@ -550,9 +565,11 @@ pub trait Store: Send + Sync + 'static {
         id: &str,
         at: Micros,
     ) -> StoreResult<Option<Agent>>;
+}
 
-    // ---- environments ----
-
+/// The store's environments.
+#[async_trait]
+pub trait EnvironmentStore: Send + Sync {
     /// Inserts an environment; `Conflict` when the name is taken in the workspace.
     async fn insert_environment(
         &self,
@@ -588,9 +605,11 @@ pub trait Store: Send + Sync + 'static {
         workspace_id: &str,
         id: &str,
     ) -> StoreResult<EnvironmentDeletion>;
+}
 
-    // ---- sessions and threads ----
-
+/// The store's sessions and their threads.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
     /// Inserts a session, its primary thread, its first events and (self-hosted) its first
     /// work item in one transaction.
     async fn create_session(
@@ -625,9 +644,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<ThreadRecord>>;
     /// One thread of a session.
     async fn get_thread(&self, session_id: &str, id: &str) -> StoreResult<Option<ThreadRecord>>;
+}
 
-    // ---- events ----
-
+/// The store's the session transaction: appending events and changing a session as one atomic, fenced write.
+#[async_trait]
+pub trait SessionTransactions: Send + Sync {
     /// Locks the session row, runs `f` on it and, in the same transaction, writes the row's
     /// cached columns back, appends the returned events with consecutive sequence numbers and
     /// marks queued events processed. `Ok(None)` when the session does not exist.
@@ -637,7 +658,7 @@ pub trait Store: Send + Sync + 'static {
         writer: &Writer,
         f: SessionTxn,
     ) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>>;
-    /// [`Store::transact`] for a writer that already holds the row as `expected` (what its
+    /// [`SessionTransactions::transact`] for a writer that already holds the row as `expected` (what its
     /// last read or transaction returned): `f` decides on a copy of it, and the write applies
     /// only if the row is still at `expected.version`, in one round trip where the store has
     /// a network between it and its data. Otherwise nothing is written and the answer is
@@ -655,11 +676,16 @@ pub trait Store: Send + Sync + 'static {
             .await
             .map(Attempt::Done)
     }
-    /// Whether [`Store::transact_from`] saves anything over [`Store::transact`] here; where
+    /// Whether [`SessionTransactions::transact_from`] saves anything over [`SessionTransactions::transact`] here; where
     /// it does not, a writer need not keep (or copy) the row it last saw.
     fn decides_on_held_rows(&self) -> bool {
         false
     }
+}
+
+/// The store's reading a session's event log.
+#[async_trait]
+pub trait EventStore: Send + Sync {
     /// Events of a session by sequence number.
     async fn list_events(
         &self,
@@ -680,9 +706,11 @@ pub trait Store: Send + Sync + 'static {
     async fn get_event(&self, session_id: &str, id: &str) -> StoreResult<Option<EventRecord>>;
     /// Whether an answer of `kind` to blocking event `id` exists.
     async fn has_answer(&self, session_id: &str, id: &str, kind: &str) -> StoreResult<bool>;
+}
 
-    // ---- leases ----
-
+/// The store's session leases: which process runs a session's loop.
+#[async_trait]
+pub trait LeaseStore: Send + Sync {
     /// Claims the session's lease for `owner` until `until` if it is free, expired or
     /// already `owner`'s. Returns whether `owner` now holds it.
     async fn claim_lease(
@@ -696,25 +724,16 @@ pub trait Store: Send + Sync + 'static {
     async fn renew_lease(&self, session_id: &str, owner: &str, until: Micros) -> StoreResult<bool>;
     /// Releases a held lease.
     async fn release_lease(&self, session_id: &str, owner: &str) -> StoreResult<()>;
-    // ---- the work queue ----
+    /// Drops leases held by any owner but `owner` (single-replica start-up); returns how many.
+    async fn clear_foreign_leases(&self, owner: &str) -> StoreResult<u64>;
+    /// Sessions that need a runner: `running` or `rescheduling` (accepted input sets one of
+    /// them in its own transaction) with no live lease, least recently updated first.
+    async fn sessions_needing_runner(&self, now: Micros, limit: i64) -> StoreResult<Vec<String>>;
+}
 
-    /// Stores an environment key (hash only).
-    async fn insert_environment_key(
-        &self,
-        id: &str,
-        workspace_id: &str,
-        environment_id: &str,
-        key_hash: &str,
-    ) -> StoreResult<()>;
-    /// An environment's keys as `(id, created_at)`, oldest first.
-    async fn list_environment_keys(
-        &self,
-        environment_id: &str,
-    ) -> StoreResult<Vec<(String, Micros)>>;
-    /// Revokes an environment key; false when it did not exist.
-    async fn delete_environment_key(&self, environment_id: &str, id: &str) -> StoreResult<bool>;
-    /// The `(workspace, environment)` of the environment key with this hash.
-    async fn environment_for_key(&self, key_hash: &str) -> StoreResult<Option<(String, String)>>;
+/// The store's the work queue of self-hosted environments.
+#[async_trait]
+pub trait WorkStore: Send + Sync {
     /// The live work item whose sessions token has this hash.
     async fn work_for_token(&self, token_hash: &str) -> StoreResult<Option<WorkRecord>>;
     /// Claims the oldest queued item of an environment that nobody polled, or whose poll
@@ -761,23 +780,32 @@ pub trait Store: Send + Sync + 'static {
         now: Micros,
         graceful: bool,
     ) -> StoreResult<()>;
+}
 
-    /// Drops leases held by any owner but `owner` (single-replica start-up); returns how many.
-    async fn clear_foreign_leases(&self, owner: &str) -> StoreResult<u64>;
-    /// Sessions that need a runner: `running` or `rescheduling` (accepted input sets one of
-    /// them in its own transaction) with no live lease, least recently updated first.
-    async fn sessions_needing_runner(&self, now: Micros, limit: i64) -> StoreResult<Vec<String>>;
-
-    // ---- operations ----
-
+/// The store's what readiness and the operations endpoint ask of the database.
+#[async_trait]
+pub trait HealthStore: Send + Sync {
     /// Why the store cannot serve requests (unreachable, or its schema is behind this
     /// binary's migrations); None when it can.
     async fn readiness(&self) -> Option<String>;
     /// Counts for the metrics endpoint.
     async fn ops_counts(&self) -> StoreResult<OpsCounts>;
+}
 
-    // Vaults and credentials. Secrets arrive and leave sealed.
+/// The store's session forks.
+#[async_trait]
+pub trait ForkStore: Send + Sync {
+    /// Inserts a forked session with its threads and copied events (each recording the id of
+    /// the event it copies) in one transaction: all of it or nothing.
+    async fn insert_fork(&self, fork: &SessionFork) -> StoreResult<()>;
+    /// The id of the original event a fork copied into event `id` of the session; None when
+    /// the event was not copied by a fork (or does not exist).
+    async fn event_forked_from(&self, session_id: &str, id: &str) -> StoreResult<Option<String>>;
+}
 
+/// The store's vaults and their credentials; secrets arrive and leave sealed.
+#[async_trait]
+pub trait VaultStore: Send + Sync {
     /// Stores a new vault of a workspace.
     async fn insert_vault(&self, workspace_id: &str, vault: &Vault, at: Micros) -> StoreResult<()>;
     /// A vault of the workspace, archived or not.
@@ -848,8 +876,11 @@ pub trait Store: Send + Sync + 'static {
         vault_ids: &[String],
         server_url: &str,
     ) -> StoreResult<Vec<CredentialRecord>>;
-    // ---- files (metadata; the bytes are in the blob store) ----
+}
 
+/// The store's Files API metadata (the bytes are in the blob store).
+#[async_trait]
+pub trait FileStore: Send + Sync {
     /// Inserts a file's metadata; called once its bytes are durable.
     async fn insert_file(&self, file: &FileRecord) -> StoreResult<()>;
     /// One file of a workspace, expired or not.
@@ -867,9 +898,11 @@ pub trait Store: Send + Sync + 'static {
     async fn expired_files(&self, now: Micros, limit: i64) -> StoreResult<Vec<FileRecord>>;
     /// Which of `ids` have metadata (any workspace): the blob sweep keeps exactly those.
     async fn existing_file_ids(&self, ids: &[String]) -> StoreResult<Vec<String>>;
+}
 
-    // ---- memory stores ----
-
+/// The store's memory stores, their memories and memory versions.
+#[async_trait]
+pub trait MemoryStorage: Send + Sync {
     /// Stores a new memory store.
     async fn insert_memory_store(
         &self,
@@ -948,8 +981,11 @@ pub trait Store: Send + Sync + 'static {
         by: Option<&Actor>,
         at: Micros,
     ) -> StoreResult<RedactOutcome>;
-    // ---- skills ----
+}
 
+/// The store's skills, their versions and the versions' files.
+#[async_trait]
+pub trait SkillStore: Send + Sync {
     /// Stores a new skill with its first version, atomically.
     async fn insert_skill(&self, skill: &SkillRecord, first: &NewSkillVersion) -> StoreResult<()>;
     /// Adds a version to a skill of the workspace and makes it the latest, atomically;
@@ -998,12 +1034,11 @@ pub trait Store: Send + Sync + 'static {
         &self,
         version_id: &str,
     ) -> StoreResult<Vec<mast_domain::skill_bundle::BundleFile>>;
+}
 
-    /// The id of the API key with this hash (revoked or not).
-    async fn api_key_id_for_hash(&self, key_hash: &str) -> StoreResult<Option<String>>;
-
-    // Hooks (Mast's own addition).
-
+/// The store's hooks (Mast's own addition).
+#[async_trait]
+pub trait HookStore: Send + Sync {
     /// Stores a new hook of workspace `workspace_id` (its id is new).
     async fn insert_hook(
         &self,
@@ -1027,18 +1062,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<HookRecord>>;
     /// Deletes a hook; false when the workspace has no such hook.
     async fn delete_hook(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
+}
 
-    // ---- session fork (Mast's own) ----
-
-    /// Inserts a forked session with its threads and copied events (each recording the id of
-    /// the event it copies) in one transaction: all of it or nothing.
-    async fn insert_fork(&self, fork: &SessionFork) -> StoreResult<()>;
-    /// The id of the original event a fork copied into event `id` of the session; None when
-    /// the event was not copied by a fork (or does not exist).
-    async fn event_forked_from(&self, session_id: &str, id: &str) -> StoreResult<Option<String>>;
-
-    // ---- webhooks (Mast's own endpoints, upstream's payloads; see `store::webhooks`) ----
-
+/// The store's webhook endpoints and the outbox of their deliveries.
+#[async_trait]
+pub trait WebhookStore: Send + Sync {
     /// Writes webhook events to the outbox on their own, for a change made outside any store
     /// transaction (changes made inside one emit in that transaction instead).
     async fn emit_webhook_events(&self, events: &[webhooks::WebhookEvent]) -> StoreResult<()>;
@@ -1106,9 +1134,11 @@ pub trait Store: Send + Sync + 'static {
         attempt: &webhooks::AttemptRecord,
         outcome: webhooks::AttemptOutcome,
     ) -> StoreResult<bool>;
+}
 
-    // ---- deployments (migration 0015) ----
-
+/// The store's deployments and the record of their runs.
+#[async_trait]
+pub trait DeploymentStore: Send + Sync {
     /// Inserts a deployment (and its `deployment.created` webhook event).
     async fn insert_deployment(&self, d: &DeploymentRecord) -> StoreResult<()>;
     /// One deployment of the workspace, archived or not.
@@ -1165,4 +1195,33 @@ pub trait Store: Send + Sync + 'static {
         filter: &DeploymentRunFilter,
         scan: &Scan<String>,
     ) -> StoreResult<Vec<DeploymentRunRecord>>;
+}
+
+/// Everything Mast persists, composed of one trait per area. Both backends implement every
+/// area with the same semantics (proven by the shared store test suite); code that holds a
+/// `dyn Store` calls any area's methods.
+pub trait Store:
+    KeyStore
+    + AgentStore
+    + EnvironmentStore
+    + SessionStore
+    + SessionTransactions
+    + EventStore
+    + LeaseStore
+    + WorkStore
+    + HealthStore
+    + ForkStore
+    + VaultStore
+    + FileStore
+    + MemoryStorage
+    + SkillStore
+    + HookStore
+    + WebhookStore
+    + DeploymentStore
+    + Send
+    + Sync
+    + 'static
+{
+    /// Which backend this is (`postgres` or `sqlite`), for logs and readiness.
+    fn backend(&self) -> &'static str;
 }

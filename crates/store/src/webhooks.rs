@@ -4,7 +4,7 @@
 //! reports: build a [`WebhookEvent`] (`WebhookEvent::new("deployment.paused", ws, &id)`) and
 //! hand it to the backend's `emit` (`postgres::webhooks::push_emit` as a `WITH` part or
 //! `postgres::webhooks::emit` on a transaction; `sqlite::webhooks::emit` on the writer's
-//! connection), or, outside any transaction of yours, [`super::Store::emit_webhook_events`].
+//! connection), or, outside any transaction of yours, [`super::WebhookStore::emit_webhook_events`].
 //! `emit` writes one `webhook_deliveries` row per enabled endpoint of the workspace that
 //! wants the type (a cheap indexed check; an event nobody wants writes nothing), so a crash
 //! can neither lose an event whose change committed nor invent one whose change did not.

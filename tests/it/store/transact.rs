@@ -1,4 +1,4 @@
-//! `Store::transact`: one atomic step of a session — the row written back, events appended
+//! `SessionTransactions::transact`: one atomic step of a session — the row written back, events appended
 //! with consecutive sequence numbers, queued input consumed or flushed, work ensured.
 
 use mast::domain::time;

@@ -1,4 +1,4 @@
-//! `Store::transact_from`: a decision taken on a row the writer already holds is written only
+//! `SessionTransactions::transact_from`: a decision taken on a row the writer already holds is written only
 //! while the row is still at that version; otherwise nothing is written, and deciding again on
 //! the current row (`transact`) gives what the locking path would have.
 

@@ -1,5 +1,7 @@
 //! Agents and their versions (each version's snapshot is one `json` value).
 
+use crate::AgentStore;
+use async_trait::async_trait;
 use sqlx::QueryBuilder;
 use sqlx::postgres::Postgres;
 
@@ -10,12 +12,9 @@ use crate::{AgentFilter, Scan, StoreError, StoreResult};
 use mast_domain::agent::Agent;
 use mast_domain::time::{self, Micros};
 
-impl PgStore {
-    pub(super) async fn insert_agent_pg(
-        &self,
-        workspace_id: &str,
-        agent: &Agent,
-    ) -> StoreResult<()> {
+#[async_trait]
+impl AgentStore for PgStore {
+    async fn insert_agent(&self, workspace_id: &str, agent: &Agent) -> StoreResult<()> {
         let created = time::parse(&agent.created_at).unwrap_or_else(time::now);
         // One statement: the agent and its first version; then its webhook event.
         let mut tx = self.pool.begin().await?;
@@ -40,7 +39,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn get_agent_pg(
+    async fn get_agent(
         &self,
         workspace_id: &str,
         id: &str,
@@ -59,7 +58,7 @@ impl PgStore {
         row.map(|r| rows::agent(&r)).transpose()
     }
 
-    pub(super) async fn append_agent_version_pg(
+    async fn append_agent_version(
         &self,
         workspace_id: &str,
         agent: &Agent,
@@ -99,7 +98,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn list_agents_pg(
+    async fn list_agents(
         &self,
         workspace_id: &str,
         filter: &AgentFilter,
@@ -124,7 +123,7 @@ impl PgStore {
         rows.iter().map(rows::agent).collect()
     }
 
-    pub(super) async fn list_agent_versions_pg(
+    async fn list_agent_versions(
         &self,
         workspace_id: &str,
         id: &str,
@@ -142,7 +141,7 @@ impl PgStore {
         rows.iter().map(rows::agent).collect()
     }
 
-    pub(super) async fn archive_agent_pg(
+    async fn archive_agent(
         &self,
         workspace_id: &str,
         id: &str,
@@ -166,6 +165,6 @@ impl PgStore {
             .await?;
         }
         tx.commit().await?;
-        self.get_agent_pg(workspace_id, id, None).await
+        self.get_agent(workspace_id, id, None).await
     }
 }

@@ -1,5 +1,7 @@
 //! Deployments and their runs (bodies and errors are JSON text).
 
+use crate::DeploymentStore;
+use async_trait::async_trait;
 use sqlx::postgres::{PgRow, Postgres};
 use sqlx::{QueryBuilder, Row};
 
@@ -59,8 +61,9 @@ fn paused_text(d: &DeploymentRecord) -> StoreResult<Option<String>> {
         .transpose()?)
 }
 
-impl PgStore {
-    pub(super) async fn insert_deployment_pg(&self, d: &DeploymentRecord) -> StoreResult<()> {
+#[async_trait]
+impl DeploymentStore for PgStore {
+    async fn insert_deployment(&self, d: &DeploymentRecord) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(&format!(
             "INSERT INTO deployments ({COLS}, agent_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
@@ -90,11 +93,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn get_deployment_pg(
-        &self,
-        ws: &str,
-        id: &str,
-    ) -> StoreResult<Option<DeploymentRecord>> {
+    async fn get_deployment(&self, ws: &str, id: &str) -> StoreResult<Option<DeploymentRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {COLS} FROM deployments WHERE workspace_id = $1 AND id = $2"
         ))
@@ -105,7 +104,7 @@ impl PgStore {
         row.as_ref().map(deployment).transpose()
     }
 
-    pub(super) async fn update_deployment_pg(
+    async fn update_deployment(
         &self,
         d: &DeploymentRecord,
         next: NextFire,
@@ -137,7 +136,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn list_deployments_pg(
+    async fn list_deployments(
         &self,
         ws: &str,
         f: &DeploymentFilter,
@@ -173,11 +172,7 @@ impl PgStore {
         rows.iter().map(deployment).collect()
     }
 
-    pub(super) async fn due_deployments_pg(
-        &self,
-        now: Micros,
-        limit: i64,
-    ) -> StoreResult<Vec<DeploymentRecord>> {
+    async fn due_deployments(&self, now: Micros, limit: i64) -> StoreResult<Vec<DeploymentRecord>> {
         let rows = sqlx::query(&format!(
             "SELECT {COLS} FROM deployments WHERE next_fire_at IS NOT NULL AND next_fire_at <= $1 \
              AND paused_reason IS NULL AND archived_at IS NULL ORDER BY next_fire_at LIMIT $2"
@@ -189,7 +184,7 @@ impl PgStore {
         rows.iter().map(deployment).collect()
     }
 
-    pub(super) async fn claim_deployment_fire_pg(
+    async fn claim_deployment_fire(
         &self,
         id: &str,
         expected: Micros,
@@ -210,7 +205,7 @@ impl PgStore {
         Ok(n == 1)
     }
 
-    pub(super) async fn record_deployment_run_pg(
+    async fn record_deployment_run(
         &self,
         r: &DeploymentRunRecord,
         pause: Option<&serde_json::Value>,
@@ -263,7 +258,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn get_deployment_run_pg(
+    async fn get_deployment_run(
         &self,
         ws: &str,
         id: &str,
@@ -278,7 +273,7 @@ impl PgStore {
         row.as_ref().map(run).transpose()
     }
 
-    pub(super) async fn list_deployment_runs_pg(
+    async fn list_deployment_runs(
         &self,
         ws: &str,
         f: &DeploymentRunFilter,

@@ -1,5 +1,7 @@
 //! Environments (the body is one `json` value; the name is a column for its uniqueness).
 
+use crate::EnvironmentStore;
+use async_trait::async_trait;
 use sqlx::postgres::Postgres;
 use sqlx::{QueryBuilder, Row};
 
@@ -9,8 +11,9 @@ use crate::{EnvironmentDeletion, Scan, StoreResult};
 use mast_domain::environment::Environment;
 use mast_domain::time::{self, Micros};
 
-impl PgStore {
-    pub(super) async fn insert_environment_pg(
+#[async_trait]
+impl EnvironmentStore for PgStore {
+    async fn insert_environment(
         &self,
         workspace_id: &str,
         env: &Environment,
@@ -34,7 +37,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn get_environment_pg(
+    async fn get_environment(
         &self,
         workspace_id: &str,
         id: &str,
@@ -48,7 +51,7 @@ impl PgStore {
         row.map(|r| rows::environment(&r)).transpose()
     }
 
-    pub(super) async fn update_environment_pg(
+    async fn update_environment(
         &self,
         workspace_id: &str,
         env: &Environment,
@@ -86,7 +89,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn list_environments_pg(
+    async fn list_environments(
         &self,
         workspace_id: &str,
         include_archived: bool,
@@ -104,7 +107,7 @@ impl PgStore {
         rows.iter().map(rows::environment).collect()
     }
 
-    pub(super) async fn delete_environment_pg(
+    async fn delete_environment(
         &self,
         workspace_id: &str,
         id: &str,

@@ -1,6 +1,8 @@
 //! The event log: appends as one multi-row `INSERT … SELECT FROM UNNEST(arrays)` (one
 //! statement text whatever the count, so it stays prepared), reads by sequence number.
 
+use crate::EventStore;
+use async_trait::async_trait;
 use sqlx::postgres::Postgres;
 use sqlx::{QueryBuilder, Row};
 
@@ -80,8 +82,9 @@ pub(super) fn push_insert(
     Ok(())
 }
 
-impl PgStore {
-    pub(super) async fn list_events_pg(
+#[async_trait]
+impl EventStore for PgStore {
+    async fn list_events(
         &self,
         session_id: &str,
         f: &EventFilter,
@@ -118,7 +121,7 @@ impl PgStore {
         rows.iter().map(rows::event).collect()
     }
 
-    pub(super) async fn events_after_pg(
+    async fn events_after(
         &self,
         session_id: &str,
         after_seq: i64,
@@ -142,11 +145,7 @@ impl PgStore {
         rows.iter().map(rows::event).collect()
     }
 
-    pub(super) async fn get_event_pg(
-        &self,
-        session_id: &str,
-        id: &str,
-    ) -> StoreResult<Option<EventRecord>> {
+    async fn get_event(&self, session_id: &str, id: &str) -> StoreResult<Option<EventRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {EVENT_COLS} FROM events WHERE session_id = $1 AND id = $2"
         ))
@@ -157,12 +156,7 @@ impl PgStore {
         row.map(|r| rows::event(&r)).transpose()
     }
 
-    pub(super) async fn has_answer_pg(
-        &self,
-        session_id: &str,
-        id: &str,
-        kind: &str,
-    ) -> StoreResult<bool> {
+    async fn has_answer(&self, session_id: &str, id: &str, kind: &str) -> StoreResult<bool> {
         let row = sqlx::query(
             "SELECT EXISTS (SELECT 1 FROM events WHERE session_id = $1 AND answers = $2 \
              AND answer_kind = $3)",

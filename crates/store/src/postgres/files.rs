@@ -1,5 +1,7 @@
 //! Files API metadata (`files` table, migration 0008).
 
+use crate::FileStore;
+use async_trait::async_trait;
 use sqlx::postgres::{PgRow, Postgres};
 use sqlx::{QueryBuilder, Row};
 
@@ -24,8 +26,9 @@ fn record(r: &PgRow) -> Result<FileRecord, sqlx::Error> {
     })
 }
 
-impl PgStore {
-    pub(super) async fn insert_file_pg(&self, f: &FileRecord) -> StoreResult<()> {
+#[async_trait]
+impl FileStore for PgStore {
+    async fn insert_file(&self, f: &FileRecord) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO files (id, workspace_id, filename, mime_type, size_bytes, downloadable, \
              scope_id, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -44,7 +47,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn get_file_pg(&self, ws: &str, id: &str) -> StoreResult<Option<FileRecord>> {
+    async fn get_file(&self, ws: &str, id: &str) -> StoreResult<Option<FileRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {COLS} FROM files WHERE workspace_id = $1 AND id = $2"
         ))
@@ -55,7 +58,7 @@ impl PgStore {
         Ok(row.as_ref().map(record).transpose()?)
     }
 
-    pub(super) async fn list_files_pg(
+    async fn list_files(
         &self,
         ws: &str,
         filter: &FileFilter,
@@ -81,7 +84,7 @@ impl PgStore {
         Ok(rows.iter().map(record).collect::<Result<_, _>>()?)
     }
 
-    pub(super) async fn delete_file_pg(&self, ws: &str, id: &str) -> StoreResult<bool> {
+    async fn delete_file(&self, ws: &str, id: &str) -> StoreResult<bool> {
         let done = sqlx::query("DELETE FROM files WHERE workspace_id = $1 AND id = $2")
             .bind(ws)
             .bind(id)
@@ -90,11 +93,7 @@ impl PgStore {
         Ok(done.rows_affected() > 0)
     }
 
-    pub(super) async fn expired_files_pg(
-        &self,
-        now: Micros,
-        limit: i64,
-    ) -> StoreResult<Vec<FileRecord>> {
+    async fn expired_files(&self, now: Micros, limit: i64) -> StoreResult<Vec<FileRecord>> {
         let rows = sqlx::query(&format!(
             "SELECT {COLS} FROM files WHERE expires_at IS NOT NULL AND expires_at <= $1 \
              ORDER BY expires_at, id LIMIT $2"
@@ -106,7 +105,7 @@ impl PgStore {
         Ok(rows.iter().map(record).collect::<Result<_, _>>()?)
     }
 
-    pub(super) async fn existing_file_ids_pg(&self, ids: &[String]) -> StoreResult<Vec<String>> {
+    async fn existing_file_ids(&self, ids: &[String]) -> StoreResult<Vec<String>> {
         let rows = sqlx::query("SELECT id FROM files WHERE id = ANY($1)")
             .bind(ids)
             .fetch_all(&self.pool)

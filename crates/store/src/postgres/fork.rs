@@ -1,5 +1,7 @@
 //! Session fork: the new session, its threads and its copied events in one transaction.
 
+use crate::ForkStore;
+use async_trait::async_trait;
 use sqlx::QueryBuilder;
 use sqlx::postgres::Postgres;
 
@@ -7,8 +9,11 @@ use super::sessions::push_insert_thread;
 use super::{PgStore, events};
 use crate::{NewEvent, SessionFork, StoreResult};
 
-impl PgStore {
-    pub(super) async fn insert_fork_pg(&self, fork: &SessionFork) -> StoreResult<()> {
+#[async_trait]
+impl ForkStore for PgStore {
+    // Session fork (Mast's own).
+
+    async fn insert_fork(&self, fork: &SessionFork) -> StoreResult<()> {
         let s = &fork.session;
         let mut tx = self.pool.begin().await?;
         // The session and its threads in one statement; a fork never holds a lease.
@@ -67,11 +72,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn event_forked_from_pg(
-        &self,
-        session_id: &str,
-        id: &str,
-    ) -> StoreResult<Option<String>> {
+    async fn event_forked_from(&self, session_id: &str, id: &str) -> StoreResult<Option<String>> {
         let row: Option<(Option<String>,)> =
             sqlx::query_as("SELECT forked_from FROM events WHERE session_id = $1 AND id = $2")
                 .bind(session_id)

@@ -1,5 +1,7 @@
 //! Hooks (migration 0016; bodies are `json`, sealed secrets `bytea`).
 
+use crate::HookStore;
+use async_trait::async_trait;
 use sqlx::postgres::{PgRow, Postgres};
 use sqlx::{QueryBuilder, Row};
 
@@ -17,13 +19,9 @@ fn record(row: &PgRow) -> StoreResult<HookRecord> {
     })
 }
 
-impl PgStore {
-    pub(super) async fn insert_hook_pg(
-        &self,
-        ws: &str,
-        rec: &HookRecord,
-        at: Micros,
-    ) -> StoreResult<()> {
+#[async_trait]
+impl HookStore for PgStore {
+    async fn insert_hook(&self, ws: &str, rec: &HookRecord, at: Micros) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO hooks (id, workspace_id, event, body, secret, created_at) \
@@ -42,7 +40,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn get_hook_pg(&self, ws: &str, id: &str) -> StoreResult<Option<HookRecord>> {
+    async fn get_hook(&self, ws: &str, id: &str) -> StoreResult<Option<HookRecord>> {
         let row =
             sqlx::query("SELECT body::text, secret FROM hooks WHERE workspace_id = $1 AND id = $2")
                 .bind(ws)
@@ -52,11 +50,7 @@ impl PgStore {
         row.map(|r| record(&r)).transpose()
     }
 
-    pub(super) async fn list_hooks_pg(
-        &self,
-        ws: &str,
-        scan: &Scan<String>,
-    ) -> StoreResult<Vec<Hook>> {
+    async fn list_hooks(&self, ws: &str, scan: &Scan<String>) -> StoreResult<Vec<Hook>> {
         let mut qb = QueryBuilder::<Postgres>::new(
             "SELECT body::text, secret FROM hooks WHERE workspace_id = ",
         );
@@ -66,11 +60,7 @@ impl PgStore {
         rows.iter().map(|r| record(r).map(|h| h.hook)).collect()
     }
 
-    pub(super) async fn hooks_for_event_pg(
-        &self,
-        ws: &str,
-        event: &str,
-    ) -> StoreResult<Vec<HookRecord>> {
+    async fn hooks_for_event(&self, ws: &str, event: &str) -> StoreResult<Vec<HookRecord>> {
         let rows = sqlx::query(
             "SELECT body::text, secret FROM hooks WHERE workspace_id = $1 AND event = $2 ORDER BY id",
         )
@@ -81,7 +71,7 @@ impl PgStore {
         rows.iter().map(record).collect()
     }
 
-    pub(super) async fn delete_hook_pg(&self, ws: &str, id: &str) -> StoreResult<bool> {
+    async fn delete_hook(&self, ws: &str, id: &str) -> StoreResult<bool> {
         let mut tx = self.pool.begin().await?;
         let n = sqlx::query("DELETE FROM hooks WHERE workspace_id = $1 AND id = $2")
             .bind(ws)

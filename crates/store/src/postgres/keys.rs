@@ -1,5 +1,7 @@
 //! Workspaces, API keys and environment keys (hashes only).
 
+use crate::KeyStore;
+use async_trait::async_trait;
 use sqlx::Row;
 
 use super::{PgStore, announce};
@@ -8,8 +10,9 @@ use crate::{KeyKind, KeyRecord, Revocation, StoreResult};
 use mast_domain::ids::new_id;
 use mast_domain::time::{self, Micros};
 
-impl PgStore {
-    pub(super) async fn ensure_workspace_pg(&self, name: &str) -> StoreResult<String> {
+#[async_trait]
+impl KeyStore for PgStore {
+    async fn ensure_workspace(&self, name: &str) -> StoreResult<String> {
         let select = "SELECT id FROM workspaces WHERE name = $1";
         if let Some(id) = sqlx::query_scalar(select)
             .bind(name)
@@ -34,7 +37,7 @@ impl PgStore {
             .await?)
     }
 
-    pub(super) async fn insert_api_key_pg(
+    async fn insert_api_key(
         &self,
         id: &str,
         workspace_id: &str,
@@ -56,7 +59,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn workspace_for_key_pg(&self, key_hash: &str) -> StoreResult<Option<String>> {
+    async fn workspace_for_key(&self, key_hash: &str) -> StoreResult<Option<String>> {
         Ok(sqlx::query_scalar(
             "SELECT workspace_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
         )
@@ -65,13 +68,13 @@ impl PgStore {
         .await?)
     }
 
-    pub(super) async fn count_api_keys_pg(&self) -> StoreResult<i64> {
+    async fn count_api_keys(&self) -> StoreResult<i64> {
         Ok(sqlx::query_scalar("SELECT COUNT(*) FROM api_keys")
             .fetch_one(&self.pool)
             .await?)
     }
 
-    pub(super) async fn list_keys_pg(&self) -> StoreResult<Vec<KeyRecord>> {
+    async fn list_keys(&self) -> StoreResult<Vec<KeyRecord>> {
         let rows = sqlx::query(
             // Key ids have no "C" collation of their own (unlike the other tables' ids), so
             // ties are broken byte by byte explicitly, whatever the database's locale.
@@ -104,7 +107,7 @@ impl PgStore {
             .collect()
     }
 
-    pub(super) async fn revoke_api_key_pg(&self, id: &str) -> StoreResult<Revocation> {
+    async fn revoke_api_key(&self, id: &str) -> StoreResult<Revocation> {
         let mut tx = self.pool.begin().await?;
         let revoked =
             sqlx::query("UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
@@ -130,7 +133,7 @@ impl PgStore {
         })
     }
 
-    pub(super) async fn insert_environment_key_pg(
+    async fn insert_environment_key(
         &self,
         id: &str,
         workspace_id: &str,
@@ -151,7 +154,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn list_environment_keys_pg(
+    async fn list_environment_keys(
         &self,
         environment_id: &str,
     ) -> StoreResult<Vec<(String, Micros)>> {
@@ -164,11 +167,7 @@ impl PgStore {
         .await?)
     }
 
-    pub(super) async fn delete_environment_key_pg(
-        &self,
-        environment_id: &str,
-        id: &str,
-    ) -> StoreResult<bool> {
+    async fn delete_environment_key(&self, environment_id: &str, id: &str) -> StoreResult<bool> {
         let r = sqlx::query("DELETE FROM environment_keys WHERE environment_id = $1 AND id = $2")
             .bind(environment_id)
             .bind(id)
@@ -177,10 +176,7 @@ impl PgStore {
         Ok(r.rows_affected() > 0)
     }
 
-    pub(super) async fn environment_for_key_pg(
-        &self,
-        key_hash: &str,
-    ) -> StoreResult<Option<(String, String)>> {
+    async fn environment_for_key(&self, key_hash: &str) -> StoreResult<Option<(String, String)>> {
         // Joined so a key outliving its environment (however that happened) authenticates
         // nothing.
         Ok(sqlx::query_as(
@@ -191,5 +187,13 @@ impl PgStore {
         .bind(key_hash)
         .fetch_optional(&self.pool)
         .await?)
+    }
+
+    async fn api_key_id_for_hash(&self, hash: &str) -> StoreResult<Option<String>> {
+        let row = sqlx::query("SELECT id FROM api_keys WHERE key_hash = $1")
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.try_get(0)).transpose()?)
     }
 }

@@ -4,11 +4,14 @@
 
 use super::PgStore;
 use super::clock::db_time;
+use crate::LeaseStore;
 use crate::StoreResult;
+use async_trait::async_trait;
 use mast_domain::time::Micros;
 
-impl PgStore {
-    pub(super) async fn claim_lease_pg(
+#[async_trait]
+impl LeaseStore for PgStore {
+    async fn claim_lease(
         &self,
         session_id: &str,
         owner: &str,
@@ -32,12 +35,7 @@ impl PgStore {
         Ok(r.rows_affected() == 1)
     }
 
-    pub(super) async fn renew_lease_pg(
-        &self,
-        session_id: &str,
-        owner: &str,
-        until: Micros,
-    ) -> StoreResult<bool> {
+    async fn renew_lease(&self, session_id: &str, owner: &str, until: Micros) -> StoreResult<bool> {
         let stamp = self.clock.stamp();
         let r = sqlx::query(
             "UPDATE sessions SET lease_expires_at = mast_time($1, $2) WHERE id = $3 AND lease_owner = $4",
@@ -51,7 +49,7 @@ impl PgStore {
         Ok(r.rows_affected() == 1)
     }
 
-    pub(super) async fn release_lease_pg(&self, session_id: &str, owner: &str) -> StoreResult<()> {
+    async fn release_lease(&self, session_id: &str, owner: &str) -> StoreResult<()> {
         sqlx::query(
             "UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL \
              WHERE id = $1 AND lease_owner = $2",
@@ -63,7 +61,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn clear_foreign_leases_pg(&self, owner: &str) -> StoreResult<u64> {
+    async fn clear_foreign_leases(&self, owner: &str) -> StoreResult<u64> {
         let r = sqlx::query(
             "UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL \
              WHERE lease_owner IS NOT NULL AND lease_owner <> $1",
@@ -74,11 +72,7 @@ impl PgStore {
         Ok(r.rows_affected())
     }
 
-    pub(super) async fn sessions_needing_runner_pg(
-        &self,
-        now: Micros,
-        limit: i64,
-    ) -> StoreResult<Vec<String>> {
+    async fn sessions_needing_runner(&self, now: Micros, limit: i64) -> StoreResult<Vec<String>> {
         let stamp = self.clock.stamp();
         Ok(sqlx::query_scalar(concat!(
             "SELECT id FROM sessions WHERE status IN ('running', 'rescheduling') \

@@ -2,6 +2,8 @@
 //! for its transaction, so writes to one store are serialised: a precondition or a path
 //! check can never be passed by two writes at once (no lost update).
 
+use crate::MemoryStorage;
+use async_trait::async_trait;
 use sqlx::postgres::{PgRow, Postgres};
 use sqlx::{PgConnection, QueryBuilder, Row};
 
@@ -97,13 +99,9 @@ async fn insert_version(conn: &mut PgConnection, v: &MemoryVersion, at: Micros) 
     Ok(())
 }
 
-impl PgStore {
-    pub(super) async fn insert_memory_store_pg(
-        &self,
-        ws: &str,
-        s: &MemoryStore,
-        at: Micros,
-    ) -> StoreResult<()> {
+#[async_trait]
+impl MemoryStorage for PgStore {
+    async fn insert_memory_store(&self, ws: &str, s: &MemoryStore, at: Micros) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO memory_stores (id, workspace_id, body, created_at, updated_at) \
@@ -121,11 +119,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn get_memory_store_pg(
-        &self,
-        ws: &str,
-        id: &str,
-    ) -> StoreResult<Option<MemoryStore>> {
+    async fn get_memory_store(&self, ws: &str, id: &str) -> StoreResult<Option<MemoryStore>> {
         let row =
             sqlx::query("SELECT body::text FROM memory_stores WHERE workspace_id = $1 AND id = $2")
                 .bind(ws)
@@ -135,7 +129,7 @@ impl PgStore {
         row.map(|r| store(&r)).transpose()
     }
 
-    pub(super) async fn update_memory_store_pg(
+    async fn update_memory_store(
         &self,
         ws: &str,
         s: &MemoryStore,
@@ -164,7 +158,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn list_memory_stores_pg(
+    async fn list_memory_stores(
         &self,
         ws: &str,
         f: &MemoryStoreFilter,
@@ -188,7 +182,7 @@ impl PgStore {
         rows.iter().map(store).collect()
     }
 
-    pub(super) async fn delete_memory_store_pg(&self, ws: &str, id: &str) -> StoreResult<bool> {
+    async fn delete_memory_store(&self, ws: &str, id: &str) -> StoreResult<bool> {
         let mut tx = self.pool.begin().await?;
         let n = sqlx::query("DELETE FROM memory_stores WHERE workspace_id = $1 AND id = $2")
             .bind(ws)
@@ -212,12 +206,7 @@ impl PgStore {
         Ok(n > 0)
     }
 
-    pub(super) async fn get_memory_pg(
-        &self,
-        ws: &str,
-        store_id: &str,
-        id: &str,
-    ) -> StoreResult<Option<Memory>> {
+    async fn get_memory(&self, ws: &str, store_id: &str, id: &str) -> StoreResult<Option<Memory>> {
         let row = sqlx::query(&format!(
             "SELECT {MEMORY_COLS} FROM memories WHERE {IN_WORKSPACE} AND store_id = $2 AND id = $3"
         ))
@@ -229,7 +218,7 @@ impl PgStore {
         row.map(|r| memory(&r)).transpose()
     }
 
-    pub(super) async fn list_memories_pg(
+    async fn list_memories(
         &self,
         ws: &str,
         store_id: &str,
@@ -253,11 +242,7 @@ impl PgStore {
         rows.iter().map(memory).collect()
     }
 
-    pub(super) async fn write_memory_pg(
-        &self,
-        ws: &str,
-        w: &MemoryWrite,
-    ) -> StoreResult<MemoryWriteOutcome> {
+    async fn write_memory(&self, ws: &str, w: &MemoryWrite) -> StoreResult<MemoryWriteOutcome> {
         let mut tx = self.pool.begin().await?;
         let archived: Option<Option<i64>> = sqlx::query(
             "SELECT archived_at FROM memory_stores WHERE workspace_id = $1 AND id = $2 FOR UPDATE",
@@ -366,7 +351,7 @@ impl PgStore {
         Ok(outcome)
     }
 
-    pub(super) async fn get_memory_version_pg(
+    async fn get_memory_version(
         &self,
         ws: &str,
         store_id: &str,
@@ -384,7 +369,7 @@ impl PgStore {
         row.map(|r| version(&r)).transpose()
     }
 
-    pub(super) async fn list_memory_versions_pg(
+    async fn list_memory_versions(
         &self,
         ws: &str,
         store_id: &str,
@@ -421,7 +406,7 @@ impl PgStore {
         rows.iter().map(version).collect()
     }
 
-    pub(super) async fn redact_memory_version_pg(
+    async fn redact_memory_version(
         &self,
         ws: &str,
         store_id: &str,
@@ -479,13 +464,5 @@ impl PgStore {
             by.cloned(),
             at,
         ))))
-    }
-
-    pub(super) async fn api_key_id_for_hash_pg(&self, hash: &str) -> StoreResult<Option<String>> {
-        let row = sqlx::query("SELECT id FROM api_keys WHERE key_hash = $1")
-            .bind(hash)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| r.try_get(0)).transpose()?)
     }
 }

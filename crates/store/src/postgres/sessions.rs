@@ -1,5 +1,7 @@
 //! Sessions and threads: creation in one statement, reads, lists, deletion.
 
+use crate::SessionStore;
+use async_trait::async_trait;
 use sqlx::postgres::Postgres;
 use sqlx::{QueryBuilder, Row};
 
@@ -39,7 +41,38 @@ pub(super) fn push_insert_thread(qb: &mut impl Sink, t: &ThreadRecord) {
 }
 
 impl PgStore {
-    pub(super) async fn create_session_pg(
+    /// One session, by id within a workspace or (`None`) by id alone.
+    pub(super) async fn get_session_pg(
+        &self,
+        workspace_id: Option<&str>,
+        id: &str,
+    ) -> StoreResult<Option<SessionRecord>> {
+        let before = time::now();
+        let (rev, known) = self.bodies.ask(id);
+        let mut conn = self.hot.get().await?;
+        let row = sqlx::query(&format!(
+            "SELECT {SESSION_COLS_UNLESS_REV_2} FROM sessions \
+             WHERE id = $1 AND ($3::text IS NULL OR workspace_id = $3)"
+        ))
+        .bind(id)
+        .bind(rev)
+        .bind(workspace_id)
+        .fetch_optional(conn.conn())
+        .await
+        .map_err(crate::StoreError::from);
+        let row = conn.finish(row)?;
+        let Some(row) = row else { return Ok(None) };
+        self.clock
+            .observe(row.try_get(SESSION_CLOCK)?, before, time::now());
+        self.bodies
+            .session(&row, &self.clock.stamp(), known)
+            .map(Some)
+    }
+}
+
+#[async_trait]
+impl SessionStore for PgStore {
+    async fn create_session(
         &self,
         s: &SessionRecord,
         t: &ThreadRecord,
@@ -126,35 +159,19 @@ impl PgStore {
             .collect())
     }
 
-    /// One session, by id within a workspace or (`None`) by id alone.
-    pub(super) async fn get_session_pg(
+    async fn get_session(
         &self,
-        workspace_id: Option<&str>,
+        workspace_id: &str,
         id: &str,
     ) -> StoreResult<Option<SessionRecord>> {
-        let before = time::now();
-        let (rev, known) = self.bodies.ask(id);
-        let mut conn = self.hot.get().await?;
-        let row = sqlx::query(&format!(
-            "SELECT {SESSION_COLS_UNLESS_REV_2} FROM sessions \
-             WHERE id = $1 AND ($3::text IS NULL OR workspace_id = $3)"
-        ))
-        .bind(id)
-        .bind(rev)
-        .bind(workspace_id)
-        .fetch_optional(conn.conn())
-        .await
-        .map_err(crate::StoreError::from);
-        let row = conn.finish(row)?;
-        let Some(row) = row else { return Ok(None) };
-        self.clock
-            .observe(row.try_get(SESSION_CLOCK)?, before, time::now());
-        self.bodies
-            .session(&row, &self.clock.stamp(), known)
-            .map(Some)
+        self.get_session_pg(Some(workspace_id), id).await
     }
 
-    pub(super) async fn last_seqs_pg(&self, ids: &[String]) -> StoreResult<Vec<(String, i64)>> {
+    async fn get_session_by_id(&self, id: &str) -> StoreResult<Option<SessionRecord>> {
+        self.get_session_pg(None, id).await
+    }
+
+    async fn last_seqs(&self, ids: &[String]) -> StoreResult<Vec<(String, i64)>> {
         if ids.is_empty() {
             return Ok(vec![]);
         }
@@ -166,7 +183,7 @@ impl PgStore {
         )
     }
 
-    pub(super) async fn list_sessions_pg(
+    async fn list_sessions(
         &self,
         workspace_id: &str,
         f: &SessionFilter,
@@ -220,11 +237,7 @@ impl PgStore {
             .collect()
     }
 
-    pub(super) async fn delete_session_pg(
-        &self,
-        workspace_id: &str,
-        id: &str,
-    ) -> StoreResult<Deleted> {
+    async fn delete_session(&self, workspace_id: &str, id: &str) -> StoreResult<Deleted> {
         // One statement: the session (unless running) with its threads and events, its
         // outputs' scope (they stay Files), and whether it existed at all; then its webhook
         // event, in the same transaction.
@@ -262,7 +275,7 @@ impl PgStore {
         })
     }
 
-    pub(super) async fn list_threads_pg(
+    async fn list_threads(
         &self,
         session_id: &str,
         scan: &Scan<String>,
@@ -276,11 +289,7 @@ impl PgStore {
         rows.iter().map(rows::thread).collect()
     }
 
-    pub(super) async fn get_thread_pg(
-        &self,
-        session_id: &str,
-        id: &str,
-    ) -> StoreResult<Option<ThreadRecord>> {
+    async fn get_thread(&self, session_id: &str, id: &str) -> StoreResult<Option<ThreadRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {THREAD_COLS} FROM threads WHERE session_id = $1 AND id = $2"
         ))

@@ -1,5 +1,7 @@
 //! Skills, their versions and files (migration 0011).
 
+use crate::SkillStore;
+use async_trait::async_trait;
 use sqlx::postgres::{PgRow, Postgres};
 use sqlx::{QueryBuilder, Row};
 
@@ -68,12 +70,9 @@ async fn insert_version(
     Ok(())
 }
 
-impl PgStore {
-    pub(super) async fn insert_skill_pg(
-        &self,
-        s: &SkillRecord,
-        first: &NewSkillVersion,
-    ) -> StoreResult<()> {
+#[async_trait]
+impl SkillStore for PgStore {
+    async fn insert_skill(&self, s: &SkillRecord, first: &NewSkillVersion) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO skills (id, workspace_id, display_name, source, name, latest_version_id, \
@@ -94,7 +93,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn insert_skill_version_pg(
+    async fn insert_skill_version(
         &self,
         ws: &str,
         new: &NewSkillVersion,
@@ -130,11 +129,7 @@ impl PgStore {
         Ok(s)
     }
 
-    pub(super) async fn get_skill_pg(
-        &self,
-        ws: &str,
-        id: &str,
-    ) -> StoreResult<Option<SkillRecord>> {
+    async fn get_skill(&self, ws: &str, id: &str) -> StoreResult<Option<SkillRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {SKILL_COLS} FROM skills WHERE workspace_id = $1 AND id = $2"
         ))
@@ -145,7 +140,7 @@ impl PgStore {
         Ok(row.as_ref().map(skill).transpose()?)
     }
 
-    pub(super) async fn list_skills_pg(
+    async fn list_skills(
         &self,
         ws: &str,
         source: Option<&str>,
@@ -163,7 +158,7 @@ impl PgStore {
         Ok(rows.iter().map(skill).collect::<Result<_, _>>()?)
     }
 
-    pub(super) async fn delete_skill_pg(&self, ws: &str, id: &str) -> StoreResult<bool> {
+    async fn delete_skill(&self, ws: &str, id: &str) -> StoreResult<bool> {
         let done = sqlx::query("DELETE FROM skills WHERE workspace_id = $1 AND id = $2")
             .bind(ws)
             .bind(id)
@@ -172,7 +167,7 @@ impl PgStore {
         Ok(done.rows_affected() > 0)
     }
 
-    pub(super) async fn get_skill_version_pg(
+    async fn get_skill_version(
         &self,
         ws: &str,
         skill_id: &str,
@@ -190,7 +185,7 @@ impl PgStore {
         Ok(row.as_ref().map(version).transpose()?)
     }
 
-    pub(super) async fn list_skill_versions_pg(
+    async fn list_skill_versions(
         &self,
         ws: &str,
         skill_id: &str,
@@ -208,7 +203,7 @@ impl PgStore {
         Ok(rows.iter().map(version).collect::<Result<_, _>>()?)
     }
 
-    pub(super) async fn delete_skill_version_pg(
+    async fn delete_skill_version(
         &self,
         ws: &str,
         skill_id: &str,
@@ -252,7 +247,7 @@ impl PgStore {
         Ok(SkillVersionDelete::Deleted)
     }
 
-    pub(super) async fn skill_files_pg(&self, version_id: &str) -> StoreResult<Vec<BundleFile>> {
+    async fn skill_files(&self, version_id: &str) -> StoreResult<Vec<BundleFile>> {
         let rows = sqlx::query(
             "SELECT path, executable, content FROM skill_files WHERE version_id = $1 ORDER BY path",
         )

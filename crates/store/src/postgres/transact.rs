@@ -15,6 +15,8 @@
 //! The locking read, the check and the version read are prepared when a connection opens
 //! ([`prepared_at_connect`]).
 
+use crate::SessionTransactions;
+use async_trait::async_trait;
 use std::fmt::Write as _;
 
 use sqlx::postgres::{PgConnection, Postgres};
@@ -155,35 +157,6 @@ fn sep(qb: &mut impl Sink, first: &mut bool) {
 }
 
 impl PgStore {
-    pub(super) async fn transact_pg(
-        &self,
-        session_id: &str,
-        writer: &Writer,
-        f: SessionTxn,
-    ) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>> {
-        // The id goes into the statement's text (see `lock_session`); no session has another.
-        if !is_plain_id(session_id) {
-            return Ok(None);
-        }
-        let started = std::time::Instant::now();
-        let mut hot = self.hot.get().await?;
-        let (conn, prepared) = hot.parts();
-        let result = self
-            .transact_on(conn, prepared, session_id, writer, f)
-            .await;
-        if matches!(result, Ok(Some(_))) {
-            hot.release();
-        } else if hot.conn().execute("ROLLBACK").await.is_ok() {
-            // Decided to write nothing, or refused: the connection is clean again.
-            hot.release();
-        }
-        if result.as_ref().is_ok_and(Option::is_some) {
-            metrics::histogram!(crate::EVENT_APPEND_DURATION)
-                .record(started.elapsed().as_secs_f64());
-        }
-        result
-    }
-
     /// The transaction on `conn`; it commits only when it returns `Ok(Some(..))` and leaves
     /// the transaction open otherwise, for the caller to roll back. Two round trips:
     /// `BEGIN` with the locking read, then the write with `COMMIT`.
@@ -234,70 +207,6 @@ impl PgStore {
                     .try_get(0)?;
                 conn.execute("COMMIT").await?;
                 Ok(Some(decided.written(Some(version))))
-            }
-        }
-    }
-
-    /// [`crate::Store::transact_from`]: the decision taken on `expected`, then in one
-    /// round trip `BEGIN`, the version check (`mast_expect_session`, which locks the row),
-    /// the write and `COMMIT`. A write too large for literals, a decision that fails on the
-    /// copy, or a runner the copy says holds no lease, is left to the locking path.
-    pub(super) async fn transact_from_pg(
-        &self,
-        session_id: &str,
-        writer: &Writer,
-        expected: &SessionRecord,
-        f: SessionTxn,
-    ) -> StoreResult<Attempt> {
-        if !is_plain_id(session_id) {
-            return Ok(Attempt::Done(None));
-        }
-        if expected.id != session_id {
-            // Not a copy of this row: the locking path reads the right one.
-            return Ok(Attempt::Stale);
-        }
-        if let Writer::Runner { owner } = writer
-            && expected.lease_owner.as_deref() != Some(owner.as_str())
-        {
-            return Ok(Attempt::Stale);
-        }
-        let mut rec = expected.clone();
-        // An error decided on a copy may not be the current row's: the locking path says.
-        let Ok(out) = f(&mut rec) else {
-            return Ok(Attempt::Stale);
-        };
-        let decided = Decided::new(session_id, expected, rec, out, self.clock.stamp());
-        let started = std::time::Instant::now();
-        let mut hot = self.hot.get().await?;
-        let gate = format!(
-            "BEGIN; EXECUTE mast_gate('{session_id}', {})",
-            expected.version
-        );
-        let (conn, prepared) = hot.parts();
-        let Some(text) = decided.text(prepared, &gate)? else {
-            hot.release();
-            return Ok(Attempt::Stale);
-        };
-        match run_write(conn, prepared, &text).await {
-            Ok(version) => {
-                hot.release();
-                metrics::histogram!(crate::EVENT_APPEND_DURATION)
-                    .record(started.elapsed().as_secs_f64());
-                Ok(Attempt::Done(Some(decided.written(version))))
-            }
-            Err(e) => {
-                let stale = e
-                    .as_database_error()
-                    .and_then(|d| d.code())
-                    .is_some_and(|c| c == STALE_CODE);
-                if hot.conn().execute("ROLLBACK").await.is_ok() {
-                    hot.release();
-                }
-                if stale {
-                    Ok(Attempt::Stale)
-                } else {
-                    Err(e.into())
-                }
             }
         }
     }
@@ -592,4 +501,104 @@ fn push_thread_change(qb: &mut impl Sink, session_id: &str, c: &crate::ThreadCha
         .arg(c.id.clone())
         .sql(" AND session_id = ")
         .arg(session_id.to_string());
+}
+
+#[async_trait]
+impl SessionTransactions for PgStore {
+    async fn transact(
+        &self,
+        session_id: &str,
+        writer: &Writer,
+        f: SessionTxn,
+    ) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>> {
+        // The id goes into the statement's text (see `lock_session`); no session has another.
+        if !is_plain_id(session_id) {
+            return Ok(None);
+        }
+        let started = std::time::Instant::now();
+        let mut hot = self.hot.get().await?;
+        let (conn, prepared) = hot.parts();
+        let result = self
+            .transact_on(conn, prepared, session_id, writer, f)
+            .await;
+        if matches!(result, Ok(Some(_))) {
+            hot.release();
+        } else if hot.conn().execute("ROLLBACK").await.is_ok() {
+            // Decided to write nothing, or refused: the connection is clean again.
+            hot.release();
+        }
+        if result.as_ref().is_ok_and(Option::is_some) {
+            metrics::histogram!(crate::EVENT_APPEND_DURATION)
+                .record(started.elapsed().as_secs_f64());
+        }
+        result
+    }
+
+    /// [`crate::SessionTransactions::transact_from`]: the decision taken on `expected`, then in one
+    /// round trip `BEGIN`, the version check (`mast_expect_session`, which locks the row),
+    /// the write and `COMMIT`. A write too large for literals, a decision that fails on the
+    /// copy, or a runner the copy says holds no lease, is left to the locking path.
+    async fn transact_from(
+        &self,
+        session_id: &str,
+        writer: &Writer,
+        expected: &SessionRecord,
+        f: SessionTxn,
+    ) -> StoreResult<Attempt> {
+        if !is_plain_id(session_id) {
+            return Ok(Attempt::Done(None));
+        }
+        if expected.id != session_id {
+            // Not a copy of this row: the locking path reads the right one.
+            return Ok(Attempt::Stale);
+        }
+        if let Writer::Runner { owner } = writer
+            && expected.lease_owner.as_deref() != Some(owner.as_str())
+        {
+            return Ok(Attempt::Stale);
+        }
+        let mut rec = expected.clone();
+        // An error decided on a copy may not be the current row's: the locking path says.
+        let Ok(out) = f(&mut rec) else {
+            return Ok(Attempt::Stale);
+        };
+        let decided = Decided::new(session_id, expected, rec, out, self.clock.stamp());
+        let started = std::time::Instant::now();
+        let mut hot = self.hot.get().await?;
+        let gate = format!(
+            "BEGIN; EXECUTE mast_gate('{session_id}', {})",
+            expected.version
+        );
+        let (conn, prepared) = hot.parts();
+        let Some(text) = decided.text(prepared, &gate)? else {
+            hot.release();
+            return Ok(Attempt::Stale);
+        };
+        match run_write(conn, prepared, &text).await {
+            Ok(version) => {
+                hot.release();
+                metrics::histogram!(crate::EVENT_APPEND_DURATION)
+                    .record(started.elapsed().as_secs_f64());
+                Ok(Attempt::Done(Some(decided.written(version))))
+            }
+            Err(e) => {
+                let stale = e
+                    .as_database_error()
+                    .and_then(|d| d.code())
+                    .is_some_and(|c| c == STALE_CODE);
+                if hot.conn().execute("ROLLBACK").await.is_ok() {
+                    hot.release();
+                }
+                if stale {
+                    Ok(Attempt::Stale)
+                } else {
+                    Err(e.into())
+                }
+            }
+        }
+    }
+
+    fn decides_on_held_rows(&self) -> bool {
+        true
+    }
 }

@@ -1,5 +1,7 @@
 //! Vaults and credentials (bodies are `json`; sealed secrets are `bytea`).
 
+use crate::VaultStore;
+use async_trait::async_trait;
 use sqlx::postgres::{PgRow, Postgres};
 use sqlx::{QueryBuilder, Row};
 
@@ -25,8 +27,9 @@ fn credential(row: &PgRow) -> StoreResult<CredentialRecord> {
     })
 }
 
-impl PgStore {
-    pub(super) async fn insert_vault_pg(&self, ws: &str, v: &Vault, at: Micros) -> StoreResult<()> {
+#[async_trait]
+impl VaultStore for PgStore {
+    async fn insert_vault(&self, ws: &str, v: &Vault, at: Micros) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO vaults (id, workspace_id, body, created_at, updated_at) \
@@ -43,7 +46,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn get_vault_pg(&self, ws: &str, id: &str) -> StoreResult<Option<Vault>> {
+    async fn get_vault(&self, ws: &str, id: &str) -> StoreResult<Option<Vault>> {
         let row = sqlx::query("SELECT body::text FROM vaults WHERE workspace_id = $1 AND id = $2")
             .bind(ws)
             .bind(id)
@@ -52,7 +55,7 @@ impl PgStore {
         row.map(|r| vault(&r)).transpose()
     }
 
-    pub(super) async fn update_vault_pg(
+    async fn update_vault(
         &self,
         ws: &str,
         v: &Vault,
@@ -81,7 +84,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn list_vaults_pg(
+    async fn list_vaults(
         &self,
         ws: &str,
         include_archived: bool,
@@ -98,7 +101,7 @@ impl PgStore {
         rows.iter().map(vault).collect()
     }
 
-    pub(super) async fn delete_vault_pg(&self, ws: &str, id: &str) -> StoreResult<bool> {
+    async fn delete_vault(&self, ws: &str, id: &str) -> StoreResult<bool> {
         let mut tx = self.pool.begin().await?;
         let n = sqlx::query(
             "WITH c AS (DELETE FROM vault_credentials WHERE workspace_id = $1 AND vault_id = $2) \
@@ -116,7 +119,7 @@ impl PgStore {
         Ok(n > 0)
     }
 
-    pub(super) async fn insert_credential_pg(
+    async fn insert_credential(
         &self,
         ws: &str,
         rec: &CredentialRecord,
@@ -144,7 +147,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn get_credential_pg(
+    async fn get_credential(
         &self,
         ws: &str,
         vault_id: &str,
@@ -162,7 +165,7 @@ impl PgStore {
         row.map(|r| credential(&r)).transpose()
     }
 
-    pub(super) async fn update_credential_pg(
+    async fn update_credential(
         &self,
         ws: &str,
         rec: &CredentialRecord,
@@ -197,7 +200,7 @@ impl PgStore {
         Ok(n > 0)
     }
 
-    pub(super) async fn list_credentials_pg(
+    async fn list_credentials(
         &self,
         ws: &str,
         vault_id: &str,
@@ -218,12 +221,7 @@ impl PgStore {
         rows.iter().map(credential).collect()
     }
 
-    pub(super) async fn delete_credential_pg(
-        &self,
-        ws: &str,
-        vault_id: &str,
-        id: &str,
-    ) -> StoreResult<bool> {
+    async fn delete_credential(&self, ws: &str, vault_id: &str, id: &str) -> StoreResult<bool> {
         let mut tx = self.pool.begin().await?;
         let n = sqlx::query(
             "DELETE FROM vault_credentials WHERE workspace_id = $1 AND vault_id = $2 AND id = $3",
@@ -242,7 +240,7 @@ impl PgStore {
         Ok(n > 0)
     }
 
-    pub(super) async fn credentials_for_server_pg(
+    async fn credentials_for_server(
         &self,
         ws: &str,
         vault_ids: &[String],

@@ -1,6 +1,8 @@
 //! Webhook endpoints, the outbox of deliveries and their attempts. Lease and retry times are
 //! on the database's clock (`mast_clock()`), so replicas agree on who sends and when.
 
+use crate::WebhookStore;
+use async_trait::async_trait;
 use sqlx::postgres::{PgConnection, PgRow, Postgres};
 use sqlx::{QueryBuilder, Row};
 
@@ -113,13 +115,14 @@ pub(super) async fn emit(conn: &mut PgConnection, events: &[WebhookEvent]) -> St
     Ok(())
 }
 
-impl PgStore {
-    pub(super) async fn emit_webhook_events_pg(&self, events: &[WebhookEvent]) -> StoreResult<()> {
+#[async_trait]
+impl WebhookStore for PgStore {
+    async fn emit_webhook_events(&self, events: &[WebhookEvent]) -> StoreResult<()> {
         let mut conn = self.pool.acquire().await?;
         emit(&mut conn, events).await
     }
 
-    pub(super) async fn insert_webhook_endpoint_pg(&self, e: &EndpointRecord) -> StoreResult<()> {
+    async fn insert_webhook_endpoint(&self, e: &EndpointRecord) -> StoreResult<()> {
         sqlx::query(&format!(
             "INSERT INTO webhook_endpoints ({ENDPOINT_COLS}) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
@@ -140,7 +143,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn get_webhook_endpoint_pg(
+    async fn get_webhook_endpoint(
         &self,
         ws: &str,
         id: &str,
@@ -155,7 +158,7 @@ impl PgStore {
         row.map(|r| endpoint(&r)).transpose()
     }
 
-    pub(super) async fn endpoint_by_id_pg(&self, id: &str) -> StoreResult<Option<EndpointRecord>> {
+    async fn webhook_endpoint_by_id(&self, id: &str) -> StoreResult<Option<EndpointRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {ENDPOINT_COLS} FROM webhook_endpoints WHERE id = $1"
         ))
@@ -165,7 +168,7 @@ impl PgStore {
         row.map(|r| endpoint(&r)).transpose()
     }
 
-    pub(super) async fn update_webhook_endpoint_pg(&self, e: &EndpointRecord) -> StoreResult<bool> {
+    async fn update_webhook_endpoint(&self, e: &EndpointRecord) -> StoreResult<bool> {
         let r = sqlx::query(
             "UPDATE webhook_endpoints SET url = $1, event_types = $2, description = $3, \
              enabled = $4, secret = $5, previous_secret = $6, previous_until = $7, updated_at = $8 \
@@ -186,7 +189,7 @@ impl PgStore {
         Ok(r.rows_affected() == 1)
     }
 
-    pub(super) async fn list_webhook_endpoints_pg(
+    async fn list_webhook_endpoints(
         &self,
         ws: &str,
         scan: &Scan<String>,
@@ -200,7 +203,7 @@ impl PgStore {
         rows.iter().map(endpoint).collect()
     }
 
-    pub(super) async fn delete_webhook_endpoint_pg(&self, ws: &str, id: &str) -> StoreResult<bool> {
+    async fn delete_webhook_endpoint(&self, ws: &str, id: &str) -> StoreResult<bool> {
         let mut tx = self.pool.begin().await?;
         let r = sqlx::query("DELETE FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2")
             .bind(ws)
@@ -225,7 +228,7 @@ impl PgStore {
         Ok(true)
     }
 
-    pub(super) async fn list_webhook_deliveries_pg(
+    async fn list_webhook_deliveries(
         &self,
         endpoint_id: &str,
         scan: &Scan<i64>,
@@ -239,7 +242,7 @@ impl PgStore {
         rows.iter().map(delivery).collect()
     }
 
-    pub(super) async fn get_webhook_delivery_pg(
+    async fn get_webhook_delivery(
         &self,
         endpoint_id: &str,
         id: &str,
@@ -254,10 +257,7 @@ impl PgStore {
         row.map(|r| delivery(&r)).transpose()
     }
 
-    pub(super) async fn list_webhook_attempts_pg(
-        &self,
-        delivery_id: &str,
-    ) -> StoreResult<Vec<AttemptRecord>> {
+    async fn list_webhook_attempts(&self, delivery_id: &str) -> StoreResult<Vec<AttemptRecord>> {
         let rows = sqlx::query(&format!(
             "SELECT {ATTEMPT_COLS} FROM webhook_attempts WHERE delivery_id = $1 ORDER BY id"
         ))
@@ -267,7 +267,7 @@ impl PgStore {
         rows.iter().map(attempt).collect()
     }
 
-    pub(super) async fn replay_webhook_delivery_pg(
+    async fn replay_webhook_delivery(
         &self,
         endpoint_id: &str,
         id: &str,
@@ -289,7 +289,7 @@ impl PgStore {
         row.map(|r| delivery(&r)).transpose()
     }
 
-    pub(super) async fn claim_webhook_deliveries_pg(
+    async fn claim_webhook_deliveries(
         &self,
         owner: &str,
         lease: Micros,
@@ -328,7 +328,7 @@ impl PgStore {
         Ok(out)
     }
 
-    pub(super) async fn finish_webhook_attempt_pg(
+    async fn finish_webhook_attempt(
         &self,
         owner: &str,
         a: &AttemptRecord,

@@ -1,6 +1,8 @@
 //! The work queue of self-hosted environments: claims with `FOR UPDATE SKIP LOCKED` (replicas
 //! share one queue); poll claims, worker leases and worker polls on the database's clock.
 
+use crate::WorkStore;
+use async_trait::async_trait;
 use sqlx::postgres::Postgres;
 use sqlx::{QueryBuilder, Row};
 
@@ -37,11 +39,9 @@ pub(super) fn push_ensure(qb: &mut impl Sink, w: &WorkRecord) {
     .sql(" AND state <> 'stopped')");
 }
 
-impl PgStore {
-    pub(super) async fn work_for_token_pg(
-        &self,
-        token_hash: &str,
-    ) -> StoreResult<Option<WorkRecord>> {
+#[async_trait]
+impl WorkStore for PgStore {
+    async fn work_for_token(&self, token_hash: &str) -> StoreResult<Option<WorkRecord>> {
         // Stopped items stay findable: their holder may still heartbeat (and hear `stopped`)
         // or stop them (409), though nothing else.
         let row = sqlx::query(&format!(
@@ -54,7 +54,7 @@ impl PgStore {
         row.map(|r| rows::work(&r, &stamp)).transpose()
     }
 
-    pub(super) async fn poll_work_pg(
+    async fn poll_work(
         &self,
         environment_id: &str,
         worker_id: Option<&str>,
@@ -91,7 +91,7 @@ impl PgStore {
         row.map(|r| rows::work(&r, &stamp)).transpose()
     }
 
-    pub(super) async fn transact_work_pg(
+    async fn transact_work(
         &self,
         environment_id: &str,
         id: &str,
@@ -172,11 +172,7 @@ impl PgStore {
         Ok(Some(w))
     }
 
-    pub(super) async fn get_work_pg(
-        &self,
-        environment_id: &str,
-        id: &str,
-    ) -> StoreResult<Option<WorkRecord>> {
+    async fn get_work(&self, environment_id: &str, id: &str) -> StoreResult<Option<WorkRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {WORK_COLS} FROM work_items WHERE environment_id = $1 AND id = $2"
         ))
@@ -188,7 +184,7 @@ impl PgStore {
         row.map(|r| rows::work(&r, &stamp)).transpose()
     }
 
-    pub(super) async fn list_work_pg(
+    async fn list_work(
         &self,
         environment_id: &str,
         scan: &Scan<String>,
@@ -203,11 +199,7 @@ impl PgStore {
         rows.iter().map(|r| rows::work(r, &stamp)).collect()
     }
 
-    pub(super) async fn work_stats_pg(
-        &self,
-        environment_id: &str,
-        now: Micros,
-    ) -> StoreResult<WorkStats> {
+    async fn work_stats(&self, environment_id: &str, now: Micros) -> StoreResult<WorkStats> {
         let stamp = self.clock.stamp();
         let row = sqlx::query(&format!(
             "SELECT \
@@ -230,7 +222,7 @@ impl PgStore {
         })
     }
 
-    pub(super) async fn requeue_expired_work_pg(&self, now: Micros) -> StoreResult<ExpiredWork> {
+    async fn requeue_expired_work(&self, now: Micros) -> StoreResult<ExpiredWork> {
         let stamp = self.clock.stamp();
         // One statement: expired leases go back to the queue, expired wind-downs stop (marked
         // for the requeue check), workers silent for an hour are forgotten.
@@ -255,10 +247,7 @@ impl PgStore {
         Ok(ExpiredWork { requeued_in })
     }
 
-    pub(super) async fn work_needing_requeue_check_pg(
-        &self,
-        limit: i64,
-    ) -> StoreResult<Vec<StoppedWork>> {
+    async fn work_needing_requeue_check(&self, limit: i64) -> StoreResult<Vec<StoppedWork>> {
         let rows: Vec<(String, String)> = sqlx::query_as(
             "SELECT id, session_id FROM work_items WHERE requeue_check = 1 ORDER BY id LIMIT $1",
         )
@@ -274,7 +263,7 @@ impl PgStore {
             .collect())
     }
 
-    pub(super) async fn clear_requeue_check_pg(&self, work_id: &str) -> StoreResult<()> {
+    async fn clear_requeue_check(&self, work_id: &str) -> StoreResult<()> {
         sqlx::query("UPDATE work_items SET requeue_check = 0 WHERE id = $1")
             .bind(work_id)
             .execute(&self.pool)
@@ -282,7 +271,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn stop_session_work_pg(
+    async fn stop_session_work(
         &self,
         session_id: &str,
         now: Micros,

@@ -1,6 +1,11 @@
 //! Workspaces, keys, agents and environments: small rows, read and written whole.
 
+use super::SqliteStore;
+use super::{memory, work};
 use crate::webhooks::WebhookEvent;
+use crate::{AgentStore, EnvironmentStore, KeyStore};
+use async_trait::async_trait;
+use mast_domain::ids::new_id;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::{self, AGENT_COLS, Query};
@@ -346,4 +351,226 @@ pub(super) fn delete_environment(
     super::work::forget_environment(conn, id, time::now())?;
     super::webhooks::emit(conn, &[WebhookEvent::new("environment.deleted", ws, id)])?;
     Ok(EnvironmentDeletion::Deleted)
+}
+
+#[async_trait]
+impl KeyStore for SqliteStore {
+    async fn ensure_workspace(&self, name: &str) -> StoreResult<String> {
+        let name = name.to_string();
+        let n = name.clone();
+        if let Some(id) = self.db.read(move |c| workspace_id(c, &n)).await? {
+            return Ok(id);
+        }
+        let id = new_id("wrkspc");
+        self.db
+            .write(move |c| ensure_workspace(c, &name, &id))
+            .await
+    }
+
+    async fn insert_api_key(
+        &self,
+        id: &str,
+        workspace_id: &str,
+        key_hash: &str,
+    ) -> StoreResult<()> {
+        let (id, ws, hash) = (
+            id.to_string(),
+            workspace_id.to_string(),
+            key_hash.to_string(),
+        );
+        self.db
+            .write(move |c| insert_api_key(c, &id, &ws, &hash))
+            .await
+    }
+
+    async fn workspace_for_key(&self, key_hash: &str) -> StoreResult<Option<String>> {
+        let hash = key_hash.to_string();
+        self.db.read(move |c| workspace_for_key(c, &hash)).await
+    }
+
+    async fn count_api_keys(&self) -> StoreResult<i64> {
+        self.db.read(count_api_keys).await
+    }
+
+    async fn list_keys(&self) -> StoreResult<Vec<KeyRecord>> {
+        self.db.read(list_keys).await
+    }
+
+    async fn revoke_api_key(&self, id: &str) -> StoreResult<Revocation> {
+        let id = id.to_string();
+        self.db.write(move |c| revoke_api_key(c, &id)).await
+    }
+
+    async fn insert_environment_key(
+        &self,
+        id: &str,
+        workspace_id: &str,
+        environment_id: &str,
+        key_hash: &str,
+    ) -> StoreResult<()> {
+        let (id, ws, env, hash) = (
+            id.to_string(),
+            workspace_id.to_string(),
+            environment_id.to_string(),
+            key_hash.to_string(),
+        );
+        self.db
+            .write(move |c| work::insert_environment_key(c, &id, &ws, &env, &hash))
+            .await
+    }
+
+    async fn list_environment_keys(
+        &self,
+        environment_id: &str,
+    ) -> StoreResult<Vec<(String, Micros)>> {
+        let env = environment_id.to_string();
+        self.db
+            .read(move |c| work::list_environment_keys(c, &env))
+            .await
+    }
+
+    async fn delete_environment_key(&self, environment_id: &str, id: &str) -> StoreResult<bool> {
+        let (env, id) = (environment_id.to_string(), id.to_string());
+        self.db
+            .write(move |c| work::delete_environment_key(c, &env, &id))
+            .await
+    }
+
+    async fn environment_for_key(&self, key_hash: &str) -> StoreResult<Option<(String, String)>> {
+        let hash = key_hash.to_string();
+        self.db
+            .read(move |c| work::environment_for_key(c, &hash))
+            .await
+    }
+
+    async fn api_key_id_for_hash(&self, key_hash: &str) -> StoreResult<Option<String>> {
+        let hash = key_hash.to_string();
+        self.db
+            .read(move |c| memory::api_key_id_for_hash(c, &hash))
+            .await
+    }
+}
+
+#[async_trait]
+impl AgentStore for SqliteStore {
+    async fn insert_agent(&self, workspace_id: &str, agent: &Agent) -> StoreResult<()> {
+        let (ws, agent) = (workspace_id.to_string(), agent.clone());
+        self.db.write(move |c| insert_agent(c, &ws, &agent)).await
+    }
+
+    async fn get_agent(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        version: Option<i64>,
+    ) -> StoreResult<Option<Agent>> {
+        let (ws, id) = (workspace_id.to_string(), id.to_string());
+        self.db.read(move |c| get_agent(c, &ws, &id, version)).await
+    }
+
+    async fn append_agent_version(
+        &self,
+        workspace_id: &str,
+        agent: &Agent,
+        expected: i64,
+    ) -> StoreResult<()> {
+        let (ws, agent) = (workspace_id.to_string(), agent.clone());
+        self.db
+            .write(move |c| append_agent_version(c, &ws, &agent, expected))
+            .await
+    }
+
+    async fn list_agents(
+        &self,
+        workspace_id: &str,
+        filter: &AgentFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<Agent>> {
+        let (ws, filter, scan) = (workspace_id.to_string(), filter.clone(), scan.clone());
+        self.db
+            .read(move |c| list_agents(c, &ws, &filter, &scan))
+            .await
+    }
+
+    async fn list_agent_versions(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        scan: &Scan<i64>,
+    ) -> StoreResult<Vec<Agent>> {
+        let (ws, id, scan) = (workspace_id.to_string(), id.to_string(), scan.clone());
+        self.db
+            .read(move |c| list_agent_versions(c, &ws, &id, &scan))
+            .await
+    }
+
+    async fn archive_agent(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        at: Micros,
+    ) -> StoreResult<Option<Agent>> {
+        let (ws, id) = (workspace_id.to_string(), id.to_string());
+        self.db.write(move |c| archive_agent(c, &ws, &id, at)).await
+    }
+}
+
+#[async_trait]
+impl EnvironmentStore for SqliteStore {
+    async fn insert_environment(
+        &self,
+        workspace_id: &str,
+        env: &Environment,
+        created_at: Micros,
+    ) -> StoreResult<()> {
+        let (ws, env) = (workspace_id.to_string(), env.clone());
+        self.db
+            .write(move |c| insert_environment(c, &ws, &env, created_at))
+            .await
+    }
+
+    async fn get_environment(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<Environment>> {
+        let (ws, id) = (workspace_id.to_string(), id.to_string());
+        self.db.read(move |c| get_environment(c, &ws, &id)).await
+    }
+
+    async fn update_environment(
+        &self,
+        workspace_id: &str,
+        env: &Environment,
+        at: Micros,
+        archived: bool,
+    ) -> StoreResult<()> {
+        let (ws, env) = (workspace_id.to_string(), env.clone());
+        self.db
+            .write(move |c| update_environment(c, &ws, &env, at, archived))
+            .await
+    }
+
+    async fn list_environments(
+        &self,
+        workspace_id: &str,
+        include_archived: bool,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<Environment>> {
+        let (ws, scan) = (workspace_id.to_string(), scan.clone());
+        self.db
+            .read(move |c| list_environments(c, &ws, include_archived, &scan))
+            .await
+    }
+
+    async fn delete_environment(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<EnvironmentDeletion> {
+        let (ws, id) = (workspace_id.to_string(), id.to_string());
+        self.db
+            .write(move |c| delete_environment(c, &ws, &id))
+            .await
+    }
 }

@@ -1,5 +1,8 @@
 //! Deployments and their runs (bodies and errors are JSON text).
 
+use super::SqliteStore;
+use crate::DeploymentStore;
+use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::rows::Query;
@@ -301,4 +304,83 @@ pub(super) fn list_runs(
     }
     q.scan("id", scan);
     Ok(q.all(conn, run)?)
+}
+
+#[async_trait]
+impl DeploymentStore for SqliteStore {
+    // ---- deployments ----
+
+    async fn insert_deployment(&self, d: &DeploymentRecord) -> StoreResult<()> {
+        let d = d.clone();
+        self.db.write(move |c| insert(c, &d)).await
+    }
+
+    async fn get_deployment(&self, ws: &str, id: &str) -> StoreResult<Option<DeploymentRecord>> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.read(move |c| get(c, &ws, &id)).await
+    }
+
+    async fn update_deployment(
+        &self,
+        d: &DeploymentRecord,
+        next: NextFire,
+        change: DeploymentChange,
+    ) -> StoreResult<()> {
+        let d = d.clone();
+        self.db.write(move |c| update(c, &d, next, change)).await
+    }
+
+    async fn list_deployments(
+        &self,
+        ws: &str,
+        filter: &DeploymentFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<DeploymentRecord>> {
+        let (ws, f, scan) = (ws.to_string(), filter.clone(), scan.clone());
+        self.db.read(move |c| list(c, &ws, &f, &scan)).await
+    }
+
+    async fn due_deployments(&self, now: Micros, limit: i64) -> StoreResult<Vec<DeploymentRecord>> {
+        self.db.read(move |c| due(c, now, limit)).await
+    }
+
+    async fn claim_deployment_fire(
+        &self,
+        id: &str,
+        expected: Micros,
+        next: Option<Micros>,
+    ) -> StoreResult<bool> {
+        let id = id.to_string();
+        self.db.write(move |c| claim(c, &id, expected, next)).await
+    }
+
+    async fn record_deployment_run(
+        &self,
+        run: &DeploymentRunRecord,
+        pause: Option<&serde_json::Value>,
+    ) -> StoreResult<()> {
+        let (run, pause) = (run.clone(), pause.cloned());
+        self.db
+            .write(move |c| record_run(c, &run, pause.as_ref()))
+            .await
+    }
+
+    async fn get_deployment_run(
+        &self,
+        ws: &str,
+        id: &str,
+    ) -> StoreResult<Option<DeploymentRunRecord>> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.read(move |c| get_run(c, &ws, &id)).await
+    }
+
+    async fn list_deployment_runs(
+        &self,
+        ws: &str,
+        filter: &DeploymentRunFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<DeploymentRunRecord>> {
+        let (ws, f, scan) = (ws.to_string(), filter.clone(), scan.clone());
+        self.db.read(move |c| list_runs(c, &ws, &f, &scan)).await
+    }
 }

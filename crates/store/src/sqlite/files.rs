@@ -1,5 +1,8 @@
 //! Files API metadata (`files` table, migration 0008).
 
+use super::SqliteStore;
+use crate::FileStore;
+use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::rows::Query;
@@ -96,4 +99,41 @@ pub(super) fn existing(conn: &Connection, ids: &[String]) -> StoreResult<Vec<Str
     let mut q = Query::new("SELECT id FROM files WHERE id IN ");
     q.bind_list(ids);
     Ok(q.all(conn, |r| r.get(0))?)
+}
+
+#[async_trait]
+impl FileStore for SqliteStore {
+    async fn insert_file(&self, file: &FileRecord) -> StoreResult<()> {
+        let file = file.clone();
+        self.db.write(move |c| insert(c, &file)).await
+    }
+
+    async fn get_file(&self, workspace_id: &str, id: &str) -> StoreResult<Option<FileRecord>> {
+        let (ws, id) = (workspace_id.to_string(), id.to_string());
+        self.db.read(move |c| get(c, &ws, &id)).await
+    }
+
+    async fn list_files(
+        &self,
+        workspace_id: &str,
+        filter: &FileFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<FileRecord>> {
+        let (ws, filter, scan) = (workspace_id.to_string(), filter.clone(), scan.clone());
+        self.db.read(move |c| list(c, &ws, &filter, &scan)).await
+    }
+
+    async fn delete_file(&self, workspace_id: &str, id: &str) -> StoreResult<bool> {
+        let (ws, id) = (workspace_id.to_string(), id.to_string());
+        self.db.write(move |c| delete(c, &ws, &id)).await
+    }
+
+    async fn expired_files(&self, now: Micros, limit: i64) -> StoreResult<Vec<FileRecord>> {
+        self.db.read(move |c| expired(c, now, limit)).await
+    }
+
+    async fn existing_file_ids(&self, ids: &[String]) -> StoreResult<Vec<String>> {
+        let ids = ids.to_vec();
+        self.db.read(move |c| existing(c, &ids)).await
+    }
 }

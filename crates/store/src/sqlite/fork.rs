@@ -1,6 +1,9 @@
 //! Session fork: the new session, its threads and its copied events, written by one job of
 //! the writer thread (one transaction).
 
+use super::SqliteStore;
+use crate::ForkStore;
+use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::sessions::{insert_events, insert_thread};
@@ -55,4 +58,19 @@ pub(super) fn event_forked_from(
         .query_row([session_id, id], |r| r.get::<_, Option<String>>(0))
         .optional()?
         .flatten())
+}
+
+#[async_trait]
+impl ForkStore for SqliteStore {
+    // Session fork (Mast's own).
+
+    async fn insert_fork(&self, fork: &crate::SessionFork) -> StoreResult<()> {
+        let fork = fork.clone();
+        self.db.write(move |c| insert_fork(c, &fork)).await
+    }
+
+    async fn event_forked_from(&self, session_id: &str, id: &str) -> StoreResult<Option<String>> {
+        let (sid, id) = (session_id.to_string(), id.to_string());
+        self.db.read(move |c| event_forked_from(c, &sid, &id)).await
+    }
 }

@@ -1,5 +1,8 @@
 //! Hooks (migration 0016; bodies are JSON text, sealed secrets blobs).
 
+use super::SqliteStore;
+use crate::HookStore;
+use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::Query;
@@ -76,4 +79,38 @@ pub(super) fn delete_hook(conn: &Connection, ws: &str, id: &str) -> StoreResult<
         .prepare_cached("DELETE FROM hooks WHERE workspace_id = ?1 AND id = ?2")?
         .execute([ws, id])?;
     Ok(n > 0)
+}
+
+#[async_trait]
+impl HookStore for SqliteStore {
+    // Hooks.
+
+    async fn insert_hook(&self, ws: &str, rec: &crate::HookRecord, at: Micros) -> StoreResult<()> {
+        let (ws, rec) = (ws.to_string(), rec.clone());
+        self.db.write(move |c| insert_hook(c, &ws, &rec, at)).await
+    }
+
+    async fn get_hook(&self, ws: &str, id: &str) -> StoreResult<Option<crate::HookRecord>> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.read(move |c| get_hook(c, &ws, &id)).await
+    }
+
+    async fn list_hooks(
+        &self,
+        ws: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<mast_domain::hook::Hook>> {
+        let (ws, scan) = (ws.to_string(), scan.clone());
+        self.db.read(move |c| list_hooks(c, &ws, &scan)).await
+    }
+
+    async fn hooks_for_event(&self, ws: &str, event: &str) -> StoreResult<Vec<crate::HookRecord>> {
+        let (ws, event) = (ws.to_string(), event.to_string());
+        self.db.read(move |c| hooks_for_event(c, &ws, &event)).await
+    }
+
+    async fn delete_hook(&self, ws: &str, id: &str) -> StoreResult<bool> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.write(move |c| delete_hook(c, &ws, &id)).await
+    }
 }

@@ -1,6 +1,9 @@
 //! Memory stores, memories and their versions. Writes run whole on the writer thread, so a
 //! write's reads and its decision see no other write in between.
 
+use super::SqliteStore;
+use crate::MemoryStorage;
+use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::rows::Query;
@@ -408,4 +411,126 @@ pub(super) fn api_key_id_for_hash(conn: &Connection, hash: &str) -> StoreResult<
         .prepare_cached("SELECT id FROM api_keys WHERE key_hash = ?1")?
         .query_row([hash], |r| r.get(0))
         .optional()?)
+}
+
+#[async_trait]
+impl MemoryStorage for SqliteStore {
+    async fn insert_memory_store(
+        &self,
+        ws: &str,
+        store: &MemoryStore,
+        at: Micros,
+    ) -> StoreResult<()> {
+        let (ws, st) = (ws.to_string(), store.clone());
+        self.db.write(move |c| insert_store(c, &ws, &st, at)).await
+    }
+
+    async fn get_memory_store(&self, ws: &str, id: &str) -> StoreResult<Option<MemoryStore>> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.read(move |c| get_store(c, &ws, &id)).await
+    }
+
+    async fn update_memory_store(
+        &self,
+        ws: &str,
+        store: &MemoryStore,
+        at: Micros,
+        archived: bool,
+    ) -> StoreResult<()> {
+        let (ws, st) = (ws.to_string(), store.clone());
+        self.db
+            .write(move |c| update_store(c, &ws, &st, at, archived))
+            .await
+    }
+
+    async fn list_memory_stores(
+        &self,
+        ws: &str,
+        filter: &MemoryStoreFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<MemoryStore>> {
+        let (ws, f, scan) = (ws.to_string(), filter.clone(), scan.clone());
+        self.db.read(move |c| list_stores(c, &ws, &f, &scan)).await
+    }
+
+    async fn delete_memory_store(&self, ws: &str, id: &str) -> StoreResult<bool> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.write(move |c| delete_store(c, &ws, &id)).await
+    }
+
+    async fn get_memory(&self, ws: &str, store_id: &str, id: &str) -> StoreResult<Option<Memory>> {
+        let (ws, st, id) = (ws.to_string(), store_id.to_string(), id.to_string());
+        self.db.read(move |c| get_memory(c, &ws, &st, &id)).await
+    }
+
+    async fn list_memories(
+        &self,
+        ws: &str,
+        store_id: &str,
+        prefix: &str,
+        from: Option<&str>,
+        limit: i64,
+    ) -> StoreResult<Vec<Memory>> {
+        let (ws, st, prefix, from) = (
+            ws.to_string(),
+            store_id.to_string(),
+            prefix.to_string(),
+            from.map(str::to_string),
+        );
+        self.db
+            .read(move |c| list_memories(c, &ws, &st, &prefix, from.as_deref(), limit))
+            .await
+    }
+
+    async fn write_memory(&self, ws: &str, write: &MemoryWrite) -> StoreResult<MemoryWriteOutcome> {
+        let (ws, w) = (ws.to_string(), write.clone());
+        self.db.write(move |c| write_memory(c, &ws, &w)).await
+    }
+
+    async fn get_memory_version(
+        &self,
+        ws: &str,
+        store_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<MemoryVersion>> {
+        let (ws, st, id) = (ws.to_string(), store_id.to_string(), id.to_string());
+        self.db.read(move |c| get_version(c, &ws, &st, &id)).await
+    }
+
+    async fn list_memory_versions(
+        &self,
+        ws: &str,
+        store_id: &str,
+        filter: &MemoryVersionFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<MemoryVersion>> {
+        let (ws, st, f, scan) = (
+            ws.to_string(),
+            store_id.to_string(),
+            filter.clone(),
+            scan.clone(),
+        );
+        self.db
+            .read(move |c| list_versions(c, &ws, &st, &f, &scan))
+            .await
+    }
+
+    async fn redact_memory_version(
+        &self,
+        ws: &str,
+        store_id: &str,
+        id: &str,
+        by: Option<&Actor>,
+        at: Micros,
+    ) -> StoreResult<RedactOutcome> {
+        let (ws, st, id, by) = (
+            ws.to_string(),
+            store_id.to_string(),
+            id.to_string(),
+            by.cloned(),
+        );
+        self.db
+            .write(move |c| redact_version(c, &ws, &st, &id, by.as_ref(), at))
+            .await
+    }
 }

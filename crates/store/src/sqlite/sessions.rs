@@ -1,5 +1,8 @@
 //! Sessions, threads, their event logs and leases.
 
+use super::SqliteStore;
+use crate::{EventStore, LeaseStore, SessionStore, SessionTransactions};
+use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::webhooks::{WebhookEvent, session_events};
@@ -517,4 +520,177 @@ pub(super) fn ops_counts(conn: &Connection) -> StoreResult<OpsCounts> {
         sessions_by_status,
         queued_work,
     })
+}
+
+#[async_trait]
+impl SessionStore for SqliteStore {
+    async fn create_session(
+        &self,
+        session: &SessionRecord,
+        thread: &ThreadRecord,
+        events: &[NewEvent],
+        work: Option<&WorkRecord>,
+    ) -> StoreResult<Vec<EventRecord>> {
+        let (s, t, events, w) = (
+            session.clone(),
+            thread.clone(),
+            events.to_vec(),
+            work.cloned(),
+        );
+        self.db
+            .write(move |c| create_session(c, &s, &t, events, w.as_ref()))
+            .await
+    }
+
+    async fn get_session(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<SessionRecord>> {
+        let (ws, id) = (workspace_id.to_string(), id.to_string());
+        self.db.read(move |c| get_session(c, Some(&ws), &id)).await
+    }
+
+    async fn get_session_by_id(&self, id: &str) -> StoreResult<Option<SessionRecord>> {
+        let id = id.to_string();
+        self.db.read(move |c| get_session(c, None, &id)).await
+    }
+
+    async fn last_seqs(&self, ids: &[String]) -> StoreResult<Vec<(String, i64)>> {
+        if ids.is_empty() {
+            return Ok(vec![]);
+        }
+        let ids = ids.to_vec();
+        self.db.read(move |c| last_seqs(c, &ids)).await
+    }
+
+    async fn list_sessions(
+        &self,
+        workspace_id: &str,
+        filter: &SessionFilter,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        let (ws, filter, scan) = (workspace_id.to_string(), filter.clone(), scan.clone());
+        self.db
+            .read(move |c| list_sessions(c, &ws, &filter, &scan))
+            .await
+    }
+
+    async fn delete_session(&self, workspace_id: &str, id: &str) -> StoreResult<Deleted> {
+        let (ws, id) = (workspace_id.to_string(), id.to_string());
+        self.db.write(move |c| delete_session(c, &ws, &id)).await
+    }
+
+    async fn list_threads(
+        &self,
+        session_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<ThreadRecord>> {
+        let (sid, scan) = (session_id.to_string(), scan.clone());
+        self.db.read(move |c| list_threads(c, &sid, &scan)).await
+    }
+
+    async fn get_thread(&self, session_id: &str, id: &str) -> StoreResult<Option<ThreadRecord>> {
+        let (sid, id) = (session_id.to_string(), id.to_string());
+        self.db.read(move |c| get_thread(c, &sid, &id)).await
+    }
+}
+
+#[async_trait]
+impl SessionTransactions for SqliteStore {
+    async fn transact(
+        &self,
+        session_id: &str,
+        writer: &Writer,
+        f: SessionTxn,
+    ) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>> {
+        let started = std::time::Instant::now();
+        let (sid, writer) = (session_id.to_string(), writer.clone());
+        let out = self
+            .db
+            .write(move |c| transact(c, &sid, &writer, f))
+            .await?;
+        metrics::histogram!(crate::EVENT_APPEND_DURATION).record(started.elapsed().as_secs_f64());
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl EventStore for SqliteStore {
+    async fn list_events(
+        &self,
+        session_id: &str,
+        filter: &EventFilter,
+        scan: &Scan<i64>,
+    ) -> StoreResult<Vec<EventRecord>> {
+        let (sid, filter, scan) = (session_id.to_string(), filter.clone(), scan.clone());
+        self.db
+            .read(move |c| list_events(c, &sid, &filter, &scan))
+            .await
+    }
+
+    async fn events_after(
+        &self,
+        session_id: &str,
+        after_seq: i64,
+        kinds: &[&str],
+        limit: i64,
+    ) -> StoreResult<Vec<EventRecord>> {
+        let sid = session_id.to_string();
+        let kinds: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
+        self.db
+            .read(move |c| events_after(c, &sid, after_seq, &kinds, limit))
+            .await
+    }
+
+    async fn get_event(&self, session_id: &str, id: &str) -> StoreResult<Option<EventRecord>> {
+        let (sid, id) = (session_id.to_string(), id.to_string());
+        self.db.read(move |c| get_event(c, &sid, &id)).await
+    }
+
+    async fn has_answer(&self, session_id: &str, id: &str, kind: &str) -> StoreResult<bool> {
+        let (sid, id, kind) = (session_id.to_string(), id.to_string(), kind.to_string());
+        self.db.read(move |c| has_answer(c, &sid, &id, &kind)).await
+    }
+}
+
+#[async_trait]
+impl LeaseStore for SqliteStore {
+    async fn claim_lease(
+        &self,
+        session_id: &str,
+        owner: &str,
+        now: Micros,
+        until: Micros,
+    ) -> StoreResult<bool> {
+        let (sid, owner) = (session_id.to_string(), owner.to_string());
+        self.db
+            .write(move |c| claim_lease(c, &sid, &owner, now, until))
+            .await
+    }
+
+    async fn renew_lease(&self, session_id: &str, owner: &str, until: Micros) -> StoreResult<bool> {
+        let (sid, owner) = (session_id.to_string(), owner.to_string());
+        self.db
+            .write(move |c| renew_lease(c, &sid, &owner, until))
+            .await
+    }
+
+    async fn release_lease(&self, session_id: &str, owner: &str) -> StoreResult<()> {
+        let (sid, owner) = (session_id.to_string(), owner.to_string());
+        self.db.write(move |c| release_lease(c, &sid, &owner)).await
+    }
+
+    async fn clear_foreign_leases(&self, owner: &str) -> StoreResult<u64> {
+        let owner = owner.to_string();
+        self.db
+            .write(move |c| clear_foreign_leases(c, &owner))
+            .await
+    }
+
+    async fn sessions_needing_runner(&self, now: Micros, limit: i64) -> StoreResult<Vec<String>> {
+        self.db
+            .read(move |c| sessions_needing_runner(c, now, limit))
+            .await
+    }
 }

@@ -1,6 +1,9 @@
 //! Skills, their versions and files (migration 0011). Each write runs in the writer's
 //! transaction, so a version and its files appear together.
 
+use super::SqliteStore;
+use crate::SkillStore;
+use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::rows::Query;
@@ -215,4 +218,86 @@ pub(super) fn files(conn: &Connection, version_id: &str) -> StoreResult<Vec<Bund
             })
         })?
         .collect::<Result<_, _>>()?)
+}
+
+#[async_trait]
+impl SkillStore for SqliteStore {
+    async fn insert_skill(&self, skill: &SkillRecord, first: &NewSkillVersion) -> StoreResult<()> {
+        let (s, f) = (skill.clone(), first.clone());
+        self.db.write(move |c| insert(c, &s, &f)).await
+    }
+
+    async fn insert_skill_version(
+        &self,
+        ws: &str,
+        new: &NewSkillVersion,
+    ) -> StoreResult<SkillRecord> {
+        let (ws, n) = (ws.to_string(), new.clone());
+        self.db.write(move |c| insert_version_of(c, &ws, &n)).await
+    }
+
+    async fn get_skill(&self, ws: &str, id: &str) -> StoreResult<Option<SkillRecord>> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.read(move |c| get(c, &ws, &id)).await
+    }
+
+    async fn list_skills(
+        &self,
+        ws: &str,
+        source: Option<&str>,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<SkillRecord>> {
+        let (ws, src, scan) = (ws.to_string(), source.map(str::to_string), scan.clone());
+        self.db
+            .read(move |c| list(c, &ws, src.as_deref(), &scan))
+            .await
+    }
+
+    async fn delete_skill(&self, ws: &str, id: &str) -> StoreResult<bool> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.write(move |c| delete(c, &ws, &id)).await
+    }
+
+    async fn get_skill_version(
+        &self,
+        ws: &str,
+        skill_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<SkillVersionRecord>> {
+        let (ws, sid, id) = (ws.to_string(), skill_id.to_string(), id.to_string());
+        self.db.read(move |c| get_version(c, &ws, &sid, &id)).await
+    }
+
+    async fn list_skill_versions(
+        &self,
+        ws: &str,
+        skill_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<SkillVersionRecord>> {
+        let (ws, sid, scan) = (ws.to_string(), skill_id.to_string(), scan.clone());
+        self.db
+            .read(move |c| list_versions(c, &ws, &sid, &scan))
+            .await
+    }
+
+    async fn delete_skill_version(
+        &self,
+        ws: &str,
+        skill_id: &str,
+        id: &str,
+        at: Micros,
+    ) -> StoreResult<SkillVersionDelete> {
+        let (ws, sid, id) = (ws.to_string(), skill_id.to_string(), id.to_string());
+        self.db
+            .write(move |c| delete_version(c, &ws, &sid, &id, at))
+            .await
+    }
+
+    async fn skill_files(
+        &self,
+        version_id: &str,
+    ) -> StoreResult<Vec<mast_domain::skill_bundle::BundleFile>> {
+        let id = version_id.to_string();
+        self.db.read(move |c| files(c, &id)).await
+    }
 }

@@ -9,7 +9,10 @@ use rusqlite::Connection;
 
 use super::db::Db;
 use super::{Synchronous, open};
-use crate::{NewEvent, SessionRecord, Store, StoreError, ThreadRecord, TxnOutput, Writer};
+use crate::{
+    HealthStore, NewEvent, SessionRecord, SessionStore, SessionTransactions, StoreError,
+    ThreadRecord, TxnOutput, Writer,
+};
 use mast_domain::time;
 
 fn session(id: &str) -> (SessionRecord, ThreadRecord) {

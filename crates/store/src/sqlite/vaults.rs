@@ -1,5 +1,8 @@
 //! Vaults and credentials (bodies are JSON text; sealed secrets are blobs).
 
+use super::SqliteStore;
+use crate::VaultStore;
+use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::rows::Query;
@@ -234,4 +237,117 @@ pub(super) fn credentials_for_server(
         .into_iter()
         .map(credential)
         .collect()
+}
+
+#[async_trait]
+impl VaultStore for SqliteStore {
+    async fn insert_vault(&self, ws: &str, vault: &Vault, at: Micros) -> StoreResult<()> {
+        let (ws, v) = (ws.to_string(), vault.clone());
+        self.db.write(move |c| insert_vault(c, &ws, &v, at)).await
+    }
+
+    async fn get_vault(&self, ws: &str, id: &str) -> StoreResult<Option<Vault>> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.read(move |c| get_vault(c, &ws, &id)).await
+    }
+
+    async fn update_vault(
+        &self,
+        ws: &str,
+        vault: &Vault,
+        at: Micros,
+        archived: bool,
+    ) -> StoreResult<()> {
+        let (ws, v) = (ws.to_string(), vault.clone());
+        self.db
+            .write(move |c| update_vault(c, &ws, &v, at, archived))
+            .await
+    }
+
+    async fn list_vaults(
+        &self,
+        ws: &str,
+        include_archived: bool,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<Vault>> {
+        let (ws, scan) = (ws.to_string(), scan.clone());
+        self.db
+            .read(move |c| list_vaults(c, &ws, include_archived, &scan))
+            .await
+    }
+
+    async fn delete_vault(&self, ws: &str, id: &str) -> StoreResult<bool> {
+        let (ws, id) = (ws.to_string(), id.to_string());
+        self.db.write(move |c| delete_vault(c, &ws, &id)).await
+    }
+
+    async fn insert_credential(
+        &self,
+        ws: &str,
+        rec: &CredentialRecord,
+        at: Micros,
+    ) -> StoreResult<()> {
+        let (ws, rec) = (ws.to_string(), rec.clone());
+        self.db
+            .write(move |c| insert_credential(c, &ws, &rec, at))
+            .await
+    }
+
+    async fn get_credential(
+        &self,
+        ws: &str,
+        vault_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<CredentialRecord>> {
+        let (ws, vault, id) = (ws.to_string(), vault_id.to_string(), id.to_string());
+        self.db
+            .read(move |c| get_credential(c, &ws, &vault, &id))
+            .await
+    }
+
+    async fn update_credential(
+        &self,
+        ws: &str,
+        rec: &CredentialRecord,
+        at: Micros,
+        archived: bool,
+        expected: Option<&[u8]>,
+    ) -> StoreResult<bool> {
+        let (ws, rec, expected) = (ws.to_string(), rec.clone(), expected.map(<[u8]>::to_vec));
+        self.db
+            .write(move |c| update_credential(c, &ws, &rec, at, archived, expected.as_deref()))
+            .await
+    }
+
+    async fn list_credentials(
+        &self,
+        ws: &str,
+        vault_id: &str,
+        include_archived: bool,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<CredentialRecord>> {
+        let (ws, vault, scan) = (ws.to_string(), vault_id.to_string(), scan.clone());
+        self.db
+            .read(move |c| list_credentials(c, &ws, &vault, include_archived, &scan))
+            .await
+    }
+
+    async fn delete_credential(&self, ws: &str, vault_id: &str, id: &str) -> StoreResult<bool> {
+        let (ws, vault, id) = (ws.to_string(), vault_id.to_string(), id.to_string());
+        self.db
+            .write(move |c| delete_credential(c, &ws, &vault, &id))
+            .await
+    }
+
+    async fn credentials_for_server(
+        &self,
+        ws: &str,
+        vault_ids: &[String],
+        server_url: &str,
+    ) -> StoreResult<Vec<CredentialRecord>> {
+        let (ws, ids, url) = (ws.to_string(), vault_ids.to_vec(), server_url.to_string());
+        self.db
+            .read(move |c| credentials_for_server(c, &ws, &ids, &url))
+            .await
+    }
 }

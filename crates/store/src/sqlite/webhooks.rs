@@ -1,6 +1,9 @@
 //! Webhook endpoints, the outbox of deliveries and their attempts (one replica: times are
 //! this process's clock).
 
+use super::SqliteStore;
+use crate::WebhookStore;
+use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::rows::Query;
@@ -355,4 +358,107 @@ pub(super) fn finish_attempt(
         next
     ])?;
     Ok(true)
+}
+
+#[async_trait]
+impl WebhookStore for SqliteStore {
+    // Webhooks.
+    async fn emit_webhook_events(&self, events: &[WebhookEvent]) -> StoreResult<()> {
+        let events = events.to_vec();
+        self.db.write(move |c| emit(c, &events)).await
+    }
+
+    async fn insert_webhook_endpoint(&self, e: &EndpointRecord) -> StoreResult<()> {
+        let e = e.clone();
+        self.db.write(move |c| insert_endpoint(c, &e)).await
+    }
+
+    async fn get_webhook_endpoint(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<EndpointRecord>> {
+        let (ws, id) = (workspace_id.to_string(), id.to_string());
+        self.db.read(move |c| get_endpoint(c, Some(&ws), &id)).await
+    }
+
+    async fn webhook_endpoint_by_id(&self, id: &str) -> StoreResult<Option<EndpointRecord>> {
+        let id = id.to_string();
+        self.db.read(move |c| get_endpoint(c, None, &id)).await
+    }
+
+    async fn update_webhook_endpoint(&self, e: &EndpointRecord) -> StoreResult<bool> {
+        let e = e.clone();
+        self.db.write(move |c| update_endpoint(c, &e)).await
+    }
+
+    async fn list_webhook_endpoints(
+        &self,
+        workspace_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<EndpointRecord>> {
+        let (ws, scan) = (workspace_id.to_string(), scan.clone());
+        self.db.read(move |c| list_endpoints(c, &ws, &scan)).await
+    }
+
+    async fn delete_webhook_endpoint(&self, workspace_id: &str, id: &str) -> StoreResult<bool> {
+        let (ws, id) = (workspace_id.to_string(), id.to_string());
+        self.db.write(move |c| delete_endpoint(c, &ws, &id)).await
+    }
+
+    async fn list_webhook_deliveries(
+        &self,
+        endpoint_id: &str,
+        scan: &Scan<i64>,
+    ) -> StoreResult<Vec<DeliveryRecord>> {
+        let (id, scan) = (endpoint_id.to_string(), scan.clone());
+        self.db.read(move |c| list_deliveries(c, &id, &scan)).await
+    }
+
+    async fn get_webhook_delivery(
+        &self,
+        endpoint_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<DeliveryRecord>> {
+        let (eid, id) = (endpoint_id.to_string(), id.to_string());
+        self.db.read(move |c| get_delivery(c, &eid, &id)).await
+    }
+
+    async fn list_webhook_attempts(&self, delivery_id: &str) -> StoreResult<Vec<AttemptRecord>> {
+        let id = delivery_id.to_string();
+        self.db.read(move |c| list_attempts(c, &id)).await
+    }
+
+    async fn replay_webhook_delivery(
+        &self,
+        endpoint_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<DeliveryRecord>> {
+        let (eid, id) = (endpoint_id.to_string(), id.to_string());
+        self.db.write(move |c| replay_delivery(c, &eid, &id)).await
+    }
+
+    async fn claim_webhook_deliveries(
+        &self,
+        owner: &str,
+        lease: Micros,
+        limit: i64,
+    ) -> StoreResult<Vec<DeliveryRecord>> {
+        let owner = owner.to_string();
+        self.db
+            .write(move |c| claim_deliveries(c, &owner, lease, limit))
+            .await
+    }
+
+    async fn finish_webhook_attempt(
+        &self,
+        owner: &str,
+        attempt: &AttemptRecord,
+        outcome: AttemptOutcome,
+    ) -> StoreResult<bool> {
+        let (owner, a) = (owner.to_string(), attempt.clone());
+        self.db
+            .write(move |c| finish_attempt(c, &owner, &a, outcome))
+            .await
+    }
 }

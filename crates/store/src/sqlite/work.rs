@@ -1,6 +1,9 @@
 //! The work queue of self-hosted environments. The single writer serialises claims, so a
 //! claim is a plain `UPDATE … RETURNING`.
 
+use super::SqliteStore;
+use crate::WorkStore;
+use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::{self, Query, WORK_COLS};
@@ -261,4 +264,86 @@ pub(super) fn stop_session_work(
     )?
     .execute(params![now, session_id, i64::from(graceful)])?;
     Ok(())
+}
+
+#[async_trait]
+impl WorkStore for SqliteStore {
+    async fn work_for_token(&self, token_hash: &str) -> StoreResult<Option<WorkRecord>> {
+        let hash = token_hash.to_string();
+        self.db.read(move |c| work_for_token(c, &hash)).await
+    }
+
+    async fn poll_work(
+        &self,
+        environment_id: &str,
+        worker_id: Option<&str>,
+        now: Micros,
+        reclaim_before: Micros,
+        token_hash: &str,
+    ) -> StoreResult<Option<WorkRecord>> {
+        let (env, worker, hash) = (
+            environment_id.to_string(),
+            worker_id.map(str::to_string),
+            token_hash.to_string(),
+        );
+        self.db
+            .write(move |c| poll_work(c, &env, worker.as_deref(), now, reclaim_before, &hash))
+            .await
+    }
+
+    async fn transact_work(
+        &self,
+        environment_id: &str,
+        id: &str,
+        f: WorkTxn,
+    ) -> StoreResult<Option<WorkRecord>> {
+        let (env, id) = (environment_id.to_string(), id.to_string());
+        self.db.write(move |c| transact_work(c, &env, &id, f)).await
+    }
+
+    async fn get_work(&self, environment_id: &str, id: &str) -> StoreResult<Option<WorkRecord>> {
+        let (env, id) = (environment_id.to_string(), id.to_string());
+        self.db.read(move |c| get_work(c, &env, &id)).await
+    }
+
+    async fn list_work(
+        &self,
+        environment_id: &str,
+        scan: &Scan<String>,
+    ) -> StoreResult<Vec<WorkRecord>> {
+        let (env, scan) = (environment_id.to_string(), scan.clone());
+        self.db.read(move |c| list_work(c, &env, &scan)).await
+    }
+
+    async fn work_stats(&self, environment_id: &str, now: Micros) -> StoreResult<WorkStats> {
+        let env = environment_id.to_string();
+        self.db.read(move |c| work_stats(c, &env, now)).await
+    }
+
+    async fn requeue_expired_work(&self, now: Micros) -> StoreResult<ExpiredWork> {
+        self.db.write(move |c| requeue_expired_work(c, now)).await
+    }
+
+    async fn work_needing_requeue_check(&self, limit: i64) -> StoreResult<Vec<StoppedWork>> {
+        self.db
+            .read(move |c| work_needing_requeue_check(c, limit))
+            .await
+    }
+
+    async fn clear_requeue_check(&self, work_id: &str) -> StoreResult<()> {
+        let id = work_id.to_string();
+        self.db.write(move |c| clear_requeue_check(c, &id)).await
+    }
+
+    async fn stop_session_work(
+        &self,
+        session_id: &str,
+        now: Micros,
+        graceful: bool,
+    ) -> StoreResult<()> {
+        let sid = session_id.to_string();
+        self.db
+            .write(move |c| stop_session_work(c, &sid, now, graceful))
+            .await
+    }
 }
