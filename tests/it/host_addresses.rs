@@ -91,7 +91,9 @@ fn can_make_namespaces() -> bool {
 #[tokio::test]
 async fn the_hosts_own_public_address_is_out_of_reach() {
     if !can_make_namespaces() {
-        eprintln!("SKIPPED: needs root and iproute2 to make a network namespace");
+        mast::domain::test_env::cannot_run_here(
+            "needs root and iproute2 to make a network namespace",
+        );
         return;
     }
     let ns = Namespace::create();

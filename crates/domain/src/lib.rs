@@ -50,6 +50,7 @@ pub mod session;
 pub mod skill;
 pub mod skill_bundle;
 pub mod tag;
+pub mod test_env;
 pub mod thread;
 pub mod time;
 pub mod tools;
