@@ -233,6 +233,9 @@ impl Config {
         if let Some(n) = num("MAST_DB_MAX_CONNECTIONS")? {
             self.db_max_connections = n;
         }
+        if let Some(on) = caches_from_env()? {
+            self.engine.caches = on;
+        }
         if let Ok(v) = std::env::var("MAST_SQLITE_SYNCHRONOUS")
             && !v.is_empty()
         {
@@ -253,6 +256,20 @@ impl Config {
             std::env::var("MAST_COMPACTION_THRESHOLD").ok().as_deref(),
         )?;
         Ok(self)
+    }
+}
+
+/// `MAST_CACHES`: `on` (the default) or `off`, which turns every cache of the engine and
+/// the store off to show they change nothing but cost; None when unset.
+pub fn caches_from_env() -> anyhow::Result<Option<bool>> {
+    match std::env::var("MAST_CACHES") {
+        Err(_) => Ok(None),
+        Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "" => Ok(None),
+            "on" | "true" | "1" => Ok(Some(true)),
+            "off" | "false" | "0" => Ok(Some(false)),
+            _ => anyhow::bail!("MAST_CACHES={v:?} must be `on` or `off`"),
+        },
     }
 }
 

@@ -47,11 +47,16 @@ use crate::store::Store;
 /// Opens the configured store (Postgres when `database_url` is set, else SQLite), migrated.
 pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
     Ok(match &config.database_url {
-        Some(url) => Arc::new(
-            store::postgres::connect(url, config.db_max_connections)
+        Some(url) => Arc::new({
+            let store = store::postgres::connect(url, config.db_max_connections)
                 .await
-                .with_context(|| "could not open the Postgres store (DATABASE_URL)")?,
-        ),
+                .with_context(|| "could not open the Postgres store (DATABASE_URL)")?;
+            if config.engine.caches {
+                store
+            } else {
+                store.without_caches()
+            }
+        }),
         None => Arc::new(
             store::sqlite::open(&config.data_dir, config.sqlite_synchronous)
                 .await
@@ -332,9 +337,14 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         engine::hooks::Hooks::new(store.clone(), vaults.secret_cipher(), toolbox.netguard())
             .with_configured(config.hooks.clone());
     // On Postgres other replicas change hooks too: the cache trusts only what it hears.
-    let hooks = Arc::new(match config.database_url {
+    let hooks = match config.database_url {
         Some(_) => hooks.with_changes(hub.clone()),
         None => hooks,
+    };
+    let hooks = Arc::new(if config.engine.caches {
+        hooks
+    } else {
+        hooks.without_cache()
     });
     let engine = engine.with_hooks(hooks.clone());
     // Webhooks: secrets sealed with the vaults' key; deliveries pass the tools' egress rules.
@@ -354,7 +364,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         // cache lookups; a SQLite server cannot hear the CLI and looks every key up.
         auth: Authenticator::new(
             loopback || config.allow_unauthenticated,
-            config.database_url.is_some().then(|| hub.clone()),
+            (config.database_url.is_some() && config.engine.caches).then(|| hub.clone()),
             api::browser_guard::HostRules::new(addr.ip(), config.allowed_hosts.clone()),
         ),
         engine: engine.clone(),

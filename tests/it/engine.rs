@@ -977,7 +977,8 @@ mod regressions {
 /// input after that takes the locking way. SQLite, whose locking read costs no round trip,
 /// keeps none. Every turn's outcome is the same either way.
 async fn input_starts_from_the_row_the_runner_left(b: Backend) {
-    let s = TestServer::start(b).await;
+    // Tests what the caches do, so they are on even in the suite's caches-off pass.
+    let s = TestServer::start_tuned(b, Options::default(), |c| c.engine.caches = true).await;
     let c = &s.client;
     let (sid, mut st) = open_session(&s, json!([weather_tool()])).await;
     let keeps = b == Backend::Postgres;

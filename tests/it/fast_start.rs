@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::backend_tests;
 use crate::support::http::{types, weather_tool};
 use crate::support::sse::Stream;
-use crate::support::{Backend, TestServer, eventually};
+use crate::support::{Backend, Options, TestServer, eventually};
 
 backend_tests!(
     each_turn_issues_its_request_once,
@@ -75,7 +75,8 @@ fn last_turn(log: &[Value]) -> &[Value] {
 /// in its order; from the second turn on the request is started with the input (the span
 /// start is stamped by the input's transaction); each request is issued once.
 async fn each_turn_issues_its_request_once(b: Backend) {
-    let s = TestServer::start(b).await;
+    // Tests what the caches do, so they are on even in the suite's caches-off pass.
+    let s = TestServer::start_tuned(b, Options::default(), |c| c.engine.caches = true).await;
     let c = &s.client;
     let agent = c.agent(json!([weather_tool()])).await;
     let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();

@@ -11,14 +11,18 @@ use serde_json::{Value, json};
 use crate::crash::{Reaped, check_log, free_port, spawn, wait_up};
 use crate::support::http::weather_tool;
 use crate::support::sse::Stream;
-use crate::support::{Backend, Client, TestServer, eventually, fresh_postgres_database};
+use crate::support::{Backend, Client, Options, TestServer, eventually, fresh_postgres_database};
 
 const WEATHER: &str = "call get_weather {\"city\":\"Oslo\"}\n---\nsay Oslo: {{result}}";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "Postgres: run with --include-ignored and MAST_TEST_DATABASE_URL"]
 async fn streams_and_interrupts_cross_replicas() {
-    let a = TestServer::start(Backend::Postgres).await;
+    // Checks the held rows too, so the caches are on even in the suite's caches-off pass.
+    let a = TestServer::start_tuned(Backend::Postgres, Options::default(), |c| {
+        c.engine.caches = true
+    })
+    .await;
     let b = TestServer::boot(a.config.clone(), Backend::Postgres).await;
     let agent = a.client.agent(json!([weather_tool()])).await;
     let sid = a.client.session(&agent).await["id"]

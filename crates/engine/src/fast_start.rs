@@ -100,7 +100,7 @@ pub(crate) fn arm(
         && st.budget_cents.is_none()
         && !st.budget_paused
         && st.outcomes.is_empty();
-    if !quiet || inner.config.max_requests_per_turn == 0 {
+    if !quiet || inner.config.max_requests_per_turn == 0 || !inner.config.caches {
         return None;
     }
     // The agent: parsed already (the runner keeps it), with nothing to connect first.

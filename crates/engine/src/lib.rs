@@ -70,6 +70,11 @@
 //!   they made it 66 KB, boxed it is under 8 KB. A new step of that kind is boxed the same way
 //!   (what 10,000 running sessions cost is in BENCHMARKS.md).
 //!
+//! The copies kept beside the log — the history, the parsed bodies and the fast start that relies
+//! on them, the held rows, the Postgres store's known bodies, the hook lists and the API's key
+//! lookups — are all off with `MAST_CACHES=off` ([`EngineConfig::caches`]). The integration suite
+//! runs both ways in CI, so none of them may change what a client or the log sees.
+//!
 //! # Cost, budgets and outcomes
 //!
 //! Each recorded response is priced at its model's list prices (`mast_domain::prices`: built-in
@@ -306,6 +311,11 @@ pub struct EngineConfig {
     pub outcomes: outcomes::OutcomeConfig,
     /// Context compaction: context windows and the threshold that triggers a summary.
     pub compaction: compaction::CompactionConfig,
+    /// Whether the engine keeps its caches (`MAST_CACHES`; on by default): the history, the
+    /// parsed bodies, the held rows and the fast start that relies on them. Off, every
+    /// answer and every log is the same and only the cost changes; the test suite runs
+    /// both ways to prove it.
+    pub caches: bool,
 }
 
 impl Default for EngineConfig {
@@ -327,6 +337,7 @@ impl Default for EngineConfig {
             mcp_call_timeout: Duration::from_secs(120),
             outcomes: Default::default(),
             compaction: Default::default(),
+            caches: true,
         }
     }
 }
@@ -500,6 +511,14 @@ impl Engine {
         // The MCP client's TLS uses ring, as the rest of the server does; installing it
         // twice (several engines in one test process) is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        // A cache with a budget of zero keeps nothing: every entry is over it.
+        let budget = |b: usize| if config.caches { b } else { 0 };
+        let history = history::History::new(budget(history::DEFAULT_BUDGET));
+        let bodies = bodies::Bodies::new(budget(bodies::DEFAULT_BUDGET));
+        let held_rows = held_rows::HeldRows::new(
+            budget(held_rows::MAX_ROWS),
+            budget(held_rows::DEFAULT_BUDGET),
+        );
         Engine {
             inner: Arc::new(Inner {
                 store,
@@ -512,9 +531,9 @@ impl Engine {
                 config,
                 owner: new_id("runner"),
                 runners: Mutex::new(HashMap::new()),
-                history: history::History::new(history::DEFAULT_BUDGET),
-                bodies: bodies::Bodies::new(bodies::DEFAULT_BUDGET),
-                held_rows: held_rows::HeldRows::new(held_rows::MAX_ROWS, held_rows::DEFAULT_BUDGET),
+                history,
+                bodies,
+                held_rows,
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
                 hooks: None,

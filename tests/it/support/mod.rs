@@ -221,6 +221,10 @@ pub fn test_config(data_dir: PathBuf, database_url: Option<String>, opts: &Optio
     // A silent MCP server costs a test this long.
     c.engine.mcp_connect_timeout = Duration::from_secs(2);
     c.bootstrap_api_key = opts.api_key.clone();
+    // The suite runs again with MAST_CACHES=off to prove the caches change nothing.
+    if let Some(on) = mast::config::caches_from_env().unwrap() {
+        c.engine.caches = on;
+    }
     c.anthropic = AnthropicConfig {
         base_url: opts
             .anthropic_base_url

@@ -68,6 +68,8 @@ pub struct Hooks {
     changes: Option<Arc<Hub>>,
     /// Bumped after every change made through this process.
     local_epoch: AtomicU64,
+    /// Whether hook lists are cached at all.
+    caching: bool,
     cache: RwLock<HookCache>,
 }
 
@@ -141,6 +143,7 @@ impl Hooks {
             configured: Vec::new(),
             changes: None,
             local_epoch: AtomicU64::new(0),
+            caching: true,
             cache: RwLock::new(HookCache::default()),
         }
     }
@@ -160,6 +163,12 @@ impl Hooks {
     /// Caches only while `hub` hears every hook change other replicas make (Postgres).
     pub fn with_changes(mut self, hub: Arc<Hub>) -> Self {
         self.changes = Some(hub);
+        self
+    }
+
+    /// Reads the store for every hook lookup, caching no list (`MAST_CACHES=off`).
+    pub fn without_cache(mut self) -> Self {
+        self.caching = false;
         self
     }
 
@@ -252,6 +261,9 @@ impl Hooks {
     /// The epoch hook lists are cached in: this process's changes, and (Postgres) the
     /// announced ones; None while announcements cannot be heard (nothing may be cached).
     fn epoch(&self) -> Option<(u64, u64)> {
+        if !self.caching {
+            return None;
+        }
         let local = self.local_epoch.load(Ordering::SeqCst);
         match &self.changes {
             None => Some((local, 0)),

@@ -69,6 +69,15 @@ pub struct PgStore {
     bodies: Arc<known_bodies::KnownBodies>,
 }
 
+impl PgStore {
+    /// The store without its cache of session bodies (`MAST_CACHES=off`): every hot read
+    /// sends the body again. Nothing else changes.
+    pub fn without_caches(mut self) -> Self {
+        self.bodies = Arc::new(known_bodies::KnownBodies::new(0));
+        self
+    }
+}
+
 /// Connects to `url`, runs pending migrations, and returns the store.
 pub async fn connect(url: &str, max_connections: u32) -> StoreResult<PgStore> {
     use sqlx::ConnectOptions as _;
