@@ -91,7 +91,7 @@ fn can_make_namespaces() -> bool {
 #[tokio::test]
 async fn the_hosts_own_public_address_is_out_of_reach() {
     if !can_make_namespaces() {
-        mast::domain::test_env::cannot_run_here(
+        mast::tools::test_env::cannot_run_here(
             "needs root and iproute2 to make a network namespace",
         );
         return;

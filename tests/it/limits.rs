@@ -47,7 +47,7 @@ async fn memory_and_processes_are_limited_per_session(b: Backend) {
     let cgroups = mast::tools::cgroup::host();
     if cgroups.memory().is_none() || cgroups.pids().is_none() {
         // An unprivileged run: per-process limits stand in, as the start-up report says.
-        mast::domain::test_env::cannot_run_here(&format!(
+        mast::tools::test_env::cannot_run_here(&format!(
             "no writable memory and pids cgroups here ({:?}, {:?})",
             cgroups.problem("memory"),
             cgroups.problem("pids")

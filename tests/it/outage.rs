@@ -107,7 +107,7 @@ async fn the_database_restarting_under_load() {
             std::env::var("MAST_REQUIRE_POSTGRES").is_err(),
             "no PostgreSQL binaries to run a private cluster with"
         );
-        mast::domain::test_env::cannot_run_here("no PostgreSQL binaries under /usr/lib/postgresql");
+        mast::tools::test_env::cannot_run_here("no PostgreSQL binaries under /usr/lib/postgresql");
         return;
     };
     pg.start();

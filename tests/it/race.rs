@@ -65,7 +65,7 @@ fn tampered(dir: &Path, expected: usize) -> Vec<String> {
 
 async fn a_racing_sandbox_cannot_make_the_server_give_host_files_away(b: Backend) {
     if !mast::tools::identity::running_as_root() {
-        mast::domain::test_env::cannot_run_here(
+        mast::tools::test_env::cannot_run_here(
             "the server hands files to sandbox users only when it runs as root",
         );
         return;

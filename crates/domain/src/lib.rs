@@ -50,7 +50,6 @@ pub mod session;
 pub mod skill;
 pub mod skill_bundle;
 pub mod tag;
-pub mod test_env;
 pub mod thread;
 pub mod time;
 pub mod tools;

@@ -794,7 +794,7 @@ mod tests {
         let host = host();
         let session = format!("sesn_unit{}", mast_domain::ids::new_secret(6));
         let Some(cg) = host.command(&session, 64 << 20, 8) else {
-            mast_domain::test_env::cannot_run_here(&format!(
+            crate::test_env::cannot_run_here(&format!(
                 "no writable cgroups here ({:?})",
                 host.problems
             ));

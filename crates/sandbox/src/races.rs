@@ -144,7 +144,7 @@ async fn write_in_a_loop(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directory_swapped_for_a_link_never_gives_host_files_away() {
     if !identity::running_as_root() {
-        mast_domain::test_env::cannot_run_here("handing files to a session's user needs root");
+        crate::test_env::cannot_run_here("handing files to a session's user needs root");
         return;
     }
     let (ws, state, host) = (
@@ -225,7 +225,7 @@ fn toolbox(data: &Path) -> Toolbox {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handing_over_a_workspace_never_gives_host_files_away() {
     if !identity::running_as_root() {
-        mast_domain::test_env::cannot_run_here("handing files to a session's user needs root");
+        crate::test_env::cannot_run_here("handing files to a session's user needs root");
         return;
     }
     let (data, host) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

@@ -274,7 +274,7 @@ mod tests {
     #[test]
     fn denies_what_it_lists_and_allows_ordinary_work() {
         let Some(p) = program() else {
-            mast_domain::test_env::cannot_run_here("no seccomp filter for this architecture");
+            crate::test_env::cannot_run_here("no seccomp filter for this architecture");
             return;
         };
         assert_eq!(p.len() % 8, 0);
