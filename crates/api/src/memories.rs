@@ -326,7 +326,6 @@ async fn redact(
     headers: HeaderMap,
     _: NoBody,
 ) -> ApiResult<axum::Json<MemoryVersion>> {
-    app.engine.memory_store(&ws, &store_id).await?;
     let by = caller(&app, &headers).await?;
     Ok(axum::Json(
         app.engine
