@@ -12,6 +12,9 @@ use crate::models::registry::ProviderConfig;
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// Where the time comes from: the system clock, shifted in tests by
+    /// `MAST_CLOCK_SKEW_MS`, or a test's manual clock. The store is opened with it.
+    pub clock: crate::domain::clock::Clock,
     /// `postgres://...` selects Postgres; `None` uses the embedded SQLite file.
     pub database_url: Option<String>,
     pub data_dir: PathBuf,
@@ -97,6 +100,7 @@ impl Config {
     pub fn new(listen: SocketAddr, data_dir: PathBuf) -> Self {
         Config {
             listen,
+            clock: crate::domain::clock::Clock::system(),
             database_url: None,
             data_dir,
             allow_unauthenticated: false,
@@ -236,6 +240,10 @@ impl Config {
         if let Some(on) = caches_from_env()? {
             self.engine.caches = on;
         }
+        self.clock = clock_from_env()?;
+        if std::env::var("MAST_TEST_CRON_SECONDS").is_ok_and(|v| v.trim() == "1") {
+            self.engine.cron_pace = crate::domain::schedule::Pace::SecondsForTests;
+        }
         if let Ok(v) = std::env::var("MAST_SQLITE_SYNCHRONOUS")
             && !v.is_empty()
         {
@@ -257,6 +265,19 @@ impl Config {
         )?;
         Ok(self)
     }
+}
+
+/// The process's clock: the system clock, shifted by `MAST_CLOCK_SKEW_MS` when set (a test
+/// knob that runs a replica whose clock is off, to prove leases follow the database's clock).
+pub fn clock_from_env() -> anyhow::Result<crate::domain::clock::Clock> {
+    let Ok(v) = std::env::var("MAST_CLOCK_SKEW_MS") else {
+        return Ok(crate::domain::clock::Clock::system());
+    };
+    let ms: i64 = v
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("MAST_CLOCK_SKEW_MS={v:?} must be milliseconds"))?;
+    Ok(crate::domain::clock::Clock::skewed(ms * 1000))
 }
 
 /// `MAST_CACHES`: `on` (the default) or `off`, which turns every cache of the engine and

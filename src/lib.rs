@@ -48,9 +48,10 @@ use crate::store::Store;
 pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
     Ok(match &config.database_url {
         Some(url) => Arc::new({
-            let store = store::postgres::connect(url, config.db_max_connections)
-                .await
-                .with_context(|| "could not open the Postgres store (DATABASE_URL)")?;
+            let store =
+                store::postgres::connect(url, config.db_max_connections, config.clock.clone())
+                    .await
+                    .with_context(|| "could not open the Postgres store (DATABASE_URL)")?;
             if config.engine.caches {
                 store
             } else {
@@ -58,14 +59,18 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
             }
         }),
         None => Arc::new(
-            store::sqlite::open(&config.data_dir, config.sqlite_synchronous)
-                .await
-                .with_context(|| {
-                    format!(
-                        "could not open the SQLite store in {}",
-                        config.data_dir.display()
-                    )
-                })?,
+            store::sqlite::open(
+                &config.data_dir,
+                config.sqlite_synchronous,
+                config.clock.clone(),
+            )
+            .await
+            .with_context(|| {
+                format!(
+                    "could not open the SQLite store in {}",
+                    config.data_dir.display()
+                )
+            })?,
         ),
     })
 }
@@ -401,9 +406,9 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
             .await
     });
     tracing::info!(%addr, store = store.backend(), "mast is listening");
-    if domain::time::skew() != 0 {
+    if config.clock.skew() != 0 {
         tracing::warn!(
-            skew_ms = domain::time::skew() / 1000,
+            skew_ms = config.clock.skew() / 1000,
             "MAST_CLOCK_SKEW_MS shifts this server's clock: a test knob, never for production"
         );
     }

@@ -69,10 +69,6 @@ async fn shutdown_signal() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Err(e) = test_knobs() {
-        eprintln!("error: {e:#}");
-        return ExitCode::FAILURE;
-    }
     // The in-sandbox proxy forwarder runs on one thread: every thread counts against the
     // session's process limit, and a runtime per core would spend it on a many-core host.
     let runtime = match cli.command {
@@ -96,24 +92,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The test knobs, read here so that nothing below the binary reads its environment:
-/// `MAST_CLOCK_SKEW_MS` shifts this process's clock (a replica whose clock is off) and
-/// `MAST_TEST_CRON_SECONDS=1` reads cron minutes as seconds. Every command gets them, since
-/// the CLI writes timestamps too.
-fn test_knobs() -> anyhow::Result<()> {
-    if let Ok(v) = std::env::var("MAST_CLOCK_SKEW_MS") {
-        let ms: i64 = v
-            .trim()
-            .parse()
-            .map_err(|_| anyhow::anyhow!("MAST_CLOCK_SKEW_MS={v:?} must be milliseconds"))?;
-        mast::domain::time::set_skew(ms * 1000);
-    }
-    mast::domain::schedule::read_minutes_as_seconds(
-        std::env::var("MAST_TEST_CRON_SECONDS").is_ok_and(|v| v.trim() == "1"),
-    );
-    Ok(())
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {

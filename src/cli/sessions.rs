@@ -343,7 +343,9 @@ pub fn readable(e: &Value) -> String {
     let stamp = e["processed_at"]
         .as_str()
         .map(str::to_string)
-        .unwrap_or_else(|| crate::domain::time::format(crate::domain::time::now()));
+        .unwrap_or_else(|| {
+            crate::domain::time::format(crate::domain::clock::Clock::system().now())
+        });
     let time = stamp.get(11..19).unwrap_or("--:--:--");
     let error = |e: &Value| {
         if e["is_error"] == true {

@@ -11,7 +11,6 @@ use super::StoreArgs;
 use crate::domain::ids::new_id;
 use crate::domain::skill::ANTHROPIC_SOURCE as ANTHROPIC;
 use crate::domain::skill_bundle;
-use crate::domain::time;
 use crate::store::{NewSkillVersion, SkillRecord, SkillVersionRecord};
 
 /// Installs the skill folder `dir` as Anthropic skill `id` (default: its SKILL.md `name`) of
@@ -37,7 +36,7 @@ pub async fn install_anthropic(
         );
     }
     let opened = store.open_existing().await?;
-    let at = time::now();
+    let at = opened.store.clock().now();
     let new = NewSkillVersion {
         version: SkillVersionRecord {
             id: new_id("skillver"),

@@ -29,6 +29,10 @@ impl StoreArgs {
     pub fn config(&self) -> Config {
         let mut c = Config::new(SocketAddr::from(([127, 0, 0, 1], 0)), self.data_dir.clone());
         c.database_url = self.database_url.clone().filter(|u| !u.is_empty());
+        // The CLI stamps what it writes (keys, skills) with the same clock a server would.
+        if let Ok(clock) = crate::config::clock_from_env() {
+            c.clock = clock;
+        }
         c
     }
 

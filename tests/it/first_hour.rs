@@ -2,7 +2,6 @@
 //! answered with what to fix, and model ids checked against what the provider offers.
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use serde_json::json;
 
@@ -71,11 +70,8 @@ async fn the_banner_and_the_log_say_what_happens() {
     .await;
     c.say(&sid, "say hello").await;
     st.until_idle(20).await;
-    // Log lines are written as they happen; give the last ones a moment.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let text = std::fs::read_to_string(&log).unwrap();
     let data = std::path::absolute(dir.path().join("data")).unwrap();
-    for expected in [
+    let wanted = [
         format!("http://127.0.0.1:{port}"),
         format!("SQLite, {}", data.join("mast.db").display()),
         "claude-… off: set ANTHROPIC_API_KEY".to_string(),
@@ -85,8 +81,17 @@ async fn the_banner_and_the_log_say_what_happens() {
         "POST /v1/sessions/{session_id}/events 200".to_string(),
         "session is running".to_string(),
         "session is idle (end_turn)".to_string(),
-    ] {
-        assert!(text.contains(&expected), "`{expected}` in:\n{text}");
+    ];
+    // Log lines are written as they happen, the last ones a moment after the stream's.
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let seen = crate::support::try_eventually(10, || async {
+        let text = read();
+        wanted.iter().all(|w| text.contains(w)).then_some(text)
+    })
+    .await;
+    let text = seen.unwrap_or_else(read);
+    for expected in &wanted {
+        assert!(text.contains(expected), "`{expected}` in:\n{text}");
     }
     assert!(
         !text.contains('\u{1b}'),

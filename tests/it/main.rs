@@ -5,6 +5,7 @@ mod support;
 mod agents;
 mod cli;
 mod cli_client;
+mod clock;
 mod crash;
 mod cross_site;
 mod disk;

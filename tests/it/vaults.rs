@@ -164,7 +164,7 @@ async fn mcp(
 }
 
 fn vault(id: &str) -> Vault {
-    let now = time::format(time::now());
+    let now = time::format(crate::support::now());
     Vault {
         tag: VaultTag::Tag,
         id: id.into(),
@@ -187,11 +187,11 @@ async fn fixture(b: Backend, vault_ids: &[&str]) -> Fixture {
     let (store, dir) = open(b).await;
     for v in vault_ids {
         store
-            .insert_vault(WS, &vault(v), time::now())
+            .insert_vault(WS, &vault(v), crate::support::now())
             .await
             .unwrap();
     }
-    let mut rec = session_rec("sesn_v", time::now());
+    let mut rec = session_rec("sesn_v", crate::support::now());
     rec.body = json!({"title": null, "metadata": {}, "vault_ids": vault_ids})
         .to_string()
         .into();
@@ -235,7 +235,7 @@ fn oauth(server: &AuthServer, mode: ClientAuth, expires_in_secs: i64) -> Value {
     };
     json!({"type": "mcp_oauth", "mcp_server_url": format!("{}/mcp", server.url),
         "access_token": "at-0-S3CRET",
-        "expires_at": time::format(time::now() + expires_in_secs * 1_000_000),
+        "expires_at": time::format(crate::support::now() + expires_in_secs * 1_000_000),
         "refresh": {"client_id": "client-1", "refresh_token": "rt-0-S3CRET",
             "token_endpoint": format!("{}/token", server.url), "token_endpoint_auth": endpoint_auth}})
 }
@@ -283,9 +283,9 @@ async fn static_bearers_follow_vault_order_and_stop_when_archived_or_deleted(b: 
     );
     // So does deleting a vault, and archiving one.
     let mut a = f.store.get_vault(WS, "vlt_a").await.unwrap().unwrap();
-    a.archived_at = Some(time::format(time::now()));
+    a.archived_at = Some(time::format(crate::support::now()));
     f.store
-        .update_vault(WS, &a, time::now(), true)
+        .update_vault(WS, &a, crate::support::now(), true)
         .await
         .unwrap();
     assert_eq!(f.bearer(url, false).await.unwrap(), None);
@@ -311,7 +311,7 @@ async fn oauth_tokens_refresh_with_every_client_auth_method(b: Backend) {
             .unwrap();
         let expires = stored.credential.auth.expires_at().unwrap();
         assert!(
-            expires > time::now() + 3000 * 1_000_000,
+            expires > crate::support::now() + 3000 * 1_000_000,
             "{mode:?}: new expiry stored"
         );
         // Fresh now: no refresh.

@@ -86,7 +86,7 @@ async fn vault_methods_never_show_a_secret_even_in_debug_logs(b: Backend) {
     let oauth = keep(
         c.post(&format!("/v1/vaults/{vid}/credentials"), json!({"display_name": "o", "auth": {
             "type": "mcp_oauth", "mcp_server_url": mcp, "access_token": "at-0-S3CRET",
-            "expires_at": mast::domain::time::format(mast::domain::time::now() + 20_000_000),
+            "expires_at": mast::domain::time::format(crate::support::now() + 20_000_000),
             "refresh": {"client_id": "client-1", "refresh_token": "rt-0-S3CRET",
                 "token_endpoint": format!("{}/token", server.url),
                 "token_endpoint_auth": {"type": "client_secret_basic", "client_secret": "cs-S3CRET"}}}}))
@@ -150,7 +150,7 @@ async fn vault_methods_never_show_a_secret_even_in_debug_logs(b: Backend) {
     let oauth_auth = |rt: &str| {
         json!({"auth": {
         "type": "mcp_oauth", "mcp_server_url": mcp, "access_token": "at-0-S3CRET",
-        "expires_at": mast::domain::time::format(mast::domain::time::now() + 3_600_000_000),
+        "expires_at": mast::domain::time::format(crate::support::now() + 3_600_000_000),
         "refresh": {"client_id": "client-1", "refresh_token": rt,
             "token_endpoint": format!("{}/token", server.url),
             "token_endpoint_auth": {"type": "client_secret_basic", "client_secret": "cs-S3CRET"}}}})

@@ -461,6 +461,8 @@ async fn expired_leases_go_back_to_the_queue(b: Backend) {
     session(&s, &st).await;
     let claimed = poll(&worker, env).await;
     assert!(!claimed.is_null());
+    // Poll times are kept on the database's clock (replicas' clocks drift), which no test
+    // clock moves: the 10 ms must really pass.
     tokio::time::sleep(Duration::from_millis(50)).await;
     let reclaimed = worker
         .get(&format!(
@@ -921,7 +923,7 @@ async fn a_stop_survives_a_crash_before_the_requeue(b: Backend) {
             &env,
             &work,
             Box::new(|w| {
-                mast::engine::work::stop(w, true, mast::domain::time::now())
+                mast::engine::work::stop(w, true, crate::support::now())
                     .map_err(|r| mast::store::StoreError::Internal(anyhow::anyhow!("{r:?}")))
             }),
         )

@@ -214,7 +214,7 @@ async fn upload(
         app.files.discard(&id).await;
         return Err(e);
     }
-    let created_at = time::now();
+    let created_at = app.files.now();
     let record = FileRecord {
         id,
         workspace_id: ws,
@@ -255,7 +255,7 @@ async fn list(
     let mut filter = FileFilter {
         scope_id: q.get("scope_id").map(str::to_string),
         ids: Vec::new(),
-        live_at: time::now(),
+        live_at: app.files.now(),
     };
     let mut ids = q.all("ids");
     if !ids.is_empty() {

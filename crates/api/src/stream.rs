@@ -202,7 +202,7 @@ impl Tail {
                 Ok(Ok(HubItem::Deleted)) => {
                     self.done = true;
                     let data = json!({"type": kind::SESSION_DELETED, "id": mast_domain::ids::new_id("sevt"),
-                        "processed_at": mast_domain::time::format(mast_domain::time::now())});
+                        "processed_at": mast_domain::time::format(self.log.now())});
                     return Some(
                         Event::default()
                             .event(kind::SESSION_DELETED)

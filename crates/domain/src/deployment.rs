@@ -465,13 +465,19 @@ pub struct DeploymentState {
     pub archived_at: Option<Micros>,
 }
 
-/// The wire object of a stored deployment, its upcoming firings computed from `now`.
-pub fn view(id: &str, spec: &DeploymentSpec, st: &DeploymentState, now: Micros) -> Deployment {
+/// The wire object of a stored deployment, its upcoming firings computed from `now` at `pace`.
+pub fn view(
+    id: &str,
+    spec: &DeploymentSpec,
+    st: &DeploymentState,
+    now: Micros,
+    pace: crate::schedule::Pace,
+) -> Deployment {
     let schedule = spec.schedule.as_ref().map(|s| {
         let upcoming: Vec<String> = if st.archived_at.is_some() {
             vec![]
         } else {
-            s.upcoming(now, UPCOMING)
+            s.upcoming(now, UPCOMING, pace)
                 .into_iter()
                 .map(time::format)
                 .collect()

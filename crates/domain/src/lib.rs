@@ -17,6 +17,7 @@
 
 pub mod agent;
 pub mod budget;
+pub mod clock;
 pub mod content;
 pub mod credential;
 pub mod credential_validation;

@@ -25,20 +25,16 @@ pub struct Schedule {
     pub timezone: String,
 }
 
-/// Whether the minute field is read as seconds (see [`read_minutes_as_seconds`]).
-static SECONDS_FOR_MINUTES: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
-
-/// A test-only speed-up (the binary turns it on for `MAST_TEST_CRON_SECONDS=1`): the minute
-/// field is read as seconds (`*/2 * * * *` fires every two seconds), so a test sees several
-/// firings without waiting minutes. Never for production; set at start.
-pub fn read_minutes_as_seconds(on: bool) {
-    SECONDS_FOR_MINUTES.store(on, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Whether the minute field is read as seconds (see [`read_minutes_as_seconds`]).
-pub fn seconds_for_minutes() -> bool {
-    SECONDS_FOR_MINUTES.load(std::sync::atomic::Ordering::Relaxed)
+/// How fast a schedule's slots come: by the minute, or (a test speed-up the binary turns on
+/// for `MAST_TEST_CRON_SECONDS=1`) with the minute field read as seconds, so `*/2 * * * *`
+/// fires every two seconds and a test sees several firings without waiting minutes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Pace {
+    /// Standard cron: the first field is minutes. Always, outside tests.
+    #[default]
+    Minutes,
+    /// The first field is read as seconds; never for production.
+    SecondsForTests,
 }
 
 /// Field names and ranges of a 5-field expression, for messages.
@@ -76,7 +72,7 @@ impl Schedule {
     /// Checks the expression's grammar and ranges and the zone's name.
     pub fn check(&self) -> Valid<()> {
         check_grammar(&self.expression)?;
-        self.cron()?;
+        self.cron(Pace::Minutes)?;
         self.zone()?;
         Ok(())
     }
@@ -89,8 +85,8 @@ impl Schedule {
         TimeZone::get(&self.timezone).map_err(|_| bad_zone(&self.timezone))
     }
 
-    fn cron(&self) -> Valid<Cron> {
-        let (pattern, seconds) = if seconds_for_minutes() {
+    fn cron(&self, pace: Pace) -> Valid<Cron> {
+        let (pattern, seconds) = if pace == Pace::SecondsForTests {
             let f: Vec<&str> = self.expression.split_whitespace().collect();
             (
                 format!("{} * {}", f[0], f[1..].join(" ")),
@@ -113,27 +109,27 @@ impl Schedule {
     }
 
     /// The first firing strictly after `t`.
-    pub fn next_after(&self, t: Micros) -> Option<Micros> {
-        let (cron, tz) = (self.cron().ok()?, self.zone().ok()?);
+    pub fn next_after(&self, t: Micros, pace: Pace) -> Option<Micros> {
+        let (cron, tz) = (self.cron(pace).ok()?, self.zone().ok()?);
         let z = Timestamp::from_microsecond(t).ok()?.to_zoned(tz);
         let next = cron.find_next_occurrence(&z, false).ok()?;
         Some(next.timestamp().as_microsecond())
     }
 
     /// The last firing at or before `t` (the catch-up rule fires this one slot).
-    pub fn latest_at_or_before(&self, t: Micros) -> Option<Micros> {
-        let (cron, tz) = (self.cron().ok()?, self.zone().ok()?);
+    pub fn latest_at_or_before(&self, t: Micros, pace: Pace) -> Option<Micros> {
+        let (cron, tz) = (self.cron(pace).ok()?, self.zone().ok()?);
         let z = Timestamp::from_microsecond(t).ok()?.to_zoned(tz);
         let prev = cron.find_previous_occurrence(&z, true).ok()?;
         Some(prev.timestamp().as_microsecond())
     }
 
     /// Up to `n` firings after `t`, in order.
-    pub fn upcoming(&self, t: Micros, n: usize) -> Vec<Micros> {
+    pub fn upcoming(&self, t: Micros, n: usize, pace: Pace) -> Vec<Micros> {
         let mut out = Vec::with_capacity(n);
         let mut at = t;
         while out.len() < n {
-            match self.next_after(at) {
+            match self.next_after(at, pace) {
                 Some(next) => {
                     out.push(next);
                     at = next;
@@ -257,25 +253,29 @@ mod tests {
         };
         // Friday 2026-03-06 (PST, UTC-8), then Monday 2026-03-09 (PDT, UTC-7).
         assert_eq!(
-            s.next_after(at("2026-03-05T18:00:00Z")),
+            s.next_after(at("2026-03-05T18:00:00Z"), Pace::Minutes),
             Some(at("2026-03-06T17:00:00Z"))
         );
         assert_eq!(
-            s.next_after(at("2026-03-06T17:00:00Z")),
+            s.next_after(at("2026-03-06T17:00:00Z"), Pace::Minutes),
             Some(at("2026-03-09T16:00:00Z"))
         );
         assert_eq!(
-            s.latest_at_or_before(at("2026-03-09T16:00:00Z")),
+            s.latest_at_or_before(at("2026-03-09T16:00:00Z"), Pace::Minutes),
             Some(at("2026-03-09T16:00:00Z"))
         );
-        assert_eq!(s.upcoming(at("2026-03-05T18:00:00Z"), 3).len(), 3);
+        assert_eq!(
+            s.upcoming(at("2026-03-05T18:00:00Z"), 3, Pace::Minutes)
+                .len(),
+            3
+        );
         // 7 is Sunday as 0 is.
         let sun = Schedule {
             expression: "0 0 * * 7".into(),
             timezone: "UTC".into(),
         };
         assert_eq!(
-            sun.next_after(at("2026-03-05T00:00:00Z")),
+            sun.next_after(at("2026-03-05T00:00:00Z"), Pace::Minutes),
             Some(at("2026-03-08T00:00:00Z"))
         );
     }

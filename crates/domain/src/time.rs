@@ -1,37 +1,11 @@
 //! Timestamps: microseconds since the Unix epoch in storage, RFC 3339 (UTC, `Z`) on the wire.
-
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+//! The current time comes from a [`Clock`](crate::clock::Clock), never from here.
 
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 /// Microseconds since the Unix epoch; what every stored timestamp column holds.
 pub type Micros = i64;
-
-/// The current time in microseconds (shifted by [`skew`], which is zero outside tests).
-pub fn now() -> Micros {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0)
-        + skew()
-}
-
-/// A test-only shift of this process's clock (see [`set_skew`]); zero unless set.
-static SKEW: AtomicI64 = AtomicI64::new(0);
-
-/// Shifts this process's clock by `micros`: a test knob (the binary reads `MAST_CLOCK_SKEW_MS`)
-/// that runs a replica whose clock is off, to prove leases follow the database's clock. Set at
-/// start, before anything reads the time.
-pub fn set_skew(micros: Micros) {
-    SKEW.store(micros, Ordering::Relaxed);
-}
-
-/// The shift [`set_skew`] gave this process's clock.
-pub fn skew() -> Micros {
-    SKEW.load(Ordering::Relaxed)
-}
 
 /// Formats a stored timestamp as RFC 3339 in UTC, e.g. `2026-03-15T10:00:00.123456Z`.
 pub fn format(micros: Micros) -> String {

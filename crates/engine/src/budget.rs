@@ -98,8 +98,8 @@ pub(super) fn gate(
     rec: &mut SessionRecord,
     st: &mut EngineState,
     model_priced: bool,
+    now: mast_domain::time::Micros,
 ) -> Result<Option<Vec<NewEvent>>, StoreError> {
-    let now = mast_domain::time::now();
     if !reached(rec, st, model_priced, now) {
         return Ok(None);
     }

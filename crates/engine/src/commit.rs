@@ -8,7 +8,6 @@ use std::sync::atomic::Ordering;
 use super::context;
 use super::state::{self, EngineState, work_item_for};
 use super::turn::{Loop, RunError};
-use mast_domain::time;
 use mast_store::{Attempt, EventRecord, NewEvent, SessionRecord, SessionTxn, StoreError};
 
 /// A committed row handed to the loop's next iteration (see `Loop::carry`).
@@ -85,7 +84,12 @@ impl Loop<'_> {
             .filter(|r| r.lease_owner.as_deref() == Some(self.inner.owner.as_str()));
         let mut from_held = None;
         if let Some(expected) = held {
-            let (txn, awaits) = decision(f.clone(), mark_processed.clone(), self_hosted);
+            let (txn, awaits) = decision(
+                f.clone(),
+                mark_processed.clone(),
+                self_hosted,
+                self.inner.store.clock().clone(),
+            );
             let attempt = store.transact_from(&self.sid, &self.writer, &expected, txn);
             match self.hold(attempt).await? {
                 Attempt::Done(written) => from_held = Some((written, awaits)),
@@ -98,7 +102,12 @@ impl Loop<'_> {
         let (written, awaits) = match from_held {
             Some(done) => done,
             None => {
-                let (txn, awaits) = decision(f, mark_processed, self_hosted);
+                let (txn, awaits) = decision(
+                    f,
+                    mark_processed,
+                    self_hosted,
+                    self.inner.store.clock().clone(),
+                );
                 let written = self
                     .hold(store.transact(&self.sid, &self.writer, txn))
                     .await?;
@@ -134,6 +143,7 @@ fn decision<F>(
     f: F,
     mark_processed: Vec<String>,
     self_hosted: bool,
+    clock: mast_domain::clock::Clock,
 ) -> (SessionTxn, Option<tokio::sync::oneshot::Receiver<bool>>)
 where
     F: FnOnce(&mut SessionRecord, &mut EngineState) -> Result<Vec<NewEvent>, StoreError>
@@ -153,9 +163,10 @@ where
         let events = f(rec, &mut st)?;
         // Whenever the session waits on a worker, some work item must be live for one
         // to pick up, even if the last worker let its item go a moment ago.
+        let now = clock.now();
         let awaits_worker = self_hosted && st.awaits_worker();
-        let ensure_work = awaits_worker.then(|| work_item_for(rec, time::now()));
-        let mut out = state::output(rec, &before, st, events, mark_processed)?;
+        let ensure_work = awaits_worker.then(|| work_item_for(rec, now));
+        let mut out = state::output(rec, &before, st, events, mark_processed, now)?;
         out.ensure_work = ensure_work;
         if let Some(tx) = awaits_tx {
             let _ = tx.send(awaits_worker);

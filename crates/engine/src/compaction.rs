@@ -17,7 +17,6 @@ use super::intake::server_event;
 use super::turn::{Loop, RunError, Waited};
 use mast_domain::events::{self, kind};
 use mast_domain::session::{ModelUsage, SessionUsage};
-use mast_domain::time;
 use mast_models::{Block, Message, ModelRequest, Role, summarise};
 
 /// The session error of a context that cannot be made to fit.
@@ -333,8 +332,9 @@ impl Loop<'_> {
             kind::SPAN_END,
             events::span_end(start_id, &usage, is_error),
             &thread,
-            time::now(),
+            self.inner.now(),
         );
+        let clock = self.inner.store.clock().clone();
         self.commit(
             move |rec, st| {
                 let mut total: SessionUsage = serde_json::from_str(&rec.usage).unwrap_or_default();
@@ -351,7 +351,7 @@ impl Loop<'_> {
                         kind::AGENT_THREAD_CONTEXT_COMPACTED,
                         json!({}),
                         &thread,
-                        time::now(),
+                        clock.now(),
                     );
                     e.internal = Some(mark);
                     out.push(e);

@@ -116,7 +116,7 @@ pub fn accept(
             ClientEvent::UserMessage { .. } | ClientEvent::SystemMessage { .. }
         )
     });
-    let mut out = state::output(rec, &before, st, events, vec![])?;
+    let mut out = state::output(rec, &before, st, events, vec![], now)?;
     if matches!(body.environment, EnvironmentConfig::SelfHosted) && new_input {
         // A dormant self-hosted session needs a worker again (a no-op while one holds it).
         out.ensure_work = Some(work_item_for(rec, now));
@@ -463,7 +463,7 @@ pub fn archive_thread(
         wake = true;
     }
     Ok(Some((
-        state::output(rec, &before, st, events, vec![])?,
+        state::output(rec, &before, st, events, vec![], now)?,
         wake,
     )))
 }

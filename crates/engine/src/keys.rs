@@ -102,7 +102,7 @@ pub async fn mint_environment_key(
         tag: EnvironmentKeyTag::Tag,
         id,
         environment_id: env_id.to_string(),
-        created_at: time::format(time::now()),
+        created_at: time::format(store.clock().now()),
         key: Some(key),
     })
 }

@@ -316,6 +316,9 @@ pub struct EngineConfig {
     /// answer and every log is the same and only the cost changes; the test suite runs
     /// both ways to prove it.
     pub caches: bool,
+    /// How fast deployment schedules' slots come: by the minute, except in tests that read
+    /// the minute field as seconds (`MAST_TEST_CRON_SECONDS=1`).
+    pub cron_pace: mast_domain::schedule::Pace,
 }
 
 impl Default for EngineConfig {
@@ -338,6 +341,7 @@ impl Default for EngineConfig {
             outcomes: Default::default(),
             compaction: Default::default(),
             caches: true,
+            cron_pace: Default::default(),
         }
     }
 }
@@ -493,6 +497,13 @@ pub(crate) struct Inner {
     pub interrupt_epoch: AtomicU64,
 }
 
+impl Inner {
+    /// The current time, on the clock the store was opened with.
+    pub fn now(&self) -> time::Micros {
+        self.store.clock().now()
+    }
+}
+
 /// Handle to the engine; cheap to clone.
 #[derive(Clone)]
 pub struct Engine {
@@ -500,6 +511,16 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// The current time, on the clock the store was opened with (the process's one clock).
+    pub fn now(&self) -> time::Micros {
+        self.inner.now()
+    }
+
+    /// The process's clock, for callers above the engine that stamp or wait on time.
+    pub fn clock(&self) -> &mast_domain::clock::Clock {
+        self.inner.store.clock()
+    }
+
     /// Creates the engine; call [`Engine::start`] to resume work and begin reaping.
     pub fn new(
         store: Arc<dyn Store>,
@@ -612,14 +633,14 @@ impl Engine {
             match self
                 .inner
                 .store
-                .sessions_needing_runner(time::now(), 500)
+                .sessions_needing_runner(self.now(), 500)
                 .await
             {
                 Ok(ids) => ids.iter().for_each(|id| self.wake(id)),
                 Err(e) => tracing::warn!(error = %e, "reaper could not list sessions"),
             }
             // Self-hosted items whose worker stopped heartbeating go back to the queue.
-            match self.inner.store.requeue_expired_work(time::now()).await {
+            match self.inner.store.requeue_expired_work(self.now()).await {
                 Ok(expired) => {
                     for env in &expired.requeued_in {
                         self.inner.hub.work_queued(env);
@@ -645,7 +666,10 @@ impl Engine {
     /// finishes the call; then the item's mark is cleared. Safe to repeat, and on any replica:
     /// a session never has two live items.
     pub(crate) async fn settle_stopped_work(&self, item: &mast_store::StoppedWork) {
-        let txn = Box::new(work::requeue_if_awaiting);
+        let clock = self.inner.store.clock().clone();
+        let txn = Box::new(move |rec: &mut mast_store::SessionRecord| {
+            work::requeue_if_awaiting(rec, clock.now())
+        });
         let requeued = self
             .inner
             .store
@@ -740,7 +764,7 @@ impl Engine {
     pub(crate) fn lease_grant(&self) -> Option<state::LeaseGrant> {
         (!self.inner.shutdown.is_cancelled()).then(|| state::LeaseGrant {
             owner: self.inner.owner.clone(),
-            until: time::now() + self.inner.config.lease_ttl.as_micros() as i64,
+            until: self.now() + self.inner.config.lease_ttl.as_micros() as i64,
         })
     }
 
@@ -854,7 +878,7 @@ impl Drop for Registration {
 /// `rec` if it shows the session active with this process's lease granted (as the
 /// transaction that woke the runner leaves it).
 fn held(inner: &Inner, rec: mast_store::SessionRecord) -> Option<mast_store::SessionRecord> {
-    let now = time::now();
+    let now = inner.now();
     let ttl = inner.config.lease_ttl.as_micros() as i64;
     let held = rec.lease_owner.as_deref() == Some(inner.owner.as_str())
         && rec.lease_expires_at.is_some_and(|t| t > now + ttl / 2);
@@ -873,7 +897,7 @@ async fn take_lease(
     if !state::status_of(&rec).is_active() {
         return Ok(None);
     }
-    let now = time::now();
+    let now = inner.now();
     let ttl = inner.config.lease_ttl.as_micros() as i64;
     let held = rec.lease_owner.as_deref() == Some(inner.owner.as_str())
         && rec.lease_expires_at.is_some_and(|t| t > now + ttl / 2);

@@ -25,7 +25,6 @@ use mast_domain::ids::new_id;
 use mast_domain::memory::{Actor, MAX_CONTENT_BYTES, Memory, check_path};
 use mast_domain::memory_resource::{Access, MAX_MEMORIES_PER_STORE, MemoryStoreResource, attached};
 use mast_domain::session::SessionBody;
-use mast_domain::time;
 use mast_sandbox::memory_dir;
 use mast_sandbox::mounts::{Mount, MountTable};
 use mast_sandbox::{Approval, SessionTools, ToolOutput};
@@ -519,7 +518,7 @@ impl StoreSync<'_> {
             actor: Some(Actor::SessionActor {
                 session_id: self.sid.to_string(),
             }),
-            at: time::now(),
+            at: self.inner.now(),
         };
         let outcome = self
             .inner

@@ -80,9 +80,10 @@ impl Loop<'_> {
         failures: Vec<super::mcp::connect::Failure>,
     ) -> Result<(), RunError> {
         let thread = self.thread.clone();
+        let clock = self.inner.store.clock().clone();
         self.commit(
             move |_, _| {
-                let now = time::now();
+                let now = clock.now();
                 Ok(failures
                     .iter()
                     .map(|f| {
@@ -233,7 +234,7 @@ impl Loop<'_> {
                         kind::SPAN_END,
                         events::span_end(&start_id, &ModelUsage::default(), false),
                         &self.thread,
-                        time::now(),
+                        self.inner.now(),
                     );
                     self.commit(move |_, _| Ok(vec![end]), vec![]).await?;
                     return Ok(());
@@ -273,16 +274,17 @@ impl Loop<'_> {
         consumed: Vec<String>,
         priced: bool,
     ) -> Result<Option<String>, RunError> {
-        let start = server_event(kind::SPAN_START, json!({}), &self.thread, time::now());
+        let start = server_event(kind::SPAN_START, json!({}), &self.thread, self.inner.now());
         let start_id = start.id.clone();
         let n = consumed.len() as u32;
         let ender = self.ender();
+        let clock = self.inner.store.clock().clone();
         let appended = self
             .commit(
                 move |rec, st| {
                     st.queued = st.queued.saturating_sub(n);
                     // The budget gate: a request is made only under the cap.
-                    if let Some(stop) = super::budget::gate(&ender, rec, st, priced)? {
+                    if let Some(stop) = super::budget::gate(&ender, rec, st, priced, clock.now())? {
                         return Ok(stop);
                     }
                     Ok(vec![start])
@@ -309,9 +311,10 @@ impl Loop<'_> {
         let terminal = err.kind.is_terminal();
         let message = err.message.clone();
         tracing::warn!(session_id = %self.sid, thread_id = %thread, error = %message, retrying, "model request failed");
+        let clock = self.inner.store.clock().clone();
         self.commit(
             move |rec, st| {
-                let now = time::now();
+                let now = clock.now();
                 let mut out = vec![server_event(
                     kind::SPAN_END,
                     events::span_end(&start_id, &ModelUsage::default(), true),
@@ -373,7 +376,7 @@ impl Loop<'_> {
         message_id: String,
         thinking_id: String,
     ) -> Result<(), RunError> {
-        let now = time::now();
+        let now = self.inner.now();
         let thread = self.thread.clone();
         let stop = resp.stop();
         let (mut out, said) = said_events(&resp.content, &thread, message_id, thinking_id, now);
@@ -451,6 +454,7 @@ impl Loop<'_> {
         let roster = self.roster.clone();
         let (sid, primary) = (self.sid.clone(), self.primary.clone());
         let usage_interval = self.inner.config.usage_interval;
+        let clock = self.inner.store.clock().clone();
         self.commit(
             move |rec, st| {
                 let mut total: SessionUsage = serde_json::from_str(&rec.usage).unwrap_or_default();
@@ -467,7 +471,7 @@ impl Loop<'_> {
                         st,
                         &primary,
                         usage_interval,
-                        time::now(),
+                        clock.now(),
                     )?);
                 }
                 st.pending.extend(pending);
@@ -480,11 +484,11 @@ impl Loop<'_> {
                             &roster.listing(st),
                             false,
                             &thread,
-                            time::now(),
+                            clock.now(),
                         ));
                     }
                 }
-                out.extend(delegation::apply(st, sends, &sid, &primary, time::now()));
+                out.extend(delegation::apply(st, sends, &sid, &primary, clock.now()));
                 if let Some((reason, details)) = ends_turn {
                     out.extend(ender.try_end(rec, st, reason, details)?);
                 }

@@ -15,7 +15,6 @@ use super::turn::{Loop, RunError, Waited};
 use mast_domain::events::{StopReason, kind};
 use mast_domain::outcome::{self, EndResult, Judgement, Outcome, Phase, Verdict};
 use mast_domain::session::{ModelUsage, SessionUsage};
-use mast_domain::time;
 use mast_models::{Block, Message, ModelRequest, Role};
 use mast_store::Writer;
 
@@ -36,10 +35,11 @@ impl Loop<'_> {
         let ender = self.ender();
         let stopped = Arc::new(AtomicBool::new(false));
         let stop_flag = stopped.clone();
+        let clock = self.inner.store.clock().clone();
         self.commit(
             move |rec, st| {
                 // The budget gate applies to grader requests as to the agent's.
-                let stop = super::budget::gate(&ender, rec, st, priced)?;
+                let stop = super::budget::gate(&ender, rec, st, priced, clock.now())?;
                 stop_flag.store(stop.is_some(), Ordering::Relaxed);
                 Ok(stop.unwrap_or_default())
             },
@@ -145,9 +145,10 @@ impl Loop<'_> {
             .map(|u| self.inner.config.prices.cost(model, u));
         let ender = self.ender();
         let (oid, primary) = (o.outcome_id.clone(), self.primary.clone());
+        let clock = self.inner.store.clock().clone();
         self.commit(
             move |rec, st| {
-                let now = time::now();
+                let now = clock.now();
                 if let (Some(u), Some(cost)) = (&usage, cost) {
                     let mut total: SessionUsage = serde_json::from_str(&rec.usage)?;
                     total.add(u);
@@ -227,15 +228,16 @@ async fn heartbeat(
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     loop {
         tick.tick().await;
+        let now = inner.now();
         let ev = server_event(
             kind::OUTCOME_EVALUATION_ONGOING,
             outcome::span_start(&o.outcome_id, o.iteration),
             primary,
-            time::now(),
+            now,
         );
         let txn = Box::new(move |rec: &mut mast_store::SessionRecord| {
             let st = EngineState::of(rec)?;
-            state::output(rec, &st, st.clone(), vec![ev], vec![])
+            state::output(rec, &st, st.clone(), vec![ev], vec![], now)
         });
         match inner.store.transact(sid, writer, txn).await {
             Ok(Some((_, appended))) => inner.hub.publish(sid, &appended),

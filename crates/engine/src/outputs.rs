@@ -29,7 +29,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use serde::{Deserialize, Serialize};
 
 use super::Inner;
-use mast_domain::{file, ids::new_id, time};
+use mast_domain::{file, ids::new_id};
 use mast_sandbox::quota::mb;
 use mast_store::FileRecord;
 
@@ -219,7 +219,7 @@ async fn save(
         size_bytes: size as i64,
         downloadable: true,
         scope_id: Some(sid.to_string()),
-        created_at: time::now(),
+        created_at: files.now(),
         expires_at: None,
     };
     files

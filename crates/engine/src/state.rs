@@ -330,8 +330,8 @@ pub fn output(
     mut st: EngineState,
     events: Vec<NewEvent>,
     mark_processed: Vec<String>,
+    now: Micros,
 ) -> Result<TxnOutput, StoreError> {
-    let now = mast_domain::time::now();
     let flush_queued = std::mem::take(&mut st.discard_queued);
     let new_threads = std::mem::take(&mut st.created_threads);
     let thread_changes = st

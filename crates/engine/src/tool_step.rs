@@ -13,7 +13,7 @@ use super::turn::{Loop, RunError, Waited};
 use mast_domain::content;
 use mast_domain::events::{self, Answer, kind};
 use mast_domain::session::SessionUsage;
-use mast_domain::time;
+use mast_domain::time::Micros;
 use mast_sandbox::{Approval, SessionTools};
 
 /// Tools a self-hosted environment's workers run (web tools stay on the server).
@@ -266,6 +266,7 @@ impl Loop<'_> {
         };
         let repo_errors = std::mem::take(&mut self.repo_errors);
         let thread = self.thread.clone();
+        let clock = self.inner.store.clock().clone();
         self.commit(
             move |rec, st| {
                 st.set_running_tool(&thread, None);
@@ -290,7 +291,7 @@ impl Loop<'_> {
                     kind::AGENT_TOOL_RESULT,
                     events::tool_result(&call.id, output.content, output.is_error),
                     &thread,
-                    time::now(),
+                    clock.now(),
                 );
                 if let Some(post) = post {
                     post.annotate(&mut e.body, &mut e.internal);
@@ -302,7 +303,7 @@ impl Loop<'_> {
                         kind::SESSION_ERROR,
                         body,
                         &thread,
-                        time::now(),
+                        clock.now(),
                     ));
                 }
                 if let Some(why) = package_failure {
@@ -310,7 +311,7 @@ impl Loop<'_> {
                         kind::SESSION_ERROR,
                         events::session_error("unknown_error", &why, "retrying"),
                         &thread,
-                        time::now(),
+                        clock.now(),
                     ));
                 }
                 Ok(out)
@@ -370,10 +371,11 @@ impl Loop<'_> {
         };
         let thread = self.thread.clone();
         let failure = outcome.failure;
+        let clock = self.inner.store.clock().clone();
         self.commit(
             move |_, st| {
                 st.set_running_tool(&thread, None);
-                let now = time::now();
+                let now = clock.now();
                 let mut e = server_event(
                     kind::AGENT_MCP_TOOL_RESULT,
                     events::mcp_tool_result(&call.id, outcome.content, outcome.is_error),
@@ -427,9 +429,10 @@ impl Loop<'_> {
             None => "The user denied this tool call; it did not run.".to_string(),
         };
         let kinds = self.result_kind_of(&id);
+        let now = self.inner.now();
         self.commit(
             move |_, _| {
-                let mut e = result_event(kinds, &id, vec![content::text(text)], &primary);
+                let mut e = result_event(kinds, &id, vec![content::text(text)], &primary, now);
                 e.answers = Some((id, Answer::Result.as_str()));
                 Ok(vec![e])
             },
@@ -472,6 +475,7 @@ impl Loop<'_> {
                     && e.body.get("mcp_tool_use_id").and_then(Value::as_str) == Some(id.as_str()))
         });
         let kinds = self.result_kind_of(&id);
+        let now = self.inner.now();
         self.commit(
             move |_, st| {
                 st.set_running_tool(&primary, None);
@@ -480,7 +484,7 @@ impl Loop<'_> {
                 }
                 let text = "The server stopped while this tool call was running, so whether it took effect is unknown. \
                             Check the workspace before running it again.";
-                let mut e = result_event(kinds, &id, vec![content::text(text)], &primary);
+                let mut e = result_event(kinds, &id, vec![content::text(text)], &primary, now);
                 e.answers = Some((id, Answer::Result.as_str()));
                 Ok(vec![e])
             },
@@ -506,12 +510,13 @@ pub(super) fn result_event(
     id: &str,
     content: Vec<Value>,
     thread: &str,
+    now: Micros,
 ) -> mast_store::NewEvent {
     let (kind_name, field) = kinds;
     server_event(
         kind_name,
         json!({ field: id, "content": content, "is_error": true }),
         thread,
-        time::now(),
+        now,
     )
 }

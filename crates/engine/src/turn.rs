@@ -23,7 +23,6 @@ use super::{Inner, RunnerHandle};
 use mast_domain::environment::EnvironmentConfig;
 use mast_domain::events::{self, StopReason, kind};
 use mast_domain::session::{ModelUsage, SessionBody, SessionStatus};
-use mast_domain::time;
 use mast_models::ModelStop;
 use mast_sandbox::SessionTools;
 use mast_sandbox::egress::EgressPolicy;
@@ -352,7 +351,7 @@ impl<'a> Loop<'a> {
                     kind::SPAN_END,
                     events::span_end(&start, &ModelUsage::default(), true),
                     &self.thread,
-                    time::now(),
+                    self.inner.now(),
                 );
                 self.commit(move |_, _| Ok(vec![end]), vec![]).await?;
                 continue;
@@ -461,7 +460,7 @@ impl<'a> Loop<'a> {
             kind::SPAN_END,
             events::span_end(&id, &ModelUsage::default(), false),
             &self.thread,
-            time::now(),
+            self.inner.now(),
         );
         self.commit(move |_, _| Ok(vec![end]), vec![]).await?;
         Ok(())
@@ -491,7 +490,7 @@ impl<'a> Loop<'a> {
             tokio::select! {
                 v = &mut fut => return Ok(v),
                 _ = beat.tick() => {
-                    let until = time::now() + ttl.as_micros() as i64;
+                    let until = self.inner.now() + ttl.as_micros() as i64;
                     match self.inner.store.renew_lease(&self.sid, &self.inner.owner, until).await {
                         Ok(true) => {}
                         Ok(false) => return Err(RunError::LeaseLost),
@@ -575,9 +574,10 @@ impl<'a> Loop<'a> {
     /// Back to running after a retry delay.
     pub async fn set_running(&mut self) -> Result<(), RunError> {
         let (thread, child) = (self.thread.clone(), self.child_name());
+        let clock = self.inner.store.clock().clone();
         self.commit(
             move |rec, st| {
-                let now = time::now();
+                let now = clock.now();
                 Ok(vec![match child {
                     None => {
                         set_status(rec, SessionStatus::Running, now);
@@ -613,7 +613,7 @@ impl<'a> Loop<'a> {
     /// Takes queued input into the local transcript as consumed at the current log position
     /// (the store records the same position when the consuming transaction commits).
     fn take_queued(&mut self) -> Vec<String> {
-        let now = time::now();
+        let now = self.inner.now();
         let position = json!({ "after_seq": self.last_seq });
         let mut ids = Vec::new();
         for e in self.events.iter_mut().filter(|e| {
@@ -650,7 +650,7 @@ impl<'a> Loop<'a> {
     pub fn grant(&self) -> LeaseGrant {
         LeaseGrant {
             owner: self.inner.owner.clone(),
-            until: time::now() + self.inner.config.lease_ttl.as_micros() as i64,
+            until: self.inner.now() + self.inner.config.lease_ttl.as_micros() as i64,
         }
     }
 }

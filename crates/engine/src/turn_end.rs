@@ -10,7 +10,7 @@ use super::state::{EngineState, LeaseGrant, ThreadStatus, grant_lease, set_statu
 use mast_domain::content;
 use mast_domain::events::{self, Answer, StopReason, kind};
 use mast_domain::session::SessionStatus;
-use mast_domain::time::{self, Micros};
+use mast_domain::time::Micros;
 use mast_store::{NewEvent, SessionRecord, StoreError};
 
 /// What is needed to end the turn of one thread, captured by a transaction's closure.
@@ -24,6 +24,8 @@ pub(super) struct Ender {
     pub usage_at_start: Option<String>,
     /// A delegate's final message this turn, its reply to the parent.
     pub reply: Option<String>,
+    /// Where the time of the ending comes from (read under the row lock).
+    pub clock: mast_domain::clock::Clock,
 }
 
 impl Ender {
@@ -40,7 +42,7 @@ impl Ender {
         if st.interrupt_of(&self.thread) {
             return Ok(vec![]);
         }
-        let now = time::now();
+        let now = self.clock.now();
         let budget = reason == StopReason::BudgetReached;
         if self.child.is_some() {
             let reason = match reason {
@@ -433,6 +435,8 @@ pub(super) fn stop_delegate(
         child: Some(name.clone()),
         usage_at_start: None,
         reply: None,
+        // This whole decision happens at `now`.
+        clock: mast_domain::clock::Clock::manual(now),
     };
     let waiting = st
         .threads

@@ -15,6 +15,7 @@ fn primary_ender(usage_at_start: Option<String>) -> Ender {
         child: None,
         usage_at_start,
         reply: None,
+        clock: mast_domain::clock::Clock::system(),
     }
 }
 

@@ -9,7 +9,6 @@ use super::state::EngineState;
 use super::turn::{Loop, RunError};
 use super::turn_end::{self, Ender};
 use mast_domain::events::{self, Answer, StopReason, kind};
-use mast_domain::time;
 use mast_models::Block;
 
 impl Loop<'_> {
@@ -21,6 +20,7 @@ impl Loop<'_> {
             child: self.child_name(),
             usage_at_start: self.usage_at_start.clone(),
             reply: self.child_name().map(|_| self.final_message()),
+            clock: self.inner.store.clock().clone(),
         }
     }
 
@@ -70,8 +70,9 @@ impl Loop<'_> {
     ) -> Result<(), RunError> {
         let ender = self.ender();
         let message = message.to_string();
+        let clock = self.inner.store.clock().clone();
         self.commit(
-            move |rec, st| Ok(ender.exhausted(rec, st, error_type, &message, time::now())),
+            move |rec, st| Ok(ender.exhausted(rec, st, error_type, &message, clock.now())),
             vec![],
         )
         .await?;
@@ -90,9 +91,10 @@ impl Loop<'_> {
             .collect();
         if let Some(name) = self.child_name() {
             let (thread, primary) = (self.thread.clone(), self.primary.clone());
+            let clock = self.inner.store.clock().clone();
             self.commit(
                 move |_, st| {
-                    let now = time::now();
+                    let now = clock.now();
                     let mut out = Vec::new();
                     if let Some(id) = st.running_tool_of(&thread) {
                         let mcp = mcp_calls.contains(&id);
@@ -114,9 +116,10 @@ impl Loop<'_> {
             return self.await_delegates(st).await;
         }
         let (primary, grant) = (self.primary.clone(), self.grant());
+        let clock = self.inner.store.clock().clone();
         self.commit(
             move |rec, st| {
-                let now = time::now();
+                let now = clock.now();
                 // The pending set under the lock is the authority: an answer that committed
                 // meanwhile is not closed a second time.
                 let blocked: Vec<String> = st
@@ -199,6 +202,7 @@ impl Loop<'_> {
     /// Answers a delegation call whose thread stopped without replying.
     pub(super) async fn close_orphaned(&mut self, call: String) -> Result<(), RunError> {
         let primary = self.primary.clone();
+        let clock = self.inner.store.clock().clone();
         self.commit(
             move |_, _| {
                 let mut e = server_event(
@@ -211,7 +215,7 @@ impl Loop<'_> {
                         true,
                     ),
                     &primary,
-                    time::now(),
+                    clock.now(),
                 );
                 e.answers = Some((call, Answer::Result.as_str()));
                 Ok(vec![e])

@@ -193,13 +193,13 @@ pub fn view(w: &WorkRecord, secret: Option<String>) -> Result<Work, StoreError> 
 
 /// After a session's item stopped: when the session still waits on a worker's tool result
 /// (the worker let go mid-turn), queue a fresh item so another worker finishes the call.
-pub fn requeue_if_awaiting(rec: &mut SessionRecord) -> Result<TxnOutput, StoreError> {
+pub fn requeue_if_awaiting(rec: &mut SessionRecord, now: Micros) -> Result<TxnOutput, StoreError> {
     let body: SessionBodyHead = serde_json::from_str(&rec.body)?;
     let waiting = matches!(body.environment, EnvironmentConfig::SelfHosted)
         && rec.archived_at.is_none()
         && EngineState::of(rec)?.awaits_worker();
     Ok(TxnOutput {
-        ensure_work: waiting.then(|| work_item_for(rec, time::now())),
+        ensure_work: waiting.then(|| work_item_for(rec, now)),
         ..Default::default()
     })
 }

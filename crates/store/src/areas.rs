@@ -760,4 +760,8 @@ pub trait Store:
 {
     /// Which backend this is (`postgres` or `sqlite`), for logs and readiness.
     fn backend(&self) -> &'static str;
+
+    /// The clock this store was opened with: the process's one source of the current time,
+    /// which the store stamps rows with and everything holding the store reads.
+    fn clock(&self) -> &mast_domain::clock::Clock;
 }

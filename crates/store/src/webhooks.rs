@@ -26,11 +26,11 @@ pub struct WebhookEvent {
     pub object_id: String,
     /// Further `data` fields (`session_thread_id`, `vault_id`).
     pub extra: Vec<(&'static str, String)>,
-    pub created_at: Micros,
 }
 
 impl WebhookEvent {
-    /// An event of `kind` about the object `object_id` of workspace `ws`, now.
+    /// An event of `kind` about the object `object_id` of workspace `ws`; its `created_at`
+    /// is the time the backend writes it to the outbox, on the store's clock.
     pub fn new(kind: &str, ws: &str, object_id: &str) -> Self {
         Self::with(kind, ws, object_id, &[])
     }
@@ -43,14 +43,13 @@ impl WebhookEvent {
             workspace_id: ws.to_string(),
             object_id: object_id.to_string(),
             extra: extra.iter().map(|(k, v)| (*k, v.to_string())).collect(),
-            created_at: time::now(),
         }
     }
 
     /// The exact body sent: the `BetaWebhookEvent` envelope, compact JSON with its keys in
     /// order. Rendered only where an endpoint may want it: most events of a busy session
     /// are wanted by none, and building each one's JSON was a visible share of a turn.
-    pub fn payload(&self) -> String {
+    pub fn payload(&self, created_at: Micros) -> String {
         let mut data: Vec<(&str, &str)> = vec![
             ("type", &self.kind),
             ("id", &self.object_id),
@@ -61,7 +60,7 @@ impl WebhookEvent {
         data.sort_by_key(|(k, _)| *k);
         let mut out = Vec::with_capacity(192);
         out.extend_from_slice(b"{\"created_at\":");
-        json_str(&mut out, &time::format(self.created_at));
+        json_str(&mut out, &time::format(created_at));
         out.extend_from_slice(b",\"data\":{");
         for (i, (k, v)) in data.iter().enumerate() {
             if i > 0 {
@@ -257,7 +256,7 @@ mod tests {
                 "session.archived"
             ]
         );
-        let p: serde_json::Value = serde_json::from_str(&got[5].payload()).unwrap();
+        let p: serde_json::Value = serde_json::from_str(&got[5].payload(0)).unwrap();
         assert_eq!(p["type"], "event");
         assert_eq!(p["data"]["session_thread_id"], "sthr_1");
         assert_eq!(p["data"]["id"], "sesn_1");
@@ -274,16 +273,16 @@ mod tests {
             &[("vault_id", "vlt_\"q\"")],
         );
         e.id = "wevt_1".into();
-        e.created_at = 1_700_000_000_000_000;
+        let at = 1_700_000_000_000_000;
         let want = format!(
             "{{\"created_at\":\"{}\",\"data\":{{\"id\":\"vcrd_1\",\"organization_id\":\"org_mast\",\
              \"type\":\"vault_credential.created\",\"vault_id\":\"vlt_\\\"q\\\"\",\
              \"workspace_id\":\"wrkspc_1\"}},\"id\":\"wevt_1\",\"type\":\"event\"}}",
-            time::format(e.created_at)
+            time::format(at)
         );
-        assert_eq!(e.payload(), want);
+        assert_eq!(e.payload(at), want);
         // The same bytes serde_json writes for the parsed value (sorted keys, compact).
-        let parsed: serde_json::Value = serde_json::from_str(&e.payload()).unwrap();
-        assert_eq!(parsed.to_string(), e.payload());
+        let parsed: serde_json::Value = serde_json::from_str(&e.payload(at)).unwrap();
+        assert_eq!(parsed.to_string(), e.payload(at));
     }
 }

@@ -231,7 +231,9 @@ fn event(kind: &'static str, mut body: Value) -> (String, &'static str, String) 
     let id = new_id("sevt");
     body["type"] = json!(kind);
     body["id"] = json!(id);
-    body["processed_at"] = json!(mast::domain::time::format(mast::domain::time::now()));
+    body["processed_at"] = json!(mast::domain::time::format(
+        mast::domain::clock::Clock::system().now()
+    ));
     let json = body.to_string();
     (id, kind, json)
 }

@@ -40,7 +40,7 @@ async fn agents_round_trip_by_version_and_workspace(b: Backend) {
 
 async fn agent_versions_conflict(b: Backend) {
     let (store, _d) = open(b).await;
-    let v1 = agent("agent_v", 1, "a", time::now());
+    let v1 = agent("agent_v", 1, "a", crate::support::now());
     store.insert_agent(WS, &v1).await.unwrap();
     let mut v2 = v1.clone();
     v2.version = 2;
@@ -95,7 +95,7 @@ async fn agents_list_latest_versions_with_filters_and_scans(b: Backend) {
     b2.name = "b2".into();
     store.append_agent_version(WS, &b2, 1).await.unwrap();
     store
-        .archive_agent(WS, "agent_c", time::now())
+        .archive_agent(WS, "agent_c", crate::support::now())
         .await
         .unwrap();
 
@@ -170,7 +170,7 @@ async fn agents_list_latest_versions_with_filters_and_scans(b: Backend) {
 
 async fn agent_versions_list_both_ways(b: Backend) {
     let (store, _d) = open(b).await;
-    let mut a = agent("agent_h", 1, "v1", time::now());
+    let mut a = agent("agent_h", 1, "v1", crate::support::now());
     store.insert_agent(WS, &a).await.unwrap();
     for v in 2..=4 {
         a.version = v;
@@ -223,21 +223,21 @@ async fn agent_versions_list_both_ways(b: Backend) {
 
 async fn archiving_an_agent_is_idempotent_and_shows_on_every_version(b: Backend) {
     let (store, _d) = open(b).await;
-    let mut a = agent("agent_z", 1, "one", time::now());
+    let mut a = agent("agent_z", 1, "one", crate::support::now());
     store.insert_agent(WS, &a).await.unwrap();
     a.version = 2;
     a.name = "two".into();
     store.append_agent_version(WS, &a, 1).await.unwrap();
     assert_eq!(
         store
-            .archive_agent(WS, "agent_none", time::now())
+            .archive_agent(WS, "agent_none", crate::support::now())
             .await
             .unwrap(),
         None
     );
     assert_eq!(
         store
-            .archive_agent("wrkspc_other", "agent_z", time::now())
+            .archive_agent("wrkspc_other", "agent_z", crate::support::now())
             .await
             .unwrap(),
         None

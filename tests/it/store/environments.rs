@@ -54,7 +54,7 @@ async fn environment_updates_replace_the_body_and_archive(b: Backend) {
     let mut e = environment("env_1", "uno");
     e.description = Some("renamed".into());
     store
-        .update_environment(WS, &e, time::now(), false)
+        .update_environment(WS, &e, crate::support::now(), false)
         .await
         .unwrap();
     assert_eq!(
@@ -69,16 +69,16 @@ async fn environment_updates_replace_the_body_and_archive(b: Backend) {
     let clash = environment("env_1", "two");
     assert!(matches!(
         store
-            .update_environment(WS, &clash, time::now(), false)
+            .update_environment(WS, &clash, crate::support::now(), false)
             .await,
         Err(StoreError::Conflict(_))
     ));
     assert_eq!(store.get_environment(WS, "env_1").await.unwrap(), Some(e));
 
     let mut archived = environment("env_2", "two");
-    archived.archived_at = Some(time::format(time::now()));
+    archived.archived_at = Some(time::format(crate::support::now()));
     store
-        .update_environment(WS, &archived, time::now(), true)
+        .update_environment(WS, &archived, crate::support::now(), true)
         .await
         .unwrap();
     assert_eq!(
@@ -142,10 +142,10 @@ async fn environments_in_use_are_not_deleted(b: Backend) {
         .unwrap();
     let users = ["sesn_1", "sesn_2", "sesn_3", "sesn_4"];
     for id in users {
-        create(store.as_ref(), &session_rec(id, time::now())).await;
+        create(store.as_ref(), &session_rec(id, crate::support::now())).await;
     }
-    let mut archived = session_rec("sesn_5", time::now());
-    archived.archived_at = Some(time::now());
+    let mut archived = session_rec("sesn_5", crate::support::now());
+    archived.archived_at = Some(crate::support::now());
     create(store.as_ref(), &archived).await;
     match store.delete_environment(WS, "env_x").await.unwrap() {
         EnvironmentDeletion::InUse { sessions, total } => {
@@ -170,7 +170,7 @@ async fn environments_in_use_are_not_deleted(b: Backend) {
                 id,
                 &mast::store::Writer::Client,
                 Box::new(|rec| {
-                    rec.archived_at = Some(time::now());
+                    rec.archived_at = Some(crate::support::now());
                     Ok(Default::default())
                 }),
             )
@@ -200,17 +200,27 @@ async fn deleting_an_environment_takes_its_keys_and_stops_its_work(b: Backend) {
         .insert_environment_key("envkey_1", &ws, "env_x", "h1")
         .await
         .unwrap();
-    let mut s = session_rec("sesn_w", time::now());
+    let mut s = session_rec("sesn_w", crate::support::now());
     s.workspace_id = ws.clone();
-    s.archived_at = Some(time::now());
-    let work = WorkRecord::queued("work_1".into(), &ws, "env_x", "sesn_w", time::now());
+    s.archived_at = Some(crate::support::now());
+    let work = WorkRecord::queued(
+        "work_1".into(),
+        &ws,
+        "env_x",
+        "sesn_w",
+        crate::support::now(),
+    );
     let thread = super::thread_rec("sesn_w", "sthr_w", s.created_at);
     store
         .create_session(&s, &thread, &[], Some(&work))
         .await
         .unwrap();
     assert_eq!(
-        store.work_stats("env_x", time::now()).await.unwrap().depth,
+        store
+            .work_stats("env_x", crate::support::now())
+            .await
+            .unwrap()
+            .depth,
         1
     );
     assert_eq!(
@@ -227,7 +237,13 @@ async fn deleting_an_environment_takes_its_keys_and_stops_its_work(b: Backend) {
     );
     assert!(
         store
-            .poll_work("env_x", None, time::now(), time::now(), "tok")
+            .poll_work(
+                "env_x",
+                None,
+                crate::support::now(),
+                crate::support::now(),
+                "tok"
+            )
             .await
             .unwrap()
             .is_none(),

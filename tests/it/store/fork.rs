@@ -2,7 +2,6 @@
 //! transaction, each copy remembering the event it copies.
 
 use mast::domain::ids::new_id;
-use mast::domain::time;
 use mast::store::{Direction, ForkedEvent, SessionFork, Writer};
 use serde_json::json;
 
@@ -17,7 +16,7 @@ backend_tests!(
 
 /// A fork of `original`'s events as `fork_id`, each copy with a fresh id.
 fn fork_of(fork_id: &str, original: &[mast::store::EventRecord]) -> SessionFork {
-    let now = time::now();
+    let now = crate::support::now();
     let primary = thread_rec(fork_id, &format!("sthr_{fork_id}"), now);
     let mut child = thread_rec(fork_id, &format!("sthr_{fork_id}_child"), now);
     child.parent_thread_id = Some(primary.id.clone());

@@ -27,7 +27,7 @@ fn hook(id: &str, event: &str) -> HookRecord {
             url: "https://hooks.example/h".into(),
             timeout_ms: 1500,
             failure_mode: FailureMode::Allow,
-            created_at: time::format(time::now()),
+            created_at: time::format(crate::support::now()),
             signing_secret: None,
         },
         // Bytes outside UTF-8 on purpose: the column is binary.
@@ -38,10 +38,13 @@ fn hook(id: &str, event: &str) -> HookRecord {
 async fn hooks_round_trip_with_their_sealed_secrets(b: Backend) {
     let (store, _d) = open(b).await;
     let first = hook("hook_1", "pre_tool_use");
-    store.insert_hook(WS, &first, time::now()).await.unwrap();
+    store
+        .insert_hook(WS, &first, crate::support::now())
+        .await
+        .unwrap();
     for id in ["hook_2", "hook_3"] {
         store
-            .insert_hook(WS, &hook(id, "pre_tool_use"), time::now())
+            .insert_hook(WS, &hook(id, "pre_tool_use"), crate::support::now())
             .await
             .unwrap();
     }
@@ -82,12 +85,16 @@ async fn hooks_for_an_event_come_oldest_first_and_deletes_take_them(b: Backend) 
         ("hook_2", "stop"),
     ] {
         store
-            .insert_hook(WS, &hook(id, event), time::now())
+            .insert_hook(WS, &hook(id, event), crate::support::now())
             .await
             .unwrap();
     }
     store
-        .insert_hook("wrkspc_other", &hook("hook_4", "pre_tool_use"), time::now())
+        .insert_hook(
+            "wrkspc_other",
+            &hook("hook_4", "pre_tool_use"),
+            crate::support::now(),
+        )
         .await
         .unwrap();
     let pre = store.hooks_for_event(WS, "pre_tool_use").await.unwrap();

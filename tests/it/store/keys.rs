@@ -48,7 +48,7 @@ async fn api_keys_authenticate_until_revoked(b: Backend) {
     assert_eq!(store.workspace_for_key("nohash").await.unwrap(), None);
     assert_eq!(store.count_api_keys().await.unwrap(), 2);
 
-    let before = mast::domain::time::now();
+    let before = crate::support::now();
     assert_eq!(
         store.revoke_api_key("apikey_1").await.unwrap(),
         Revocation::Revoked

@@ -1,7 +1,5 @@
 //! Session leases: one runner at a time, expiry, hand-over, and the reaper's queries.
 
-use mast::domain::time;
-
 use super::{client_txn, open, session, set_status};
 use crate::backend_tests;
 use crate::support::Backend;
@@ -18,7 +16,7 @@ const SEC: i64 = 1_000_000;
 async fn leases_are_exclusive_until_they_expire(b: Backend) {
     let (store, _d) = open(b).await;
     session(store.as_ref(), "sesn_l").await;
-    let now = time::now();
+    let now = crate::support::now();
     assert!(
         !store
             .claim_lease("sesn_none", "one", now, now + SEC)
@@ -78,7 +76,7 @@ async fn leases_are_exclusive_until_they_expire(b: Backend) {
 async fn renewing_and_releasing_need_the_lease(b: Backend) {
     let (store, _d) = open(b).await;
     session(store.as_ref(), "sesn_r").await;
-    let now = time::now();
+    let now = crate::support::now();
     assert!(
         !store.renew_lease("sesn_r", "one", now + SEC).await.unwrap(),
         "nothing to renew"
@@ -135,7 +133,7 @@ async fn renewing_and_releasing_need_the_lease(b: Backend) {
 
 async fn clear_foreign_leases_keeps_only_the_owners(b: Backend) {
     let (store, _d) = open(b).await;
-    let now = time::now();
+    let now = crate::support::now();
     for (id, owner) in [
         ("sesn_1", Some("me")),
         ("sesn_2", Some("old1")),
@@ -173,7 +171,7 @@ async fn clear_foreign_leases_keeps_only_the_owners(b: Backend) {
 
 async fn sessions_needing_runner_are_active_and_unleased(b: Backend) {
     let (store, _d) = open(b).await;
-    let now = time::now();
+    let now = crate::support::now();
     for (id, status) in [
         ("sesn_idle", "idle"),
         ("sesn_run", "running"),

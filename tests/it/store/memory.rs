@@ -45,7 +45,7 @@ fn write(store_id: &str, change: MemoryChange, expected: Option<&str>) -> Memory
         actor: Some(Actor::ApiActor {
             api_key_id: "apikey_1".into(),
         }),
-        at: time::now(),
+        at: crate::support::now(),
     }
 }
 

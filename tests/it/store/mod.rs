@@ -122,7 +122,7 @@ pub async fn create(store: &dyn Store, rec: &SessionRecord) {
 
 /// Creates an idle session `id` of `WS`, created now.
 pub async fn session(store: &dyn Store, id: &str) {
-    create(store, &session_rec(id, time::now())).await;
+    create(store, &session_rec(id, crate::support::now())).await;
 }
 
 /// A processed event of `kind` with a fresh id.
@@ -134,7 +134,7 @@ pub fn event(kind: &str) -> NewEvent {
         body: json!({"n": kind}),
         internal: None,
         answers: None,
-        processed_at: Some(time::now()),
+        processed_at: Some(crate::support::now()),
     }
 }
 
@@ -205,7 +205,7 @@ pub fn agent(id: &str, version: i64, name: &str, created: Micros) -> Agent {
 
 /// A cloud environment `id` named `name`.
 pub fn environment(id: &str, name: &str) -> Environment {
-    let now = time::format(time::now());
+    let now = time::format(crate::support::now());
     serde_json::from_value(json!({
         "type": "environment",
         "id": id,

@@ -1,6 +1,5 @@
 //! Operations: readiness and the counts behind `/metrics`.
 
-use mast::domain::time;
 use mast::store::WorkRecord;
 
 use super::{WS, client_txn, open, output, session, set_status};
@@ -43,7 +42,7 @@ async fn ops_counts_sessions_by_status_and_queued_work(b: Backend) {
                     WS,
                     "env_a",
                     id,
-                    time::now(),
+                    crate::support::now(),
                 )),
                 ..Default::default()
             }),
@@ -68,7 +67,7 @@ async fn ops_counts_sessions_by_status_and_queued_work(b: Backend) {
     assert_eq!(counts.queued_work, 2);
     // A polled item still waits for its worker to take it; a held one does not.
     store
-        .poll_work("env_a", None, time::now(), 0, "tok")
+        .poll_work("env_a", None, crate::support::now(), 0, "tok")
         .await
         .unwrap()
         .unwrap();

@@ -1,6 +1,5 @@
 //! Sessions: creation with their first events and work, reads, lists and deletion.
 
-use mast::domain::time;
 use mast::store::{Deleted, Direction, SessionFilter, SessionRecord, WorkRecord};
 
 use super::{
@@ -21,7 +20,7 @@ backend_tests!(
 
 async fn create_session_writes_row_thread_events_and_work_at_once(b: Backend) {
     let (store, _d) = open(b).await;
-    let now = time::now();
+    let now = crate::support::now();
     let mut rec = session_rec("sesn_c", now);
     rec.environment_id = "env_sh".into();
     let thread = thread_rec("sesn_c", "sthr_c", now);
@@ -67,7 +66,7 @@ async fn create_session_writes_row_thread_events_and_work_at_once(b: Backend) {
 
 async fn sessions_are_read_within_their_workspace(b: Backend) {
     let (store, _d) = open(b).await;
-    let mut rec = session_rec("sesn_r", time::now());
+    let mut rec = session_rec("sesn_r", crate::support::now());
     rec.status = "terminated".into();
     rec.active_micros = 42;
     rec.running_since = Some(7);

@@ -1,6 +1,5 @@
 //! Threads: created and changed by session transactions, listed and read per session.
 
-use mast::domain::time;
 use mast::store::{Direction, ThreadChange, TxnOutput};
 
 use super::{assert_same_thread, client_txn, ids, open, output, scan, scan_after, thread_rec};
@@ -16,7 +15,7 @@ async fn threads_are_created_and_changed_in_session_transactions(b: Backend) {
     let (store, _d) = open(b).await;
     super::session(store.as_ref(), "sesn_t").await;
     super::session(store.as_ref(), "sesn_u").await;
-    let now = time::now();
+    let now = crate::support::now();
     let mut child = thread_rec("sesn_t", "sthr_child", now);
     child.parent_thread_id = Some("sthr_sesn_t".into());
     child.spawning_event_id = Some("sevt_spawn".into());
@@ -96,7 +95,7 @@ async fn threads_list_both_ways_within_their_session(b: Backend) {
     // Primary thread `sthr_sesn_l`; children before and after it in id order.
     super::session(store.as_ref(), "sesn_l").await;
     super::session(store.as_ref(), "sesn_m").await;
-    let now = time::now();
+    let now = crate::support::now();
     let kids: Vec<_> = ["sthr_a", "sthr_b", "sthr_z"]
         .iter()
         .map(|id| thread_rec("sesn_l", id, now))

@@ -1,7 +1,6 @@
 //! `SessionTransactions::transact`: one atomic step of a session — the row written back, events appended
 //! with consecutive sequence numbers, queued input consumed or flushed, work ensured.
 
-use mast::domain::time;
 use mast::store::{StoreError, TxnOutput, WorkRecord, Writer};
 use serde_json::json;
 
@@ -146,7 +145,7 @@ async fn consumed_input_is_marked_at_the_log_position(b: Backend) {
             .processed_at,
         None
     );
-    let before = time::now();
+    let before = crate::support::now();
     let (rec, _) = client_txn(
         store.as_ref(),
         "sesn_q",
@@ -227,7 +226,7 @@ async fn ensure_work_queues_one_live_item_per_session(b: Backend) {
                 WS,
                 "env_sh",
                 "sesn_e",
-                time::now(),
+                crate::support::now(),
             )),
             ..Default::default()
         })
@@ -241,7 +240,7 @@ async fn ensure_work_queues_one_live_item_per_session(b: Backend) {
         "a live item exists already"
     );
     let polled = store
-        .poll_work("env_sh", Some("w"), time::now(), 0, "tok")
+        .poll_work("env_sh", Some("w"), crate::support::now(), 0, "tok")
         .await
         .unwrap()
         .unwrap();
@@ -253,7 +252,7 @@ async fn ensure_work_queues_one_live_item_per_session(b: Backend) {
         "a polled item is still live"
     );
     store
-        .stop_session_work("sesn_e", time::now(), false)
+        .stop_session_work("sesn_e", crate::support::now(), false)
         .await
         .unwrap();
     client_txn(store.as_ref(), "sesn_e", ensure("work_4")).await;
@@ -265,7 +264,7 @@ async fn ensure_work_queues_one_live_item_per_session(b: Backend) {
 async fn runners_write_only_while_they_hold_the_lease(b: Backend) {
     let (store, _d) = open(b).await;
     session(store.as_ref(), "sesn_l").await;
-    let now = time::now();
+    let now = crate::support::now();
     let one = Writer::Runner {
         owner: "one".into(),
     };

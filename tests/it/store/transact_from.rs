@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use mast::domain::time;
 use mast::store::{Attempt, SessionRecord, SessionTxn, Store, StoreError, TxnOutput, Writer};
 
 use super::{append, client_txn, event, open, session, set_status};
@@ -136,7 +135,7 @@ async fn a_write_from_a_moved_row_writes_nothing(b: Backend) {
 async fn a_runner_writes_from_its_row_only_while_it_holds_the_lease(b: Backend) {
     let (store, _d) = open(b).await;
     session(store.as_ref(), "sesn_r").await;
-    let now = time::now();
+    let now = crate::support::now();
     let one = Writer::Runner {
         owner: "one".into(),
     };

@@ -20,7 +20,7 @@ backend_tests!(
 );
 
 fn vault(id: &str) -> Vault {
-    let now = time::format(time::now());
+    let now = time::format(crate::support::now());
     Vault {
         tag: VaultTag::Tag,
         id: id.into(),
@@ -33,7 +33,7 @@ fn vault(id: &str) -> Vault {
 }
 
 fn cred(vault_id: &str, id: &str, url: &str, sealed: &[u8]) -> CredentialRecord {
-    let now = time::format(time::now());
+    let now = time::format(crate::support::now());
     CredentialRecord {
         credential: Credential {
             tag: CredentialTag::Tag,
@@ -57,10 +57,13 @@ fn cred(vault_id: &str, id: &str, url: &str, sealed: &[u8]) -> CredentialRecord 
 async fn vaults_round_trip_update_archive_and_list(b: Backend) {
     let (store, _d) = open(b).await;
     let first = vault("vlt_1");
-    store.insert_vault(WS, &first, time::now()).await.unwrap();
+    store
+        .insert_vault(WS, &first, crate::support::now())
+        .await
+        .unwrap();
     for id in ["vlt_2", "vlt_3"] {
         store
-            .insert_vault(WS, &vault(id), time::now())
+            .insert_vault(WS, &vault(id), crate::support::now())
             .await
             .unwrap();
     }
@@ -74,12 +77,15 @@ async fn vaults_round_trip_update_archive_and_list(b: Backend) {
     let mut v = store.get_vault(WS, "vlt_2").await.unwrap().unwrap();
     v.display_name = "renamed".into();
     store
-        .update_vault(WS, &v, time::now(), false)
+        .update_vault(WS, &v, crate::support::now(), false)
         .await
         .unwrap();
     assert_eq!(store.get_vault(WS, "vlt_2").await.unwrap(), Some(v.clone()));
-    v.archived_at = Some(time::format(time::now()));
-    store.update_vault(WS, &v, time::now(), true).await.unwrap();
+    v.archived_at = Some(time::format(crate::support::now()));
+    store
+        .update_vault(WS, &v, crate::support::now(), true)
+        .await
+        .unwrap();
 
     let live = store
         .list_vaults(WS, false, &scan(Direction::Descending, 10))
@@ -163,7 +169,7 @@ async fn credentials_round_trip_with_their_sealed_secrets(b: Backend) {
     );
 
     let mut archived = c2.clone();
-    archived.credential.archived_at = Some(time::format(time::now()));
+    archived.credential.archived_at = Some(time::format(crate::support::now()));
     assert!(
         store
             .update_credential(WS, &archived, 4, true, None)
@@ -223,7 +229,7 @@ async fn one_live_credential_per_server_in_a_vault(b: Backend) {
         .expect("the same server in another vault");
     // Archiving frees the server for a new credential.
     let mut archived = c1.clone();
-    archived.credential.archived_at = Some(time::format(time::now()));
+    archived.credential.archived_at = Some(time::format(crate::support::now()));
     store
         .update_credential(WS, &archived, 4, true, None)
         .await
@@ -320,13 +326,13 @@ async fn credentials_for_a_server_skip_archived_ones_and_other_vaults(b: Backend
     assert!(find(&[]).await.is_empty());
     // An archived credential, and every credential of an archived vault, is skipped.
     let mut archived = a1.clone();
-    archived.credential.archived_at = Some(time::format(time::now()));
+    archived.credential.archived_at = Some(time::format(crate::support::now()));
     store
         .update_credential(WS, &archived, 3, true, None)
         .await
         .unwrap();
     let mut v3 = store.get_vault(WS, "vlt_3").await.unwrap().unwrap();
-    v3.archived_at = Some(time::format(time::now()));
+    v3.archived_at = Some(time::format(crate::support::now()));
     store.update_vault(WS, &v3, 3, true).await.unwrap();
     assert_eq!(find(&["vlt_1", "vlt_2", "vlt_3"]).await, ["vcrd_2"]);
 }

@@ -1,7 +1,6 @@
 //! The self-hosted work queue: polls, item transactions, counts, the reaper's requeues and
 //! stops.
 
-use mast::domain::time;
 use mast::store::{Direction, ExpiredWork, StoppedWork, StoreError, WorkRecord};
 
 use super::{WS, client_txn, ids, open, output, scan, scan_after, session, work_txn};
@@ -63,7 +62,7 @@ async fn hold(
 
 async fn polls_claim_the_oldest_unpolled_item_once(b: Backend) {
     let (store, _d) = open(b).await;
-    let now = time::now();
+    let now = crate::support::now();
     queue(store.as_ref(), "env_a", "work_new", now - 5 * SEC).await;
     queue(store.as_ref(), "env_a", "work_old", now - 10 * SEC).await;
     queue(store.as_ref(), "env_b", "work_0", now - 20 * SEC).await;
@@ -115,7 +114,7 @@ async fn polls_claim_the_oldest_unpolled_item_once(b: Backend) {
 
 async fn unacknowledged_polls_are_reclaimed_with_a_new_token(b: Backend) {
     let (store, _d) = open(b).await;
-    let now = time::now();
+    let now = crate::support::now();
     queue(store.as_ref(), "env_a", "work_1", now - 10 * SEC).await;
     queue(store.as_ref(), "env_a", "work_2", now - 5 * SEC).await;
     store
@@ -167,7 +166,7 @@ async fn unacknowledged_polls_are_reclaimed_with_a_new_token(b: Backend) {
 
 async fn work_transactions_write_back_or_change_nothing(b: Backend) {
     let (store, _d) = open(b).await;
-    let now = time::now();
+    let now = crate::support::now();
     queue(store.as_ref(), "env_a", "work_1", now).await;
     let got = store
         .transact_work(
@@ -237,7 +236,7 @@ async fn work_transactions_write_back_or_change_nothing(b: Backend) {
 
 async fn work_is_read_and_listed_per_environment(b: Backend) {
     let (store, _d) = open(b).await;
-    let now = time::now();
+    let now = crate::support::now();
     for id in ["work_a", "work_b", "work_c"] {
         queue(store.as_ref(), "env_a", id, now).await;
     }
@@ -271,7 +270,7 @@ async fn work_is_read_and_listed_per_environment(b: Backend) {
 
 async fn work_stats_count_the_queue_and_its_workers(b: Backend) {
     let (store, _d) = open(b).await;
-    let now = time::now();
+    let now = crate::support::now();
     assert_eq!(
         store.work_stats("env_a", now).await.unwrap(),
         Default::default()
@@ -328,7 +327,7 @@ async fn work_stats_count_the_queue_and_its_workers(b: Backend) {
 
 async fn expired_work_is_requeued_or_stopped(b: Backend) {
     let (store, _d) = open(b).await;
-    let now = time::now();
+    let now = crate::support::now();
     for (env, id) in [
         ("env_a", "work_s"),
         ("env_a", "work_a"),
@@ -401,7 +400,7 @@ async fn expired_work_is_requeued_or_stopped(b: Backend) {
 
 async fn stopped_items_wait_for_a_requeue_check(b: Backend) {
     let (store, _d) = open(b).await;
-    let now = time::now();
+    let now = crate::support::now();
     for id in ["work_1", "work_2", "work_3"] {
         queue(store.as_ref(), "env_a", id, now).await;
     }
@@ -466,7 +465,7 @@ async fn stopped_items_wait_for_a_requeue_check(b: Backend) {
 
 async fn stopping_a_sessions_work(b: Backend) {
     let (store, _d) = open(b).await;
-    let now = time::now();
+    let now = crate::support::now();
     // Graceful (archived): queued items stop, held ones wind down.
     queue(store.as_ref(), "env_a", "work_q", now).await;
     store

@@ -365,7 +365,19 @@ impl TestServer {
 }
 
 /// Polls `f` until it returns Some, failing after `secs`.
-pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    match try_eventually(secs, f).await {
+        Some(v) => v,
+        None => panic!("timed out waiting for {what}"),
+    }
+}
+
+/// Polls `f` until it returns Some; None after `secs` (the caller says what was missing).
+pub async fn try_eventually<T, F, Fut>(secs: u64, mut f: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -373,10 +385,10 @@ where
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     loop {
         if let Some(v) = f().await {
-            return v;
+            return Some(v);
         }
         if tokio::time::Instant::now() > deadline {
-            panic!("timed out waiting for {what}");
+            return None;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
@@ -399,4 +411,10 @@ pub fn dir_bytes(dir: &std::path::Path) -> u64 {
         }
     }
     total
+}
+
+/// The system clock's reading: the clock test stores and servers are opened with, unless a
+/// test gives one a manual clock.
+pub fn now() -> mast::domain::time::Micros {
+    mast::domain::clock::Clock::system().now()
 }

@@ -36,11 +36,6 @@ pub enum Trigger {
     Manual,
 }
 
-/// The wire object of a stored deployment.
-pub fn view(d: &DeploymentRecord) -> Deployment {
-    dep::view(&d.id, &d.spec, &d.state, time::now())
-}
-
 /// The wire object of a stored run.
 pub fn run_view(r: &DeploymentRunRecord) -> DeploymentRun {
     DeploymentRun {
@@ -125,6 +120,17 @@ fn archived(id: &str, what: &str) -> OpError {
 }
 
 impl Engine {
+    /// The wire object of a stored deployment, its upcoming firings from now.
+    fn deployment_view(&self, d: &DeploymentRecord) -> Deployment {
+        dep::view(
+            &d.id,
+            &d.spec,
+            &d.state,
+            self.now(),
+            self.inner.config.cron_pace,
+        )
+    }
+
     /// Resolves the agent pin (an id alone pins its latest version) into `spec` and checks
     /// the whole definition as a session creation would be checked.
     async fn check_definition(
@@ -165,8 +171,11 @@ impl Engine {
     ) -> Result<Deployment, OpError> {
         let (pin, mut spec) = body.check()?;
         self.check_definition(ws, Some(pin), &mut spec).await?;
-        let now = time::now();
-        let next_fire_at = spec.schedule.as_ref().and_then(|s| s.next_after(now));
+        let now = self.now();
+        let next_fire_at = spec
+            .schedule
+            .as_ref()
+            .and_then(|s| s.next_after(now, self.inner.config.cron_pace));
         let rec = DeploymentRecord {
             id: new_id("depl"),
             workspace_id: ws.to_string(),
@@ -181,12 +190,12 @@ impl Engine {
             next_fire_at,
         };
         self.inner.store.insert_deployment(&rec).await?;
-        Ok(view(&rec))
+        Ok(self.deployment_view(&rec))
     }
 
     /// `GET /v1/deployments/{id}`.
     pub async fn deployment(&self, ws: &str, id: &str) -> Result<Deployment, OpError> {
-        Ok(view(&self.stored_deployment(ws, id).await?))
+        Ok(self.deployment_view(&self.stored_deployment(ws, id).await?))
     }
 
     /// `POST /v1/deployments/{id}`: archived deployments take no changes; a changed schedule
@@ -208,10 +217,14 @@ impl Engine {
         if fx.agent.is_some() || starts_differently(&before, &rec.spec) {
             self.check_definition(ws, fx.agent, &mut rec.spec).await?;
         }
-        let now = time::now();
+        let now = self.now();
         rec.state.updated_at = now;
         let next = if fx.schedule_changed {
-            rec.next_fire_at = rec.spec.schedule.as_ref().and_then(|s| s.next_after(now));
+            rec.next_fire_at = rec
+                .spec
+                .schedule
+                .as_ref()
+                .and_then(|s| s.next_after(now, self.inner.config.cron_pace));
             NextFire::Set(rec.next_fire_at)
         } else {
             NextFire::Keep
@@ -220,7 +233,7 @@ impl Engine {
             .store
             .update_deployment(&rec, next, DeploymentChange::Updated)
             .await?;
-        Ok(view(&rec))
+        Ok(self.deployment_view(&rec))
     }
 
     /// `GET /v1/deployments`.
@@ -231,7 +244,7 @@ impl Engine {
         scan: &Scan<String>,
     ) -> Result<Vec<Deployment>, OpError> {
         let rows = self.inner.store.list_deployments(ws, filter, scan).await?;
-        Ok(rows.iter().map(view).collect())
+        Ok(rows.iter().map(|d| self.deployment_view(d)).collect())
     }
 
     /// `POST /v1/deployments/{id}/archive` (idempotent): it never fires again, and reports
@@ -239,9 +252,9 @@ impl Engine {
     pub async fn archive_deployment(&self, ws: &str, id: &str) -> Result<Deployment, OpError> {
         let mut rec = self.stored_deployment(ws, id).await?;
         if rec.state.archived_at.is_some() {
-            return Ok(view(&rec));
+            return Ok(self.deployment_view(&rec));
         }
-        let now = time::now();
+        let now = self.now();
         rec.state.archived_at = Some(now);
         rec.state.updated_at = now;
         rec.state.paused_reason = None;
@@ -250,7 +263,7 @@ impl Engine {
             .store
             .update_deployment(&rec, NextFire::Set(None), DeploymentChange::Archived)
             .await?;
-        Ok(view(&rec))
+        Ok(self.deployment_view(&rec))
     }
 
     /// `POST /v1/deployments/{id}/pause` (a paused one stays as it is, with its reason).
@@ -260,15 +273,15 @@ impl Engine {
             return Err(archived(id, "it cannot be paused"));
         }
         if rec.state.paused_reason.is_some() {
-            return Ok(view(&rec));
+            return Ok(self.deployment_view(&rec));
         }
         rec.state.paused_reason = Some(dep::manual_pause());
-        rec.state.updated_at = time::now();
+        rec.state.updated_at = self.now();
         self.inner
             .store
             .update_deployment(&rec, NextFire::Keep, DeploymentChange::Paused)
             .await?;
-        Ok(view(&rec))
+        Ok(self.deployment_view(&rec))
     }
 
     /// `POST /v1/deployments/{id}/unpause`: the schedule resumes from its first slot after
@@ -279,12 +292,16 @@ impl Engine {
             return Err(archived(id, "it cannot be unpaused"));
         }
         if rec.state.paused_reason.is_none() {
-            return Ok(view(&rec));
+            return Ok(self.deployment_view(&rec));
         }
-        let now = time::now();
+        let now = self.now();
         rec.state.paused_reason = None;
         rec.state.updated_at = now;
-        rec.next_fire_at = rec.spec.schedule.as_ref().and_then(|s| s.next_after(now));
+        rec.next_fire_at = rec
+            .spec
+            .schedule
+            .as_ref()
+            .and_then(|s| s.next_after(now, self.inner.config.cron_pace));
         self.inner
             .store
             .update_deployment(
@@ -293,7 +310,7 @@ impl Engine {
                 DeploymentChange::Unpaused,
             )
             .await?;
-        Ok(view(&rec))
+        Ok(self.deployment_view(&rec))
     }
 
     /// `POST /v1/deployments/{id}/run`: fires now, also while paused (a manual run never
@@ -374,7 +391,7 @@ impl Engine {
             agent_version: d.spec.agent_version,
             session_id,
             error,
-            created_at: time::now(),
+            created_at: self.now(),
         };
         self.inner
             .store

@@ -17,16 +17,15 @@ use std::time::Duration;
 
 use super::Trigger;
 use crate::Engine;
-use mast_domain::schedule;
-use mast_domain::time;
+use mast_domain::schedule::Pace;
 use mast_store::StoreResult;
 
 /// Most due deployments one pass fires; the rest wait for the next pass.
 const BATCH: i64 = 100;
 
 /// How often the store is asked for due firings: firings start within this of their slot.
-fn period() -> Duration {
-    if schedule::seconds_for_minutes() {
+fn period(pace: Pace) -> Duration {
+    if pace == Pace::SecondsForTests {
         Duration::from_millis(200)
     } else {
         Duration::from_secs(1)
@@ -43,7 +42,7 @@ impl Engine {
     }
 
     async fn schedule_forever(&self) {
-        let mut tick = tokio::time::interval(period());
+        let mut tick = tokio::time::interval(period(self.inner.config.cron_pace));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -61,7 +60,7 @@ impl Engine {
     /// hold up the others.
     async fn fire_due(&self) -> StoreResult<()> {
         let store = &self.inner.store;
-        let now = time::now();
+        let now = self.now();
         let due = store.due_deployments(now, BATCH).await?;
         let mut claimed = Vec::with_capacity(due.len());
         for d in &due {
@@ -73,10 +72,10 @@ impl Engine {
             };
             // The catch-up rule: the latest slot at or before now stands for every missed one.
             let slot = sched
-                .latest_at_or_before(now)
+                .latest_at_or_before(now, self.inner.config.cron_pace)
                 .filter(|s| *s >= expected)
                 .unwrap_or(expected);
-            let next = sched.next_after(now.max(slot));
+            let next = sched.next_after(now.max(slot), self.inner.config.cron_pace);
             if !store.claim_deployment_fire(&d.id, expected, next).await? {
                 continue;
             }

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::FilesConfig;
 use mast_domain::query::{FileFilter, Scan};
-use mast_domain::time::{self, Micros};
+use mast_domain::time::Micros;
 use mast_store::blobs::{BlobStore, GetStream, PutStream};
 use mast_store::{Store, StoreError};
 
@@ -56,6 +56,11 @@ pub struct Files {
 }
 
 impl Files {
+    /// The current time, on the store's clock.
+    pub fn now(&self) -> mast_domain::time::Micros {
+        self.store.clock().now()
+    }
+
     /// Opens the configured blob store (S3 when a bucket is set, else `<data dir>/files`).
     pub async fn open(
         config: &FilesConfig,
@@ -131,7 +136,10 @@ impl Files {
             .get_file(workspace_id, id)
             .await?
             .ok_or_else(|| FileError::NotFound(id.to_string()))?;
-        if file.expires_at.is_some_and(|t| t <= time::now()) {
+        if file
+            .expires_at
+            .is_some_and(|t| t <= self.store.clock().now())
+        {
             return Err(FileError::Expired(id.to_string()));
         }
         Ok(file)
@@ -229,7 +237,7 @@ impl Files {
                 Err(e) => tracing::warn!(error = %e, "could not sweep orphan file blobs"),
             }
             loop {
-                match files.sweep_expired(time::now()).await {
+                match files.sweep_expired(files.now()).await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(removed = n, "deleted expired files"),
                     Err(e) => tracing::warn!(error = %e, "could not sweep expired files"),

@@ -187,7 +187,7 @@ impl Hooks {
                 ),
             )
         })?;
-        let now = time::now();
+        let now = self.store.clock().now();
         hook.id = new_id("hook");
         hook.created_at = time::format(now);
         let secret = SigningSecret::generate().expose();

@@ -70,7 +70,7 @@ pub struct Hub {
     /// Where signals for the other replicas go (as payloads naming this replica), when
     /// there are others.
     outbox: OnceLock<(String, mpsc::Sender<String>)>,
-    /// When another replica was last heard from (µs since the epoch; 0 = never): a replica
+    /// When another replica was last heard from (see [`since_start`]; 0 = never): a replica
     /// alone on its database sends nothing but its hellos.
     peer_heard_at: AtomicI64,
     /// Bumped whenever API keys may have changed in the store (a signal said so, or signals
@@ -85,6 +85,19 @@ pub struct Hub {
 
 /// How long after the last word from another replica this one keeps signalling.
 const PEER_TTL_MICROS: i64 = 10_000_000;
+
+/// Microseconds on a monotonic clock since this process first asked, plus one (so never 0).
+/// Whether a peer spoke lately is a duration this process measures, which a step of the wall
+/// clock must not change, and no timestamp anyone sees; so it is not read from the store's
+/// clock.
+fn since_start() -> i64 {
+    static START: OnceLock<std::time::Instant> = OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_micros() as i64
+        + 1
+}
 
 /// A live subscription to a session's topic; the topic goes away with its last subscriber.
 pub struct Subscription {
@@ -179,8 +192,8 @@ impl Hub {
     /// Tells the other replicas, if any. Never waits: when the outbox is full the signal is
     /// dropped, and the others' periodic check finds what it said.
     pub fn tell(&self, signal: Signal) {
-        let alone =
-            mast_domain::time::now() - self.peer_heard_at.load(Ordering::Relaxed) > PEER_TTL_MICROS;
+        let heard = self.peer_heard_at.load(Ordering::Relaxed);
+        let alone = heard == 0 || since_start() - heard > PEER_TTL_MICROS;
         if alone && !matches!(signal, Signal::Hello { .. }) {
             return;
         }
@@ -194,8 +207,9 @@ impl Hub {
     /// Notes that another replica spoke; true when none had for a while (a newcomer, which
     /// deserves a hello at once).
     pub fn heard_peer(&self) -> bool {
-        let now = mast_domain::time::now();
-        now - self.peer_heard_at.swap(now, Ordering::Relaxed) > PEER_TTL_MICROS
+        let now = since_start();
+        let heard = self.peer_heard_at.swap(now, Ordering::Relaxed);
+        heard == 0 || now - heard > PEER_TTL_MICROS
     }
 
     /// Publishes committed events, in order. Sessions nobody watches cost a map lookup.

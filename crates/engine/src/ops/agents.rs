@@ -29,7 +29,7 @@ impl Engine {
         let roster = self
             .resolve_multiagent(ws, spec.multiagent_request.as_ref(), me)
             .await?;
-        let now = time::format(time::now());
+        let now = time::format(self.now());
         let agent = spec.into_agent(&id, 1, roster, now.clone(), now);
         self.inner.store.insert_agent(ws, &agent).await?;
         Ok(agent)
@@ -92,7 +92,7 @@ impl Engine {
             next_version,
             roster,
             current.created_at.clone(),
-            time::format(time::now()),
+            time::format(self.now()),
         );
         // A `self` roster entry pins the version being written; compare with it mapped back.
         let unchanged = {
@@ -126,7 +126,7 @@ impl Engine {
     pub async fn archive_agent(&self, ws: &str, id: &str) -> Result<Agent, OpError> {
         self.inner
             .store
-            .archive_agent(ws, id, time::now())
+            .archive_agent(ws, id, self.now())
             .await?
             .ok_or_else(|| agent_not_found(id))
     }

@@ -26,7 +26,7 @@ use mast_domain::session::{
     AgentSelection, Session, SessionBody, SessionCreate, SessionStatus, SessionUsage, check_title,
     parse_agent_selection, parse_vault_ids,
 };
-use mast_domain::time::{self, Micros};
+use mast_domain::time::Micros;
 use mast_domain::vault;
 use mast_store::{NewEvent, SessionRecord, ThreadRecord, WorkRecord};
 
@@ -166,7 +166,7 @@ impl Engine {
     ) -> Result<Session, OpError> {
         let (mut checked, agent, env, memory) = self.prepare(ws, req).await?;
         checked.deployment_id = deployment_id.map(str::to_string);
-        let now = time::now();
+        let now = self.now();
         let mut draft = self.draft(ws, checked, agent, &env, now)?;
         if super::memory_attach::add_to_body(&mut draft.body, memory).map_err(internal)? {
             draft.session.body = serde_json::to_string(&draft.body).map_err(internal)?.into();

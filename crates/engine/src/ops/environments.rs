@@ -20,7 +20,7 @@ impl Engine {
         create: EnvironmentCreate,
     ) -> Result<Environment, OpError> {
         let spec = create.into_spec()?;
-        let now = time::now();
+        let now = self.now();
         let env = build(
             &new_id("env"),
             spec,
@@ -54,7 +54,7 @@ impl Engine {
     ) -> Result<Environment, OpError> {
         let current = self.environment(ws, id).await?;
         let spec = update.apply(&current)?;
-        let now = time::now();
+        let now = self.now();
         let env = build(
             id,
             spec,
@@ -98,7 +98,7 @@ impl Engine {
         if env.archived_at.is_some() {
             return Ok(env);
         }
-        let now = time::now();
+        let now = self.now();
         env.archived_at = Some(time::format(now));
         env.updated_at = time::format(now);
         self.inner

@@ -28,6 +28,11 @@ pub struct EventLog {
 }
 
 impl EventLog {
+    /// The current time, on the store's clock (for what the stream itself stamps).
+    pub fn now(&self) -> mast_domain::time::Micros {
+        self.store.clock().now()
+    }
+
     /// Up to `limit` events of session `id` after sequence number `after`, every thread's.
     pub async fn after(
         &self,

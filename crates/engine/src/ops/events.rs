@@ -4,7 +4,6 @@ use super::OpError;
 use super::txn::decide_held;
 use mast_domain::events::{Answer, ClientEvent, kind};
 use mast_domain::invalid::Invalid;
-use mast_domain::time;
 use std::sync::atomic::Ordering;
 
 use crate::fast_start;
@@ -30,11 +29,12 @@ impl Engine {
         let lease = self.lease_grant();
         // Before the transaction, for the runner it wakes (see `engine::Handoff`).
         let epoch = self.inner.interrupt_epoch.load(Ordering::SeqCst);
+        let clock = self.inner.store.clock().clone();
         let decided = {
             let batch = batch.clone();
             let inner = self.inner.clone();
             decide_held(&self.inner, ws, id, move |rec| {
-                let now = time::now();
+                let now = clock.now();
                 let body = inner.bodies.get(&rec.id, &rec.body)?;
                 let (mut out, acc) =
                     intake::accept(rec, &body, &batch, &post, lease.as_ref(), now)?;

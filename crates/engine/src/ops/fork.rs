@@ -26,7 +26,7 @@ use mast_domain::invalid::Invalid;
 use mast_domain::metadata;
 use mast_domain::prices::Spend;
 use mast_domain::session::{Session, SessionBody, SessionStatus, SessionUsage};
-use mast_domain::time::{self, Micros};
+use mast_domain::time::Micros;
 use mast_sandbox::checkpoints::Source;
 use mast_store::{
     EventRecord, ForkedEvent, NewEvent, Scan, SessionFork, SessionRecord, StoreError, ThreadRecord,
@@ -107,7 +107,7 @@ impl Engine {
             &threads,
             prefix,
             (requested, requested_id),
-            time::now(),
+            self.now(),
         )?;
         let fork_id = plan.fork.session.id.clone();
         if let Some(source) = source {
@@ -120,7 +120,7 @@ impl Engine {
         }
         let mut rec = plan.fork.session;
         rec.last_seq = end;
-        Ok(views::session(&rec, time::now())?)
+        Ok(views::session(&rec, self.now())?)
     }
 
     /// The session's whole log, in sequence order.

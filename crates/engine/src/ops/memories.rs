@@ -9,7 +9,6 @@ use mast_domain::ids::new_id;
 use mast_domain::invalid::Invalid;
 use mast_domain::memory::{self, Actor, Memory, MemoryVersion};
 use mast_domain::query::{MemoryVersionFilter, Scan};
-use mast_domain::time;
 use mast_store::memory::{MAX_MEMORIES_PER_STORE, MemoryChange};
 use mast_store::{MemoryWrite, MemoryWriteOutcome, RedactOutcome, StoreError};
 
@@ -156,7 +155,7 @@ impl Engine {
         match self
             .inner
             .store
-            .redact_memory_version(ws, store_id, id, by.as_ref(), time::now())
+            .redact_memory_version(ws, store_id, id, by.as_ref(), self.now())
             .await?
         {
             RedactOutcome::Redacted(v) => Ok(*v),
@@ -183,7 +182,7 @@ impl Engine {
             expected_sha256,
             version_id: new_id("memver"),
             actor,
-            at: time::now(),
+            at: self.now(),
         };
         match self.inner.store.write_memory(ws, &w).await? {
             MemoryWriteOutcome::Written { memory, .. } => Ok(memory),

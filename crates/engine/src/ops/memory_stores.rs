@@ -20,7 +20,7 @@ impl Engine {
         create: MemoryStoreCreate,
     ) -> Result<MemoryStore, OpError> {
         let (name, description, metadata) = create.into_parts()?;
-        let now = time::now();
+        let now = self.now();
         let store = MemoryStore {
             tag: MemoryStoreTag::Tag,
             id: new_id("memstore"),
@@ -59,7 +59,7 @@ impl Engine {
         let Some((name, description, metadata)) = update.apply(&store)? else {
             return Ok(store);
         };
-        let now = time::now();
+        let now = self.now();
         store.name = name;
         store.description = description;
         store.metadata = metadata;
@@ -91,7 +91,7 @@ impl Engine {
         if store.archived_at.is_some() {
             return Ok(store);
         }
-        let now = time::now();
+        let now = self.now();
         store.archived_at = Some(time::format(now));
         store.updated_at = time::format(now);
         self.inner

@@ -127,7 +127,7 @@ impl Engine {
 
     async fn check_file(&self, ws: &str, id: &str) -> Result<(), OpError> {
         match self.inner.store.get_file(ws, id).await? {
-            Some(f) if f.expires_at.is_none_or(|t| t > time::now()) => Ok(()),
+            Some(f) if f.expires_at.is_none_or(|t| t > self.now()) => Ok(()),
             _ => Err(OpError::FileNotFound(id.to_string())),
         }
     }
@@ -160,7 +160,8 @@ impl Engine {
         if let ResourceParams::File(f) = &params {
             self.check_file(ws, &f.file_id).await?;
         }
-        let (added, sealed) = new_resource(self, &params, time::now())?;
+        let (added, sealed) = new_resource(self, &params, self.now())?;
+        let clock = self.inner.store.clock().clone();
         let committed = decide(&self.inner, ws, sid, move |rec| {
             let mut sb: SessionBody = serde_json::from_str(&rec.body)?;
             check_changeable(rec, "cannot take new resources")?;
@@ -178,7 +179,7 @@ impl Engine {
                     .filter_map(|r| r.get("mount_path").and_then(Value::as_str)),
                 params.mount_path(),
             )?;
-            let now = time::now();
+            let now = clock.now();
             if let (Some(id), Some(sealed)) = (id_of(&added), &sealed) {
                 sb.repository_tokens.insert(id.to_string(), sealed.clone());
             }
@@ -212,6 +213,7 @@ impl Engine {
         let wanted = rid.to_string();
         // Allowed while a turn runs: the token is read when a clone starts, so a rotation
         // reaches the next clone or retry.
+        let clock = self.inner.store.clock().clone();
         let committed = decide(&self.inner, ws, sid, move |rec| {
             let mut sb: SessionBody = serde_json::from_str(&rec.body)?;
             if rec.archived_at.is_some() {
@@ -220,7 +222,7 @@ impl Engine {
             let Some(r) = sb.resources.iter_mut().find(|r| id_of(r) == Some(&wanted)) else {
                 return Ok((TxnOutput::default(), None));
             };
-            let now = time::now();
+            let now = clock.now();
             r["updated_at"] = Value::String(time::format(now));
             let shown = r.clone();
             sb.repository_tokens.insert(wanted.clone(), sealed.clone());
@@ -237,6 +239,7 @@ impl Engine {
     /// Removes a resource from an idle session: it is not mounted from the next tool call on.
     pub async fn delete_resource(&self, ws: &str, sid: &str, rid: &str) -> Result<(), OpError> {
         let wanted = rid.to_string();
+        let clock = self.inner.store.clock().clone();
         let committed = decide(&self.inner, ws, sid, move |rec| {
             let mut sb: SessionBody = serde_json::from_str(&rec.body)?;
             let Some(at) = sb.resources.iter().position(|r| id_of(r) == Some(&wanted)) else {
@@ -245,7 +248,7 @@ impl Engine {
             check_changeable(rec, "its resources cannot change")?;
             let gone = sb.resources.remove(at);
             sb.repository_tokens.remove(&wanted);
-            let now = time::now();
+            let now = clock.now();
             rec.body = serde_json::to_string(&sb)?.into();
             rec.updated_at = now;
             Ok((TxnOutput::default(), Some(gone)))

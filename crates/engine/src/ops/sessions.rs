@@ -17,7 +17,6 @@ use mast_domain::session::{
     Session, SessionBody, SessionUpdate, WaitingForWorker, check_title, parse_agent_update,
     parse_vault_ids, vault_ids_create_only,
 };
-use mast_domain::time;
 use mast_store::{Deleted, Scan, SessionFilter, SessionRecord, StoreError, TxnOutput};
 
 impl Engine {
@@ -37,7 +36,7 @@ impl Engine {
             .get_session(ws, id)
             .await?
             .ok_or_else(|| OpError::SessionNotFound(id.to_string()))?;
-        let mut session = views::session(&rec, time::now())?;
+        let mut session = views::session(&rec, self.now())?;
         session.stats.waiting_for_worker = self.waiting_for_worker(&rec).await?;
         Ok(session)
     }
@@ -60,7 +59,7 @@ impl Engine {
         let stats = self
             .inner
             .store
-            .work_stats(&rec.environment_id, time::now())
+            .work_stats(&rec.environment_id, self.now())
             .await?;
         Ok((stats.workers_polling == 0).then(|| views::no_worker(&rec.environment_id)))
     }
@@ -73,7 +72,7 @@ impl Engine {
         scan: &Scan<String>,
     ) -> Result<Vec<Session>, OpError> {
         let rows = self.inner.store.list_sessions(ws, filter, scan).await?;
-        let now = time::now();
+        let now = self.now();
         Ok(rows
             .iter()
             .map(|r| views::session(r, now))
@@ -104,6 +103,7 @@ impl Engine {
             self.inner.models.refresh().await;
         }
         let models = self.inner.models.clone();
+        let clock = self.inner.store.clock().clone();
         let committed = decide(&self.inner, ws, id, move |rec| {
             if rec.archived_at.is_some() {
                 return Err(intake::archived(&rec.id, "cannot be updated").into());
@@ -148,7 +148,7 @@ impl Engine {
                     changed["agent"] = serde_json::to_value(&sb.agent)?;
                 }
             }
-            let now = time::now();
+            let now = clock.now();
             let before = EngineState::of(rec)?;
             let mut st = before.clone();
             let b = budget::update(
@@ -176,19 +176,20 @@ impl Engine {
             )];
             let wake = !b.resumed.is_empty();
             events.extend(b.resumed);
-            Ok((state::output(rec, &before, st, events, vec![])?, wake))
+            Ok((state::output(rec, &before, st, events, vec![], now)?, wake))
         })
         .await?;
         if committed.value {
             self.wake(id);
         }
-        Ok(views::session(&committed.rec, time::now())?)
+        Ok(views::session(&committed.rec, self.now())?)
     }
 
     /// Archives an idle session: it accepts no new events, and its self-hosted work stops.
     /// Archiving an archived session changes nothing.
     pub async fn archive_session(&self, ws: &str, id: &str) -> Result<Session, OpError> {
-        let committed = decide(&self.inner, ws, id, |rec| {
+        let clock = self.clock().clone();
+        let committed = decide(&self.inner, ws, id, move |rec| {
             if rec.archived_at.is_some() {
                 return Ok((TxnOutput::default(), ()));
             }
@@ -198,7 +199,7 @@ impl Engine {
                     rec.id
                 )));
             }
-            let now = time::now();
+            let now = clock.now();
             rec.archived_at = Some(now);
             rec.updated_at = now;
             Ok((TxnOutput::default(), ()))
@@ -207,9 +208,9 @@ impl Engine {
         // Its worker hears `stopping` on its next heartbeat; queued items never reach one.
         self.inner
             .store
-            .stop_session_work(id, time::now(), true)
+            .stop_session_work(id, self.now(), true)
             .await?;
-        Ok(views::session(&committed.rec, time::now())?)
+        Ok(views::session(&committed.rec, self.now())?)
     }
 
     /// Deletes an idle session with its events, threads, work items and workspace files.
@@ -219,7 +220,7 @@ impl Engine {
                 self.inner.hub.deleted(id);
                 self.inner
                     .store
-                    .stop_session_work(id, time::now(), false)
+                    .stop_session_work(id, self.now(), false)
                     .await?;
                 self.inner.toolbox.remove_session(id).await;
                 Ok(())

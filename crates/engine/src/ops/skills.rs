@@ -13,7 +13,7 @@ use mast_domain::skill::{
     LATEST, SkillObject, SkillSource, SkillTag, SkillVersionObject, SkillVersionTag,
 };
 use mast_domain::skill_bundle;
-use mast_domain::time;
+use mast_domain::time::{self, Micros};
 use mast_store::{
     NewSkillVersion, SkillRecord, SkillVersionDelete, SkillVersionRecord, StoreError,
 };
@@ -32,7 +32,7 @@ impl Engine {
         files: Upload,
     ) -> Result<SkillObject, OpError> {
         let id = new_id("skill");
-        let first = new_version(&id, files)?;
+        let first = new_version(&id, files, self.now())?;
         let v = &first.version;
         let skill = SkillRecord {
             id,
@@ -84,7 +84,7 @@ impl Engine {
         skill_id: &str,
         files: Upload,
     ) -> Result<SkillVersionObject, OpError> {
-        let new = new_version(skill_id, files)?;
+        let new = new_version(skill_id, files, self.now())?;
         match self.inner.store.insert_skill_version(ws, &new).await {
             Ok(_) => Ok(version_view(&new.version)),
             Err(StoreError::NotFound) => Err(OpError::SkillNotFound(skill_id.to_string())),
@@ -142,7 +142,7 @@ impl Engine {
     ) -> Result<(), OpError> {
         let store = &self.inner.store;
         match store
-            .delete_skill_version(ws, skill_id, version, time::now())
+            .delete_skill_version(ws, skill_id, version, self.now())
             .await?
         {
             SkillVersionDelete::Deleted => Ok(()),
@@ -206,7 +206,7 @@ fn version_not_found(skill_id: &str, version: &str) -> OpError {
 }
 
 /// Checks the uploaded files and makes them a stored version of `skill_id`.
-fn new_version(skill_id: &str, files: Upload) -> Result<NewSkillVersion, OpError> {
+fn new_version(skill_id: &str, files: Upload, now: Micros) -> Result<NewSkillVersion, OpError> {
     let bundle = skill_bundle::parse(files)?;
     Ok(NewSkillVersion {
         version: SkillVersionRecord {
@@ -214,7 +214,7 @@ fn new_version(skill_id: &str, files: Upload) -> Result<NewSkillVersion, OpError
             skill_id: skill_id.to_string(),
             name: bundle.name,
             description: bundle.description,
-            created_at: time::now(),
+            created_at: now,
         },
         files: bundle.files,
     })

@@ -7,7 +7,6 @@ use crate::Engine;
 use crate::intake;
 use crate::state::{EngineState, ThreadStatus};
 use mast_domain::thread::SessionThread;
-use mast_domain::time;
 use mast_store::{Scan, SessionRecord, TxnOutput};
 
 impl Engine {
@@ -41,7 +40,7 @@ impl Engine {
         scan: Scan<String>,
     ) -> Result<Vec<SessionThread>, OpError> {
         let (rec, st) = self.session_state(ws, id).await?;
-        let now = time::now();
+        let now = self.now();
         let want = usize::try_from(scan.limit).unwrap_or(0);
         let mut scan = scan;
         let mut out = Vec::new();
@@ -73,7 +72,7 @@ impl Engine {
             .get_thread(id, tid)
             .await?
             .ok_or_else(|| OpError::ThreadNotFound(tid.to_string()))?;
-        Ok(views::thread(&rec, &st, &t, time::now())?)
+        Ok(views::thread(&rec, &st, &t, self.now())?)
     }
 
     /// Archives delegate thread `tid` of session `id` (see [`intake::archive_thread`]) and
@@ -93,11 +92,12 @@ impl Engine {
             .ok_or_else(not_found)?;
         let lease = self.lease_grant();
         let target = tid.to_string();
+        let clock = self.inner.store.clock().clone();
         let committed = decide(&self.inner, ws, id, move |rec| {
             if rec.archived_at.is_some() {
                 return Err(intake::archived(&rec.id, "its threads cannot be archived").into());
             }
-            match intake::archive_thread(rec, &target, lease.as_ref(), time::now())? {
+            match intake::archive_thread(rec, &target, lease.as_ref(), clock.now())? {
                 Some((out, wake)) => Ok((out, Some(wake))),
                 None => Ok((TxnOutput::default(), None)),
             }
@@ -115,6 +115,6 @@ impl Engine {
         }
         let st = EngineState::of(&committed.rec)?;
         let t = self.inner.store.get_thread(id, tid).await?.unwrap_or(t);
-        Ok(views::thread(&committed.rec, &st, &t, time::now())?)
+        Ok(views::thread(&committed.rec, &st, &t, self.now())?)
     }
 }

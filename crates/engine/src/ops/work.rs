@@ -7,7 +7,6 @@ use super::OpError;
 use crate::Engine;
 use crate::work::{self, LeaseTerms, Refusal};
 use mast_domain::metadata::{self, MetadataPatch};
-use mast_domain::time;
 use mast_domain::work::WorkHeartbeat;
 use mast_store::{StoppedWork, StoreError, WorkRecord};
 
@@ -19,8 +18,9 @@ impl Engine {
         work_id: &str,
         terms: LeaseTerms,
     ) -> Result<WorkRecord, OpError> {
+        let clock = self.inner.store.clock().clone();
         let (w, ()) = self
-            .decide_work(env_id, work_id, move |w| work::ack(w, time::now(), terms))
+            .decide_work(env_id, work_id, move |w| work::ack(w, clock.now(), terms))
             .await?;
         Ok(w)
     }
@@ -34,9 +34,10 @@ impl Engine {
         desired_ttl: Option<i64>,
         terms: LeaseTerms,
     ) -> Result<WorkHeartbeat, OpError> {
+        let clock = self.inner.store.clock().clone();
         let (_, hb) = self
             .decide_work(env_id, work_id, move |w| {
-                work::heartbeat(w, expected.as_deref(), desired_ttl, time::now(), terms)
+                work::heartbeat(w, expected.as_deref(), desired_ttl, clock.now(), terms)
             })
             .await?;
         Ok(hb)
@@ -50,8 +51,9 @@ impl Engine {
         work_id: &str,
         force: bool,
     ) -> Result<WorkRecord, OpError> {
+        let clock = self.inner.store.clock().clone();
         let (w, ()) = self
-            .decide_work(env_id, work_id, move |w| work::stop(w, force, time::now()))
+            .decide_work(env_id, work_id, move |w| work::stop(w, force, clock.now()))
             .await?;
         if w.stopped_at.is_some() {
             // A worker that let go mid-turn leaves tool calls unanswered: queue the session
@@ -83,6 +85,7 @@ impl Engine {
         let stored: metadata::Metadata = serde_json::from_str(&current.metadata)
             .map_err(|e| StoreError::Internal(anyhow::anyhow!("stored work metadata: {e}")))?;
         metadata::apply_patch(&stored, &patch, false)?;
+        let clock = self.inner.store.clock().clone();
         let (w, ()) = self
             .decide_work(env_id, work_id, move |w| {
                 let stored: metadata::Metadata =
@@ -92,7 +95,7 @@ impl Engine {
                     && next != stored
                 {
                     w.metadata = serde_json::to_string(&next).unwrap_or_else(|_| "{}".into());
-                    w.updated_at = time::now();
+                    w.updated_at = clock.now();
                 }
                 Ok(())
             })

@@ -12,7 +12,6 @@ use mast_domain::ids::new_secret;
 use mast_domain::invalid::Invalid;
 use mast_domain::keys::{WORK_TOKEN_PREFIX, hash_key};
 use mast_domain::query::Scan;
-use mast_domain::time;
 
 pub use mast_store::{WorkRecord, WorkStats};
 
@@ -67,7 +66,7 @@ impl Engine {
             // Registered before the claim, so an item queued in between still wakes us.
             notified.as_mut().enable();
             let token = format!("{WORK_TOKEN_PREFIX}{}", new_secret(48));
-            let now = time::now();
+            let now = self.now();
             let claimed = self
                 .inner
                 .store
@@ -114,6 +113,6 @@ impl Engine {
     /// Environment `env_id`'s queue depth, unacknowledged items, oldest queued item and
     /// recent pollers.
     pub async fn work_stats(&self, env_id: &str) -> Result<WorkStats, OpError> {
-        Ok(self.inner.store.work_stats(env_id, time::now()).await?)
+        Ok(self.inner.store.work_stats(env_id, self.now()).await?)
     }
 }

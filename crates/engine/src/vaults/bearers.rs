@@ -13,7 +13,7 @@ use super::oauth::{self, Refresh};
 use crate::credentials::{BearerSource, CredentialError};
 use crate::ops::OpError;
 use mast_domain::credential::{CredentialAuth, Secrets, normalize_url};
-use mast_domain::time::{self, Micros};
+use mast_domain::time::Micros;
 use mast_store::CredentialRecord;
 
 /// An OAuth access token this close to its expiry is refreshed before use.
@@ -90,7 +90,7 @@ impl Vaults {
         let id = &seen.credential.id;
         let lock = self.refresh_lock(id);
         let _one_at_a_time = lock.lock().await;
-        let now = time::now();
+        let now = self.store.clock().now();
         let cur = self
             .store
             .get_credential(ws, &seen.credential.vault_id, id)
@@ -155,7 +155,7 @@ impl BearerSource for VaultBearers {
             return Ok(None);
         };
         let secrets = vaults.open(&rec).map_err(op)?;
-        let now = time::now();
+        let now = vaults.store.clock().now();
         match &rec.credential.auth {
             CredentialAuth::StaticBearer { .. } => Ok(Some(secrets.token)),
             CredentialAuth::McpOauth { .. } => {

@@ -14,7 +14,7 @@ impl Vaults {
     /// Saves a new vault.
     pub async fn create_vault(&self, ws: &str, create: VaultCreate) -> Result<Vault, OpError> {
         let (display_name, metadata) = create.into_parts()?;
-        let now = time::now();
+        let now = self.store.clock().now();
         let vault = Vault {
             tag: VaultTag::Tag,
             id: new_id("vlt"),
@@ -44,7 +44,7 @@ impl Vaults {
         let Some((display_name, metadata)) = update.apply(&vault)? else {
             return Ok(vault);
         };
-        let now = time::now();
+        let now = self.store.clock().now();
         vault.display_name = display_name;
         vault.metadata = metadata;
         vault.updated_at = time::format(now);
@@ -68,7 +68,7 @@ impl Vaults {
         if vault.archived_at.is_some() {
             return Ok(vault);
         }
-        let now = time::now();
+        let now = self.store.clock().now();
         vault.archived_at = Some(time::format(now));
         vault.updated_at = time::format(now);
         self.store.update_vault(ws, &vault, now, true).await?;

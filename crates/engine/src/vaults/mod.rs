@@ -141,7 +141,7 @@ impl Vaults {
         vault_id: &str,
         req: CredentialCreate,
     ) -> Result<Credential, OpError> {
-        let now = time::now();
+        let now = self.store.clock().now();
         let spec = req.into_spec(now)?;
         let v = self.vault(ws, vault_id).await?;
         if v.archived_at.is_some() {
@@ -183,7 +183,7 @@ impl Vaults {
     ) -> Result<Credential, OpError> {
         let rec = self.credential(ws, vault_id, id).await?;
         let secrets = self.open(&rec)?;
-        let now = time::now();
+        let now = self.store.clock().now();
         let spec = req.apply(&rec.credential, &secrets, now)?;
         if spec.auth == rec.credential.auth
             && spec.secrets == secrets
@@ -219,7 +219,7 @@ impl Vaults {
         if rec.credential.archived_at.is_some() {
             return Ok(rec.credential);
         }
-        let now = time::now();
+        let now = self.store.clock().now();
         rec.credential.archived_at = Some(time::format(now));
         rec.credential.updated_at = time::format(now);
         self.store

@@ -93,7 +93,7 @@ impl Vaults {
         rec: &CredentialRecord,
         secrets: &Secrets,
     ) -> Result<(RefreshAttempt, Option<Secrets>), OpError> {
-        let now = time::now();
+        let now = self.store.clock().now();
         let attempt = |status, http_response| RefreshAttempt {
             status,
             http_response,
@@ -146,7 +146,7 @@ impl Vaults {
             .credential
             .auth
             .expires_at()
-            .is_some_and(|t| t - time::now() < 60_000_000);
+            .is_some_and(|t| t - self.store.clock().now() < 60_000_000);
         if oauth && expiring && can_refresh {
             // Refreshed first; a failed refresh still lets the probe say whether the stored
             // token works.
@@ -218,7 +218,7 @@ impl Vaults {
             vault_id: rec.credential.vault_id.clone(),
             status,
             has_refresh_token,
-            validated_at: time::format(time::now()),
+            validated_at: time::format(self.store.clock().now()),
             mcp_probe,
             refresh,
         }

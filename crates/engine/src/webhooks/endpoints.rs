@@ -13,7 +13,10 @@ use mast_store::webhooks::{AttemptRecord, DeliveryRecord, EndpointRecord};
 impl Webhooks {
     /// One endpoint of the workspace (never its secret).
     pub async fn endpoint(&self, ws: &str, id: &str) -> Result<WebhookEndpoint, OpError> {
-        Ok(wire(&self.existing(ws, id).await?))
+        Ok(wire(
+            &self.existing(ws, id).await?,
+            self.store.clock().now(),
+        ))
     }
 
     /// A page of the workspace's endpoints (never their secrets).
@@ -23,7 +26,8 @@ impl Webhooks {
         scan: &Scan<String>,
     ) -> Result<Vec<WebhookEndpoint>, OpError> {
         let rows = self.store.list_webhook_endpoints(ws, scan).await?;
-        Ok(rows.iter().map(wire).collect())
+        let now = self.store.clock().now();
+        Ok(rows.iter().map(|r| wire(r, now)).collect())
     }
 
     /// Deletes the endpoint with its deliveries and their attempts.

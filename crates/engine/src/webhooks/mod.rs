@@ -117,7 +117,7 @@ impl Webhooks {
                 .map_err(|why| Invalid::new(format!("`signing_secret`: {why}")))?,
             None => SigningSecret::generate(),
         };
-        let now = time::now();
+        let now = self.store.clock().now();
         let id = new_id("whep");
         let rec = EndpointRecord {
             secret: self.seal(&secret, &id)?,
@@ -133,7 +133,7 @@ impl Webhooks {
             updated_at: now,
         };
         self.store.insert_webhook_endpoint(&rec).await?;
-        let mut out = wire(&rec);
+        let mut out = wire(&rec, self.store.clock().now());
         out.signing_secret = Some(secret.expose());
         Ok(out)
     }
@@ -167,11 +167,11 @@ impl Webhooks {
         if let Some(enabled) = body.enabled {
             rec.enabled = enabled;
         }
-        rec.updated_at = time::now();
+        rec.updated_at = self.store.clock().now();
         if !self.store.update_webhook_endpoint(&rec).await? {
             return Err(OpError::WebhookEndpointNotFound(id.to_string()));
         }
-        Ok(wire(&rec))
+        Ok(wire(&rec, self.store.clock().now()))
     }
 
     /// Gives an endpoint a new secret, shown this once; the old one keeps signing (beside
@@ -181,14 +181,14 @@ impl Webhooks {
             return Err(OpError::WebhookEndpointNotFound(id.to_string()));
         };
         let secret = SigningSecret::generate();
-        let now = time::now();
+        let now = self.store.clock().now();
         rec.previous_secret = Some(std::mem::replace(&mut rec.secret, self.seal(&secret, id)?));
         rec.previous_until = Some(now + self.config.rotation_overlap.as_micros() as Micros);
         rec.updated_at = now;
         if !self.store.update_webhook_endpoint(&rec).await? {
             return Err(OpError::WebhookEndpointNotFound(id.to_string()));
         }
-        let mut out = wire(&rec);
+        let mut out = wire(&rec, self.store.clock().now());
         out.signing_secret = Some(secret.expose());
         Ok(out)
     }
@@ -207,7 +207,7 @@ impl Webhooks {
             }
             let secret = SigningSecret::parse(e.signing_secret.as_deref().unwrap_or_default())
                 .map_err(|why| at(format!("`signing_secret`: {why}")))?;
-            let now = time::now();
+            let now = self.store.clock().now();
             let existing = self.store.get_webhook_endpoint(&c.workspace, &c.id).await?;
             let mut rec = existing.clone().unwrap_or_else(|| EndpointRecord {
                 id: c.id.clone(),
@@ -263,7 +263,7 @@ fn check_len_url(url: &str) -> Result<(), OpError> {
 }
 
 /// The endpoint as clients see it (never its secret).
-pub fn wire(rec: &EndpointRecord) -> WebhookEndpoint {
+pub fn wire(rec: &EndpointRecord, now: Micros) -> WebhookEndpoint {
     WebhookEndpoint {
         tag: webhook::EndpointTag::Tag,
         id: rec.id.clone(),
@@ -272,10 +272,7 @@ pub fn wire(rec: &EndpointRecord) -> WebhookEndpoint {
         description: rec.description.clone(),
         enabled: rec.enabled,
         signing_secret: None,
-        previous_secret_expires_at: rec
-            .previous_until
-            .filter(|u| *u > time::now())
-            .map(time::format),
+        previous_secret_expires_at: rec.previous_until.filter(|u| *u > now).map(time::format),
         created_at: time::format(rec.created_at),
         updated_at: time::format(rec.updated_at),
     }

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Webhooks;
 use mast_domain::ids::new_id;
-use mast_domain::time::{self, Micros};
+use mast_domain::time::Micros;
 use mast_store::webhooks::{AttemptOutcome, AttemptRecord, DeliveryRecord};
 
 /// Longest quote of a receiver's answer kept in an attempt's `error`.
@@ -74,7 +74,7 @@ impl Webhooks {
 
     /// One attempt at one delivery, recorded.
     async fn send(&self, owner: &str, d: DeliveryRecord) {
-        let started = time::now();
+        let started = self.store.clock().now();
         let endpoint = match self.store.webhook_endpoint_by_id(&d.endpoint_id).await {
             Ok(Some(e)) => e,
             // Deleted since the claim: its deliveries went with it.
@@ -112,7 +112,9 @@ impl Webhooks {
         };
         let outcome = if error.is_none() {
             AttemptOutcome::Delivered
-        } else if time::now() - d.created_at >= self.config.retry_period.as_micros() as Micros {
+        } else if self.store.clock().now() - d.created_at
+            >= self.config.retry_period.as_micros() as Micros
+        {
             AttemptOutcome::Failed
         } else {
             AttemptOutcome::RetryIn(

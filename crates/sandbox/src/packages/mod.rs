@@ -249,7 +249,8 @@ impl Layers {
     /// Appends one line to `builds.log` beside the layers: a record of every build, for the
     /// operator (and for tests that count builds).
     fn record(&self, key: &str, line: &str) {
-        let now = mast_domain::time::format(mast_domain::time::now());
+        // A log line's time, like the server log's: the wall clock, not the store's.
+        let now = mast_domain::time::format(mast_domain::clock::Clock::system().now());
         let written = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

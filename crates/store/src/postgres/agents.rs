@@ -15,7 +15,7 @@ use mast_domain::time::{self, Micros};
 #[async_trait]
 impl AgentStore for PgStore {
     async fn insert_agent(&self, workspace_id: &str, agent: &Agent) -> StoreResult<()> {
-        let created = time::parse(&agent.created_at).unwrap_or_else(time::now);
+        let created = time::parse(&agent.created_at).unwrap_or_else(|| self.clock.now());
         // One statement: the agent and its first version; then its webhook event.
         let mut tx = self.pool.begin().await?;
         sqlx::query(
@@ -30,7 +30,7 @@ impl AgentStore for PgStore {
         .bind(serde_json::to_string(agent)?)
         .execute(&mut *tx)
         .await?;
-        super::webhooks::emit(
+        self.emit(
             &mut tx,
             &[WebhookEvent::new("agent.created", workspace_id, &agent.id)],
         )
@@ -64,7 +64,7 @@ impl AgentStore for PgStore {
         agent: &Agent,
         expected: i64,
     ) -> StoreResult<()> {
-        let at = time::parse(&agent.updated_at).unwrap_or_else(time::now);
+        let at = time::parse(&agent.updated_at).unwrap_or_else(|| self.clock.now());
         // One statement: the version is inserted only if the compare-and-set moved the agent.
         let mut tx = self.pool.begin().await?;
         let r = sqlx::query(
@@ -82,7 +82,7 @@ impl AgentStore for PgStore {
         .execute(&mut *tx)
         .await?;
         if r.rows_affected() == 1 {
-            super::webhooks::emit(
+            self.emit(
                 &mut tx,
                 &[WebhookEvent::new("agent.updated", workspace_id, &agent.id)],
             )
@@ -158,7 +158,7 @@ impl AgentStore for PgStore {
         .execute(&mut *tx)
         .await?;
         if r.rows_affected() == 1 {
-            super::webhooks::emit(
+            self.emit(
                 &mut tx,
                 &[WebhookEvent::new("agent.archived", workspace_id, id)],
             )

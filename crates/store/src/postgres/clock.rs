@@ -13,7 +13,8 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use mast_domain::time::{self, Micros};
+use mast_domain::clock::Clock;
+use mast_domain::time::Micros;
 
 /// SQL for "`$pinned` and `$expected` as one time on the database's clock": see [`Stamp`].
 /// Wrapped in a scalar sub-select so a scan evaluates it once, not per row.
@@ -30,9 +31,10 @@ const RESYNC_OVER: Micros = 50_000;
 /// A measurement whose round trip took longer than this is too coarse to use.
 const MAX_ROUND_TRIP: Micros = 20_000;
 
-/// This process's offset to the database's clock.
+/// This process's clock and its offset to the database's.
 #[derive(Debug, Default)]
-pub(super) struct Clock {
+pub(super) struct DbClock {
+    local: Clock,
     offset: AtomicI64,
 }
 
@@ -42,6 +44,8 @@ pub(super) struct Stamp {
     offset: i64,
     /// What `mast_clock()` should read now, by this process's clock and offset.
     pub expected: i64,
+    /// This process's clock when the stamp was taken.
+    pub now: Micros,
 }
 
 impl Stamp {
@@ -56,13 +60,34 @@ impl Stamp {
     }
 }
 
-impl Clock {
+impl DbClock {
+    /// Carries `local` (the store's clock) over to the database's; the offset is measured
+    /// by [`DbClock::sync`].
+    pub fn new(local: Clock) -> Self {
+        DbClock {
+            local,
+            offset: AtomicI64::new(0),
+        }
+    }
+
+    /// The store's clock.
+    pub fn local(&self) -> &Clock {
+        &self.local
+    }
+
+    /// The store's clock's reading.
+    pub fn now(&self) -> Micros {
+        self.local.now()
+    }
+
     /// The stamp for a statement about to be sent.
     pub fn stamp(&self) -> Stamp {
         let offset = self.offset.load(Ordering::Relaxed);
+        let now = self.now();
         Stamp {
             offset,
-            expected: time::now() + offset,
+            expected: now + offset,
+            now,
         }
     }
 
@@ -85,11 +110,11 @@ impl Clock {
     pub async fn sync(&self, pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
         let mut best: Option<(Micros, i64)> = None;
         for _ in 0..5 {
-            let before = time::now();
+            let before = self.now();
             let db_now: i64 = sqlx::query_scalar("SELECT mast_clock()")
                 .fetch_one(pool)
                 .await?;
-            let after = time::now();
+            let after = self.now();
             let rtt = after - before;
             if best.is_none_or(|(r, _)| rtt < r) {
                 best = Some((rtt, db_now - (before + after) / 2));
@@ -108,17 +133,17 @@ mod tests {
 
     #[test]
     fn stamps_carry_times_over_exactly_and_back() {
-        let clock = Clock::default();
+        let clock = DbClock::default();
         clock.offset.store(-3_600_000_000, Ordering::Relaxed);
         let s = clock.stamp();
         assert_eq!(s.at(10), 10 - 3_600_000_000);
         assert_eq!(s.back(s.at(12_345)), 12_345);
-        assert!((s.expected - (time::now() - 3_600_000_000)).abs() < 1_000_000);
+        assert!((s.expected - (clock.now() - 3_600_000_000)).abs() < 1_000_000);
     }
 
     #[test]
     fn observations_move_the_offset_only_when_clearly_wrong_and_precise() {
-        let clock = Clock::default();
+        let clock = DbClock::default();
         // Jitter: ignored, so compared times stay exact.
         assert!(!clock.observe(1_000 + 10_000, 1_000, 1_000 + 100));
         // A slow round trip says too little.

@@ -80,7 +80,7 @@ impl DeploymentStore for PgStore {
         .bind(&d.spec.agent_id)
         .execute(&mut *tx)
         .await?;
-        super::webhooks::emit(
+        self.emit(
             &mut tx,
             &[WebhookEvent::new(
                 "deployment.created",
@@ -131,7 +131,7 @@ impl DeploymentStore for PgStore {
         .bind(&d.id)
         .execute(&mut *tx)
         .await?;
-        super::webhooks::emit(&mut tx, &[change.event(d)]).await?;
+        self.emit(&mut tx, &[change.event(d)]).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -253,7 +253,7 @@ impl DeploymentStore for PgStore {
                 ));
             }
         }
-        super::webhooks::emit(&mut tx, &hooks).await?;
+        self.emit(&mut tx, &hooks).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -9,7 +9,7 @@ use super::{PgStore, push_scan, rows};
 use crate::webhooks::WebhookEvent;
 use crate::{EnvironmentDeletion, Scan, StoreResult};
 use mast_domain::environment::Environment;
-use mast_domain::time::{self, Micros};
+use mast_domain::time::Micros;
 
 #[async_trait]
 impl EnvironmentStore for PgStore {
@@ -32,7 +32,7 @@ impl EnvironmentStore for PgStore {
         .execute(&mut *tx)
         .await?;
         let hook = WebhookEvent::new("environment.created", workspace_id, &env.id);
-        super::webhooks::emit(&mut tx, &[hook]).await?;
+        self.emit(&mut tx, &[hook]).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -81,7 +81,7 @@ impl EnvironmentStore for PgStore {
                 false => Some("environment.updated"),
             };
             if let Some(kind) = kind {
-                super::webhooks::emit(&mut tx, &[WebhookEvent::new(kind, workspace_id, &env.id)])
+                self.emit(&mut tx, &[WebhookEvent::new(kind, workspace_id, &env.id)])
                     .await?;
             }
         }
@@ -147,11 +147,11 @@ impl EnvironmentStore for PgStore {
                  updated_at = $2 WHERE environment_id = $1 AND state <> 'stopped'",
             )
             .bind(id)
-            .bind(time::now())
+            .bind(self.clock.now())
             .execute(&mut *tx)
             .await?;
             let hook = WebhookEvent::new("environment.deleted", workspace_id, id);
-            super::webhooks::emit(&mut tx, &[hook]).await?;
+            self.emit(&mut tx, &[hook]).await?;
         }
         tx.commit().await?;
         Ok(if deleted {

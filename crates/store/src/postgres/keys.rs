@@ -8,7 +8,7 @@ use super::{PgStore, announce};
 use crate::signal::Signal;
 use crate::{KeyKind, KeyRecord, Revocation, StoreResult};
 use mast_domain::ids::new_id;
-use mast_domain::time::{self, Micros};
+use mast_domain::time::Micros;
 
 #[async_trait]
 impl KeyStore for PgStore {
@@ -27,7 +27,7 @@ impl KeyStore for PgStore {
         )
         .bind(new_id("wrkspc"))
         .bind(name)
-        .bind(time::now())
+        .bind(self.clock.now())
         .execute(&self.pool)
         .await?;
         // Whoever won a concurrent insert, this is the one row now.
@@ -50,7 +50,7 @@ impl KeyStore for PgStore {
         .bind(id)
         .bind(workspace_id)
         .bind(key_hash)
-        .bind(time::now())
+        .bind(self.clock.now())
         .execute(&mut *tx)
         .await?;
         // A first key ends open mode; replicas re-check rather than trust what they cached.
@@ -112,7 +112,7 @@ impl KeyStore for PgStore {
         let revoked =
             sqlx::query("UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
                 .bind(id)
-                .bind(time::now())
+                .bind(self.clock.now())
                 .execute(&mut *tx)
                 .await?
                 .rows_affected()
@@ -148,7 +148,7 @@ impl KeyStore for PgStore {
         .bind(workspace_id)
         .bind(environment_id)
         .bind(key_hash)
-        .bind(time::now())
+        .bind(self.clock.now())
         .execute(&self.pool)
         .await?;
         Ok(())

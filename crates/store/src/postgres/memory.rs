@@ -114,7 +114,7 @@ impl MemoryStorage for PgStore {
         .execute(&mut *tx)
         .await?;
         let created = WebhookEvent::new("memory_store.created", ws, &s.id);
-        super::webhooks::emit(&mut tx, &[created]).await?;
+        self.emit(&mut tx, &[created]).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -152,7 +152,7 @@ impl MemoryStorage for PgStore {
         // Only archiving has a webhook type (there is no `memory_store.updated`).
         if archived && n == 1 {
             let archived = WebhookEvent::new("memory_store.archived", ws, &s.id);
-            super::webhooks::emit(&mut tx, &[archived]).await?;
+            self.emit(&mut tx, &[archived]).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -200,7 +200,7 @@ impl MemoryStorage for PgStore {
                 .execute(&mut *tx)
                 .await?;
             let deleted = WebhookEvent::new("memory_store.deleted", ws, id);
-            super::webhooks::emit(&mut tx, &[deleted]).await?;
+            self.emit(&mut tx, &[deleted]).await?;
         }
         tx.commit().await?;
         Ok(n > 0)

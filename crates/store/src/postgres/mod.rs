@@ -34,7 +34,8 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, Postgres};
 use sqlx::{Encode, QueryBuilder, Type};
 
 use super::{Direction, OpsCounts, Scan, Store, StoreResult};
-use clock::Clock;
+use clock::DbClock;
+use mast_domain::clock::Clock;
 
 /// Migrations embedded in the binary.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
@@ -64,7 +65,7 @@ pub struct PgStore {
     pool: PgPool,
     /// The session transaction's and the runner's reads' own connections (see [`hot`]).
     hot: Arc<hot::HotConns>,
-    clock: Arc<Clock>,
+    clock: Arc<DbClock>,
     /// The session bodies this process read, so hot reads leave out an unchanged one.
     bodies: Arc<known_bodies::KnownBodies>,
 }
@@ -78,8 +79,9 @@ impl PgStore {
     }
 }
 
-/// Connects to `url`, runs pending migrations, and returns the store.
-pub async fn connect(url: &str, max_connections: u32) -> StoreResult<PgStore> {
+/// Connects to `url`, runs pending migrations, and returns the store, which stamps rows
+/// with `clock`.
+pub async fn connect(url: &str, max_connections: u32, clock: Clock) -> StoreResult<PgStore> {
     use sqlx::ConnectOptions as _;
     use std::str::FromStr as _;
     // Statements are logged at `trace` only (noise at `debug`, and they may carry user
@@ -115,7 +117,7 @@ pub async fn connect(url: &str, max_connections: u32) -> StoreResult<PgStore> {
         .run(&pool)
         .await
         .map_err(|e| anyhow::anyhow!("postgres migrations failed: {e}"))?;
-    let clock = Arc::new(Clock::default());
+    let clock = Arc::new(DbClock::new(clock));
     clock.sync(&pool).await?;
     Ok(PgStore {
         pool,
@@ -194,6 +196,10 @@ where
 impl Store for PgStore {
     fn backend(&self) -> &'static str {
         "postgres"
+    }
+
+    fn clock(&self) -> &Clock {
+        self.clock.local()
     }
 }
 

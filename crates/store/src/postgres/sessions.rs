@@ -12,7 +12,6 @@ use crate::{
     Deleted, EventRecord, NewEvent, Scan, SessionFilter, SessionRecord, StoreResult, ThreadRecord,
     WorkRecord,
 };
-use mast_domain::time;
 
 /// Pushes an `INSERT` of one thread onto `qb`.
 pub(super) fn push_insert_thread(qb: &mut impl Sink, t: &ThreadRecord) {
@@ -47,7 +46,7 @@ impl PgStore {
         workspace_id: Option<&str>,
         id: &str,
     ) -> StoreResult<Option<SessionRecord>> {
-        let before = time::now();
+        let before = self.clock.now();
         let (rev, known) = self.bodies.ask(id);
         let mut conn = self.hot.get().await?;
         let row = sqlx::query(&format!(
@@ -63,7 +62,7 @@ impl PgStore {
         let row = conn.finish(row)?;
         let Some(row) = row else { return Ok(None) };
         self.clock
-            .observe(row.try_get(SESSION_CLOCK)?, before, time::now());
+            .observe(row.try_get(SESSION_CLOCK)?, before, self.clock.now());
         self.bodies
             .session(&row, &self.clock.stamp(), known)
             .map(Some)
@@ -141,7 +140,7 @@ impl SessionStore for PgStore {
             false,
         ));
         qb.push(", wh AS (");
-        super::webhooks::push_emit(&mut qb, &hooks, "");
+        super::webhooks::push_emit(&mut qb, &hooks, "", self.clock.now());
         qb.push(")");
         if events.is_empty() {
             qb.push(" SELECT 1");
@@ -257,7 +256,7 @@ impl SessionStore for PgStore {
         .await?;
         let (deleted, exists): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
         if deleted {
-            super::webhooks::emit(
+            self.emit(
                 &mut tx,
                 &[crate::webhooks::WebhookEvent::new(
                     "session.deleted",

@@ -30,7 +30,6 @@ use super::{PgStore, events, sessions, work};
 use crate::{
     Attempt, EventRecord, SessionRecord, SessionTxn, StoreError, StoreResult, TxnOutput, Writer,
 };
-use mast_domain::time;
 
 /// Arguments past this many bytes of literals go bound instead (a literal is scanned by the
 /// server's parser, a bind is copied).
@@ -168,7 +167,7 @@ impl PgStore {
         writer: &Writer,
         f: SessionTxn,
     ) -> StoreResult<Option<(SessionRecord, Vec<EventRecord>)>> {
-        let asked = time::now();
+        let asked = self.clock.now();
         // `BEGIN` and the locking read in one round trip: a simple-protocol query of two
         // statements (which cannot take parameters, hence the id in the text).
         let (rev, known) = self.bodies.ask(session_id);
@@ -176,7 +175,7 @@ impl PgStore {
         let row = conn.fetch_optional(sqlx::raw_sql(&lock)).await?;
         let Some(row) = row else { return Ok(None) };
         self.clock
-            .observe(row.try_get(SESSION_CLOCK)?, asked, time::now());
+            .observe(row.try_get(SESSION_CLOCK)?, asked, self.clock.now());
         let stamp = self.clock.stamp();
         let before = self.bodies.session(&row, &stamp, known)?;
         if let Writer::Runner { owner } = writer
@@ -303,7 +302,7 @@ impl<'a> Decided<'a> {
             hooks,
             stamp,
             first_seq,
-            now: time::now(),
+            now: stamp.now,
         }
     }
 
@@ -427,7 +426,7 @@ impl Decided<'_> {
         }
         if !hooks.is_empty() {
             part(&mut qb, &mut parts, "wh");
-            super::webhooks::push_emit(&mut qb, hooks, "");
+            super::webhooks::push_emit(&mut qb, hooks, "", now);
             qb.sql(")");
         }
         if parts > 0 {

@@ -41,7 +41,8 @@ impl VaultStore for PgStore {
         .bind(at)
         .execute(&mut *tx)
         .await?;
-        super::webhooks::emit(&mut tx, &[WebhookEvent::new("vault.created", ws, &v.id)]).await?;
+        self.emit(&mut tx, &[WebhookEvent::new("vault.created", ws, &v.id)])
+            .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -77,7 +78,7 @@ impl VaultStore for PgStore {
         .rows_affected();
         // Only archiving has a webhook type (there is no `vault.updated`).
         if archived && n == 1 {
-            super::webhooks::emit(&mut tx, &[WebhookEvent::new("vault.archived", ws, &v.id)])
+            self.emit(&mut tx, &[WebhookEvent::new("vault.archived", ws, &v.id)])
                 .await?;
         }
         tx.commit().await?;
@@ -113,7 +114,8 @@ impl VaultStore for PgStore {
         .await?
         .rows_affected();
         if n > 0 {
-            super::webhooks::emit(&mut tx, &[WebhookEvent::new("vault.deleted", ws, id)]).await?;
+            self.emit(&mut tx, &[WebhookEvent::new("vault.deleted", ws, id)])
+                .await?;
         }
         tx.commit().await?;
         Ok(n > 0)
@@ -142,7 +144,7 @@ impl VaultStore for PgStore {
         .execute(&mut *tx)
         .await?;
         let hook = credential_event("vault_credential.created", ws, &c.vault_id, &c.id);
-        super::webhooks::emit(&mut tx, &[hook]).await?;
+        self.emit(&mut tx, &[hook]).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -194,7 +196,7 @@ impl VaultStore for PgStore {
         .rows_affected();
         if archived && n > 0 {
             let hook = credential_event("vault_credential.archived", ws, &c.vault_id, &c.id);
-            super::webhooks::emit(&mut tx, &[hook]).await?;
+            self.emit(&mut tx, &[hook]).await?;
         }
         tx.commit().await?;
         Ok(n > 0)
@@ -234,7 +236,7 @@ impl VaultStore for PgStore {
         .rows_affected();
         if n > 0 {
             let hook = credential_event("vault_credential.deleted", ws, vault_id, id);
-            super::webhooks::emit(&mut tx, &[hook]).await?;
+            self.emit(&mut tx, &[hook]).await?;
         }
         tx.commit().await?;
         Ok(n > 0)

@@ -8,7 +8,7 @@ use sqlx::{QueryBuilder, Row};
 
 use super::sink::Sink;
 use super::{PgStore, push_scan};
-use mast_domain::time::{self, Micros};
+use mast_domain::time::Micros;
 // Re-exported so the store's trait impl names records and operations through one path.
 pub(super) use crate::webhooks::{
     AttemptOutcome, AttemptRecord, DeliveryRecord, EndpointRecord, WebhookEvent,
@@ -74,12 +74,13 @@ fn attempt(row: &PgRow) -> StoreResult<AttemptRecord> {
 /// order. Runs alone or as a `WITH` part of a larger statement.
 /// `only_if` is SQL added to the join's condition (e.g. `AND EXISTS (SELECT 1 FROM s)`, to
 /// write nothing when an earlier part of the statement changed nothing), or empty.
-pub(super) fn push_emit(qb: &mut impl Sink, events: &[WebhookEvent], only_if: &str) {
+/// Every event is stamped `at` (the time of the write, on the store's clock).
+pub(super) fn push_emit(qb: &mut impl Sink, events: &[WebhookEvent], only_if: &str, at: Micros) {
     let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
     let kinds: Vec<String> = events.iter().map(|e| e.kind.clone()).collect();
     let wss: Vec<String> = events.iter().map(|e| e.workspace_id.clone()).collect();
-    let payloads: Vec<String> = events.iter().map(WebhookEvent::payload).collect();
-    let ats: Vec<i64> = events.iter().map(|e| e.created_at).collect();
+    let payloads: Vec<String> = events.iter().map(|e| e.payload(at)).collect();
+    let ats: Vec<i64> = vec![at; events.len()];
     qb.sql(
         "INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, payload, state, \
          attempts, next_attempt_at, created_at, updated_at) \
@@ -104,22 +105,29 @@ pub(super) fn push_emit(qb: &mut impl Sink, events: &[WebhookEvent], only_if: &s
     .sql(" ORDER BY u.n, en.id");
 }
 
-/// Writes `events` to the outbox on `conn`, inside the caller's transaction.
-pub(super) async fn emit(conn: &mut PgConnection, events: &[WebhookEvent]) -> StoreResult<()> {
-    if events.is_empty() {
-        return Ok(());
+impl PgStore {
+    /// Writes `events` to the outbox on `conn`, inside the caller's transaction, stamped
+    /// with this store's clock.
+    pub(super) async fn emit(
+        &self,
+        conn: &mut PgConnection,
+        events: &[WebhookEvent],
+    ) -> StoreResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut qb = QueryBuilder::<Postgres>::new("");
+        push_emit(&mut qb, events, "", self.clock.now());
+        qb.build().execute(conn).await?;
+        Ok(())
     }
-    let mut qb = QueryBuilder::<Postgres>::new("");
-    push_emit(&mut qb, events, "");
-    qb.build().execute(conn).await?;
-    Ok(())
 }
 
 #[async_trait]
 impl WebhookStore for PgStore {
     async fn emit_webhook_events(&self, events: &[WebhookEvent]) -> StoreResult<()> {
         let mut conn = self.pool.acquire().await?;
-        emit(&mut conn, events).await
+        self.emit(&mut conn, events).await
     }
 
     async fn insert_webhook_endpoint(&self, e: &EndpointRecord) -> StoreResult<()> {
@@ -272,7 +280,7 @@ impl WebhookStore for PgStore {
         endpoint_id: &str,
         id: &str,
     ) -> StoreResult<Option<DeliveryRecord>> {
-        let now = time::now();
+        let now = self.clock.now();
         let row = sqlx::query(&format!(
             "INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, payload, \
              state, attempts, next_attempt_at, created_at, updated_at) \

@@ -27,7 +27,7 @@ pub(super) fn ensure_workspace(conn: &Connection, name: &str, id: &str) -> Store
     conn.prepare_cached(
         "INSERT INTO workspaces (id, name, created_at) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING",
     )?
-    .execute(params![id, name, time::now()])?;
+    .execute(params![id, name, super::clock::now(conn)?])?;
     workspace_id(conn, name)?.ok_or(StoreError::NotFound)
 }
 
@@ -35,7 +35,7 @@ pub(super) fn insert_api_key(conn: &Connection, id: &str, ws: &str, hash: &str) 
     conn.prepare_cached(
         "INSERT INTO api_keys (id, workspace_id, key_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
     )?
-    .execute(params![id, ws, hash, time::now()])?;
+    .execute(params![id, ws, hash, super::clock::now(conn)?])?;
     Ok(())
 }
 
@@ -84,7 +84,7 @@ pub(super) fn list_keys(conn: &Connection) -> StoreResult<Vec<KeyRecord>> {
 pub(super) fn revoke_api_key(conn: &Connection, id: &str) -> StoreResult<Revocation> {
     let revoked = conn
         .prepare_cached("UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL")?
-        .execute(params![id, time::now()])?
+        .execute(params![id, super::clock::now(conn)?])?
         > 0;
     if revoked {
         return Ok(Revocation::Revoked);
@@ -108,7 +108,10 @@ fn insert_version(conn: &Connection, agent: &Agent, at: Micros) -> StoreResult<(
 }
 
 pub(super) fn insert_agent(conn: &Connection, ws: &str, agent: &Agent) -> StoreResult<()> {
-    let created = time::parse(&agent.created_at).unwrap_or_else(time::now);
+    let created = match time::parse(&agent.created_at) {
+        Some(t) => t,
+        None => super::clock::now(conn)?,
+    };
     conn.prepare_cached(
         "INSERT INTO agents (id, workspace_id, current_version, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4)",
     )?
@@ -147,7 +150,10 @@ pub(super) fn append_agent_version(
     agent: &Agent,
     expected: i64,
 ) -> StoreResult<()> {
-    let at = time::parse(&agent.updated_at).unwrap_or_else(time::now);
+    let at = match time::parse(&agent.updated_at) {
+        Some(t) => t,
+        None => super::clock::now(conn)?,
+    };
     let updated = conn
         .prepare_cached(
             "UPDATE agents SET current_version = ?1, updated_at = ?2 \
@@ -348,7 +354,7 @@ pub(super) fn delete_environment(
         return Ok(EnvironmentDeletion::Missing);
     }
     // Its workers lose their keys and their items with it.
-    super::work::forget_environment(conn, id, time::now())?;
+    super::work::forget_environment(conn, id, super::clock::now(conn)?)?;
     super::webhooks::emit(conn, &[WebhookEvent::new("environment.deleted", ws, id)])?;
     Ok(EnvironmentDeletion::Deleted)
 }

@@ -5,6 +5,7 @@
 
 use crate::HealthStore;
 mod catalog;
+mod clock;
 mod db;
 mod deployments;
 mod error;
@@ -24,6 +25,7 @@ mod work;
 use std::path::Path;
 
 use async_trait::async_trait;
+use mast_domain::clock::Clock;
 use rusqlite::{Connection, OpenFlags};
 
 use self::db::Db;
@@ -73,6 +75,8 @@ impl Synchronous {
 #[derive(Clone)]
 pub struct SqliteStore {
     db: Db,
+    /// Where the time comes from; every connection reads it through `mast_now()`.
+    clock: Clock,
 }
 
 /// The newest of the `recorded` (version, checksum) migration rows, in this binary's
@@ -94,8 +98,10 @@ fn connect(
     path: &Path,
     flags: OpenFlags,
     synchronous: Synchronous,
+    clock: &Clock,
 ) -> rusqlite::Result<Connection> {
     let conn = Connection::open_with_flags(path, flags)?;
+    clock::install(&conn, clock.clone())?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     conn.execute_batch(&format!(
@@ -105,16 +111,25 @@ fn connect(
     Ok(conn)
 }
 
-/// Opens (creating if needed) `<data_dir>/mast.db`, migrates it and returns the store.
-pub async fn open(data_dir: &Path, synchronous: Synchronous) -> StoreResult<SqliteStore> {
+/// Opens (creating if needed) `<data_dir>/mast.db`, migrates it and returns the store, which
+/// stamps rows with `clock`.
+pub async fn open(
+    data_dir: &Path,
+    synchronous: Synchronous,
+    clock: Clock,
+) -> StoreResult<SqliteStore> {
     let data_dir = data_dir.to_path_buf();
     // Opening and migrating do blocking I/O (and a migration may take a while).
-    tokio::task::spawn_blocking(move || open_blocking(&data_dir, synchronous))
+    tokio::task::spawn_blocking(move || open_blocking(&data_dir, synchronous, clock))
         .await
         .map_err(|e| anyhow::anyhow!("opening the SQLite store panicked: {e}"))?
 }
 
-fn open_blocking(data_dir: &Path, synchronous: Synchronous) -> StoreResult<SqliteStore> {
+fn open_blocking(
+    data_dir: &Path,
+    synchronous: Synchronous,
+    clock: Clock,
+) -> StoreResult<SqliteStore> {
     std::fs::create_dir_all(data_dir)
         .map_err(|e| anyhow::anyhow!("cannot create data directory {}: {e}", data_dir.display()))?;
     let path = data_dir.join("mast.db");
@@ -124,6 +139,7 @@ fn open_blocking(data_dir: &Path, synchronous: Synchronous) -> StoreResult<Sqlit
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         synchronous,
+        &clock,
     )?;
     let mode: String = writer.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
@@ -147,17 +163,22 @@ fn open_blocking(data_dir: &Path, synchronous: Synchronous) -> StoreResult<Sqlit
                 &path,
                 OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
                 synchronous,
+                &clock,
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
     let db = Db::start(writer, readers)
         .map_err(|e| anyhow::anyhow!("cannot start the SQLite threads: {e}"))?;
-    Ok(SqliteStore { db })
+    Ok(SqliteStore { db, clock })
 }
 
 impl Store for SqliteStore {
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    fn clock(&self) -> &Clock {
+        &self.clock
     }
 }
 

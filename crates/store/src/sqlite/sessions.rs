@@ -12,7 +12,7 @@ use crate::{
     Deleted, EventFilter, EventRecord, NewEvent, OpsCounts, Scan, SessionFilter, SessionRecord,
     SessionTxn, StoreError, StoreResult, ThreadRecord, WorkRecord, Writer,
 };
-use mast_domain::time::{self, Micros};
+use mast_domain::time::Micros;
 
 pub(super) fn insert_thread(conn: &Connection, t: &ThreadRecord) -> StoreResult<()> {
     conn.prepare_cached(
@@ -314,7 +314,7 @@ pub(super) fn transact(
     }
     let mut rec = before.clone();
     let out = f(&mut rec)?;
-    let now = time::now();
+    let now = super::clock::now(conn)?;
     let first_seq = before.last_seq + 1;
     rec.last_seq = before.last_seq + out.events.len() as i64;
     write_changes(conn, &before, &rec)?;

@@ -13,10 +13,10 @@ use crate::{
     HealthStore, NewEvent, SessionRecord, SessionStore, SessionTransactions, StoreError,
     ThreadRecord, TxnOutput, Writer,
 };
-use mast_domain::time;
+use mast_domain::clock::Clock;
 
 fn session(id: &str) -> (SessionRecord, ThreadRecord) {
-    let now = time::now();
+    let now = Clock::system().now();
     let s = SessionRecord {
         id: id.into(),
         workspace_id: "wrkspc_default".into(),
@@ -60,7 +60,7 @@ fn event() -> NewEvent {
         body: serde_json::json!({"content": []}),
         internal: None,
         answers: None,
-        processed_at: Some(time::now()),
+        processed_at: Some(Clock::system().now()),
     }
 }
 
@@ -95,7 +95,9 @@ async fn a_database_sqlx_migrated_opens_and_sqlx_still_accepts_it() {
     .unwrap();
     conn.close().await.unwrap();
 
-    let store = open(dir.path(), Synchronous::Full).await.unwrap();
+    let store = open(dir.path(), Synchronous::Full, Clock::system())
+        .await
+        .unwrap();
     let s = store.get_session_by_id("sesn_old").await.unwrap().unwrap();
     assert_eq!(&*s.body, r#"{"title":"kept"}"#);
     assert_eq!(store.readiness().await, None);
@@ -118,11 +120,18 @@ async fn a_database_sqlx_migrated_opens_and_sqlx_still_accepts_it() {
 #[tokio::test]
 async fn a_changed_or_unknown_migration_is_refused() {
     let dir = tempfile::TempDir::new().unwrap();
-    drop(open(dir.path(), Synchronous::Full).await.unwrap());
+    drop(
+        open(dir.path(), Synchronous::Full, Clock::system())
+            .await
+            .unwrap(),
+    );
     let db = file(dir.path());
     db.execute_batch("UPDATE _sqlx_migrations SET checksum = x'00' WHERE version = 1")
         .unwrap();
-    let err = open(dir.path(), Synchronous::Full).await.err().unwrap();
+    let err = open(dir.path(), Synchronous::Full, Clock::system())
+        .await
+        .err()
+        .unwrap();
     assert!(
         err.to_string()
             .contains("migration 1 was applied to this database but it has been modified"),
@@ -130,21 +139,30 @@ async fn a_changed_or_unknown_migration_is_refused() {
     );
 
     let dir = tempfile::TempDir::new().unwrap();
-    drop(open(dir.path(), Synchronous::Full).await.unwrap());
+    drop(
+        open(dir.path(), Synchronous::Full, Clock::system())
+            .await
+            .unwrap(),
+    );
     file(dir.path())
         .execute_batch(
             "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
              VALUES (9999, 'future', TRUE, x'00', 1)",
         )
         .unwrap();
-    let err = open(dir.path(), Synchronous::Full).await.err().unwrap();
+    let err = open(dir.path(), Synchronous::Full, Clock::system())
+        .await
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("newer than this binary"), "{err}");
 }
 
 #[tokio::test]
 async fn an_append_writes_only_what_changed() {
     let dir = tempfile::TempDir::new().unwrap();
-    let store = open(dir.path(), Synchronous::Full).await.unwrap();
+    let store = open(dir.path(), Synchronous::Full, Clock::system())
+        .await
+        .unwrap();
     let (s, t) = session("sesn_1");
     store.create_session(&s, &t, &[], None).await.unwrap();
     // Triggers log every write the store makes to the body and to the columns left alone.
@@ -205,7 +223,7 @@ async fn an_append_writes_only_what_changed() {
 async fn synchronous_is_full_unless_normal_is_asked_for() {
     for (mode, level) in [(Synchronous::Full, 2), (Synchronous::Normal, 1)] {
         let dir = tempfile::TempDir::new().unwrap();
-        let store = open(dir.path(), mode).await.unwrap();
+        let store = open(dir.path(), mode, Clock::system()).await.unwrap();
         let read =
             |c: &Connection| Ok(c.query_row("PRAGMA synchronous", [], |r| r.get::<_, i64>(0))?);
         assert_eq!(store.db.write(read).await.unwrap(), level, "{mode:?}");

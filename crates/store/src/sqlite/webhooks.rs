@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::rows::Query;
-use mast_domain::time::{self, Micros};
+use mast_domain::time::Micros;
 // Re-exported so the store's trait impl names records and operations through one path.
 pub(super) use crate::webhooks::{
     AttemptOutcome, AttemptRecord, DeliveryRecord, EndpointRecord, WebhookEvent,
@@ -99,7 +99,7 @@ pub(super) fn emit(conn: &Connection, events: &[WebhookEvent]) -> StoreResult<()
             lists.push((e.workspace_id.clone(), types));
         }
     }
-    let now = time::now();
+    let now = super::clock::now(conn)?;
     let mut stmt = conn.prepare_cached(
         "INSERT INTO webhook_deliveries (id, endpoint_id, event_id, event_type, payload, state, \
          attempts, next_attempt_at, created_at, updated_at) \
@@ -119,9 +119,9 @@ pub(super) fn emit(conn: &Connection, events: &[WebhookEvent]) -> StoreResult<()
         stmt.execute(params![
             e.id,
             e.kind,
-            e.payload(),
+            e.payload(now),
             now,
-            e.created_at,
+            now,
             e.workspace_id
         ])?;
     }
@@ -261,7 +261,7 @@ pub(super) fn replay_delivery(
     endpoint_id: &str,
     id: &str,
 ) -> StoreResult<Option<DeliveryRecord>> {
-    let now = time::now();
+    let now = super::clock::now(conn)?;
     let new_id = mast_domain::ids::new_id("whdl");
     let n = conn
         .prepare_cached(
@@ -283,7 +283,7 @@ pub(super) fn claim_deliveries(
     lease: Micros,
     limit: i64,
 ) -> StoreResult<Vec<DeliveryRecord>> {
-    let now = time::now();
+    let now = super::clock::now(conn)?;
     // Only the oldest pending delivery of each enabled endpoint: one in flight per endpoint,
     // in order (the writer connection serialises claims).
     let seqs: Vec<i64> = {
@@ -323,7 +323,7 @@ pub(super) fn finish_attempt(
 ) -> StoreResult<bool> {
     let (state, next) = match outcome {
         AttemptOutcome::Delivered => ("delivered", None),
-        AttemptOutcome::RetryIn(d) => ("pending", Some(time::now() + d)),
+        AttemptOutcome::RetryIn(d) => ("pending", Some(super::clock::now(conn)? + d)),
         AttemptOutcome::Failed => ("failed", None),
     };
     let n = conn

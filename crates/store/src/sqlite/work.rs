@@ -45,7 +45,7 @@ pub(super) fn insert_environment_key(
     conn.prepare_cached(
         "INSERT INTO environment_keys (id, workspace_id, environment_id, key_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
-    .execute(params![id, ws, env, hash, mast_domain::time::now()])?;
+    .execute(params![id, ws, env, hash, super::clock::now(conn)?])?;
     Ok(())
 }
 
