@@ -9,6 +9,17 @@
 //! A classic BPF program, written by hand: it is a list of comparisons, and the tests below
 //! run it through an interpreter. bubblewrap loads it (`--seccomp FD`) right before it starts
 //! the command, after its own namespace setup.
+//!
+//! ## Hand-written, and why
+//!
+//! `seccompiler` (rust-vmm, Firecracker's) was evaluated as its compiler and not taken: it
+//! cannot express this policy. Its filters have one action for a match and one for the rest,
+//! so `clone3` cannot fail with `ENOSYS` while the list fails with `EPERM`; it kills the
+//! process on a foreign architecture where this filter answers `ENOSYS`; and it has no range
+//! test on the syscall number, so x32 syscalls (number | `0x4000_0000`, same `AUDIT_ARCH`)
+//! reach its default action — allow, for a deny list. Its argument tests (one masked
+//! comparison a rule) would have covered the namespace flags. BENCHMARKS.md ("Crates against
+//! hand-written code") has the comparison.
 
 /// The `AUDIT_ARCH_*` value of this build's syscall ABI, where the filter knows it.
 #[cfg(target_arch = "x86_64")]
