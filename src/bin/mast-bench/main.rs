@@ -12,7 +12,12 @@
 //! - `fanout`: S subscribers on one session: delay from an event's `processed_at` to arrival;
 //! - `idle`: server RSS with K sessions idle on `requires_action`;
 //! - `active`: N sessions running at once on a slow model: server RSS and event delay;
-//! - `compaction`: a turn that compacts the context beside one that does not.
+//! - `compaction`: a turn that compacts the context beside one that does not;
+//! - `soak`: N long sessions doing custom-tool round trips for 30 minutes: the server's RSS
+//!   over time, its plateau and what it keeps after the load, against `--ceiling-mb`.
+//!
+//! `MAST_BENCH_SERVER_WRAPPER` runs the server under a command (e.g. `heaptrack -o FILE`):
+//! the harness then measures the wrapped `mast` process and stops it with SIGTERM.
 //!
 //! Run: `cargo build --release && ulimit -n 65536 && target/release/mast-bench --scenario all`.
 
@@ -26,6 +31,7 @@ mod history;
 mod idle;
 mod latency;
 mod server;
+mod soak;
 mod throughput;
 
 use clap::Parser;
@@ -38,9 +44,9 @@ use api::{Agent, Api};
     about = "Benchmarks a real mast server with the scripted model"
 )]
 struct Args {
-    /// latency | realistic | history | throughput | fanout | idle | active | compaction | all
-    /// (`all` runs every scenario but `active` and `compaction`, which have servers of their
-    /// own: run them alone)
+    /// latency | realistic | history | throughput | fanout | idle | active | compaction | soak |
+    /// all (`all` runs every scenario but `active`, `compaction` and `soak`, which have
+    /// servers of their own: run them alone)
     #[arg(long, default_value = "all")]
     scenario: String,
     /// Measured turns in the latency scenario (after 20 warm-up turns).
@@ -84,6 +90,23 @@ struct Args {
     /// Measured turns of the compaction scenario (after 10 warm-up turns).
     #[arg(long, default_value_t = 200)]
     compaction_turns: usize,
+    /// Sessions doing custom-tool round trips at once in the soak scenario.
+    #[arg(long, default_value_t = 10)]
+    soak_sessions: usize,
+    /// Minutes the soak scenario's round trips go on (fractions allowed).
+    #[arg(long, default_value_t = 30.0)]
+    soak_minutes: f64,
+    /// Seconds between two samples of the server's memory in the soak scenario.
+    #[arg(long, default_value_t = 5)]
+    soak_sample_secs: u64,
+    /// Seconds the soak scenario watches the server after its load stops.
+    #[arg(long, default_value_t = 60)]
+    soak_rest_secs: u64,
+    /// The soak scenario fails (exit status 1) when the server's RSS passes this many MB at
+    /// any point of the run. The default is the ceiling BENCHMARKS.md documents for 10
+    /// sessions on SQLite.
+    #[arg(long, default_value_t = 160.0)]
+    ceiling_mb: f64,
     /// Server processes on one Postgres database (DATABASE_URL); the throughput scenario
     /// posts each session's messages to one replica and streams it from the next.
     #[arg(long, default_value_t = 1)]
@@ -197,9 +220,23 @@ async fn main() {
     if args.scenario == "compaction" {
         compaction::run(api, server, args.compaction_turns).await;
     }
+    let mut failed = false;
+    if args.scenario == "soak" {
+        let options = soak::Options {
+            sessions: args.soak_sessions,
+            duration: std::time::Duration::from_secs_f64(args.soak_minutes * 60.0),
+            sample: std::time::Duration::from_secs(args.soak_sample_secs.max(1)),
+            rest: std::time::Duration::from_secs(args.soak_rest_secs),
+            ceiling_mb: args.ceiling_mb,
+        };
+        failed = !soak::run(api, server, &options).await;
+    }
     drop(apis);
     drop(servers);
     if let (Some(db), Ok(admin)) = (db, std::env::var("DATABASE_URL")) {
         server::drop_database(&admin, &db).await;
+    }
+    if failed {
+        std::process::exit(1);
     }
 }

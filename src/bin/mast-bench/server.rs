@@ -16,20 +16,49 @@ pub struct Server {
     /// floor server has none).
     pub key: Option<String>,
     dir: PathBuf,
+    /// The child is a wrapper (`MAST_BENCH_SERVER_WRAPPER`) running the server.
+    wrapped: bool,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        if self.wrapped {
+            // A profiler writes its report when the program it runs exits, so the server is
+            // stopped as a deployment stops it and the wrapper left to finish.
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.pid().to_string()])
+                .status();
+        } else {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
 impl Server {
-    /// The server's process id.
+    /// The server's process id (under a wrapper, that of the descendant running the `mast`
+    /// binary: a profiler may start helpers of its own beside it).
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        let root = self.child.id();
+        if !self.wrapped {
+            return root;
+        }
+        let bin = std::env::current_exe().unwrap().with_file_name("mast");
+        let mut todo = vec![root];
+        while let Some(pid) = todo.pop() {
+            if std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == bin) {
+                return pid;
+            }
+            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .unwrap_or_default();
+            todo.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+        root
     }
 
     /// Resident memory (VmRSS) in MB.
@@ -116,12 +145,22 @@ pub async fn drop_database(admin: &str, db: &str) {
 }
 
 /// Starts `mast serve` on a free port, with `env` added to its environment, and waits until
-/// it answers.
+/// it answers. With `MAST_BENCH_SERVER_WRAPPER` set (a command and its arguments, split at
+/// spaces, e.g. `heaptrack -o /tmp/mast`), the server runs under that command.
 pub async fn start_server(database: Option<&str>, env: &[(&str, String)]) -> Server {
     let bin: PathBuf = std::env::current_exe().unwrap().with_file_name("mast");
     let (port, dir) = (free_port(), scratch_dir());
     let key = create_key(&bin, database, &dir);
-    let mut cmd = Command::new(&bin);
+    let wrapper = std::env::var("MAST_BENCH_SERVER_WRAPPER").unwrap_or_default();
+    let mut words = wrapper.split_whitespace();
+    let mut cmd = match words.next() {
+        Some(program) => {
+            let mut cmd = Command::new(program);
+            cmd.args(words).arg(&bin);
+            cmd
+        }
+        None => Command::new(&bin),
+    };
     cmd.args([
         "serve",
         "--listen",
@@ -131,7 +170,9 @@ pub async fn start_server(database: Option<&str>, env: &[(&str, String)]) -> Ser
     .arg(&dir)
     .env("MAST_LOG", "warn")
     .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
-    spawn(cmd, database, port, dir, Some(key)).await
+    let mut server = spawn(cmd, database, port, dir, Some(key)).await;
+    server.wrapped = !wrapper.trim().is_empty();
+    server
 }
 
 /// Creates an API key in the store of a server about to start (`mast keys create`).
@@ -209,6 +250,7 @@ async fn spawn(
         backend,
         key,
         dir,
+        wrapped: false,
     };
     for _ in 0..400 {
         if reqwest::get(format!("{}/healthz", server.base))
