@@ -10,8 +10,6 @@
 //! drops its cached key lookups or hook lists on hearing it, and caches none while its
 //! listener is disconnected.
 
-use std::sync::atomic::Ordering;
-
 use tokio::sync::mpsc;
 
 use super::Engine;
@@ -123,8 +121,7 @@ impl Engine {
     fn nudge_here(&self, session_id: &str) {
         let runners = self.inner.runners.lock().expect("runners lock");
         if let Some(h) = runners.get(session_id) {
-            h.dirty.store(true, Ordering::SeqCst);
-            h.nudge.notify_one();
+            h.signal_input();
         }
     }
 }

@@ -12,12 +12,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Value, json};
 
-use super::context::{BYTES_PER_TOKEN, json_bytes, message_bytes};
-use super::intake::server_event;
-use super::turn::{Loop, RunError, Waited};
-use mast_domain::events::{self, kind};
-use mast_domain::session::{ModelUsage, SessionUsage};
-use mast_models::{Block, Message, ModelRequest, Role, summarise};
+use super::context::{json_bytes, message_bytes};
+use mast_models::{Block, Message};
 
 /// The session error of a context that cannot be made to fit.
 pub const LIMIT_ERROR: &str = "compaction_limit_reached_error";
@@ -27,13 +23,13 @@ const BUILT_IN_WINDOWS: &[(&str, u64)] = &[("claude-", 200_000)];
 
 /// The part of the window the verbatim tail may take at most after a compaction; the rest
 /// leaves room for the summary and the next responses.
-const KEEP_FRACTION: f64 = 0.25;
+pub(crate) const KEEP_FRACTION: f64 = 0.25;
 
 /// `max_tokens` of a summarisation request.
-const SUMMARY_MAX_TOKENS: u32 = 4_096;
+pub(crate) const SUMMARY_MAX_TOKENS: u32 = 4_096;
 
 /// Boundaries in a row with no model response between them before compaction gives up.
-const MAX_IN_ROW: u32 = 2;
+pub(crate) const MAX_IN_ROW: u32 = 2;
 
 /// When threads compact their context (`MAST_CONTEXT_WINDOW`, `MAST_CONTEXT_WINDOWS`,
 /// `MAST_COMPACTION_THRESHOLD`).
@@ -158,12 +154,12 @@ pub fn choose_cut(messages: &[Message], closing: &[Value], keep_bytes: usize) ->
 }
 
 /// The boundary `agent.thread_context_compacted` records, privately.
-fn boundary(summary: &str, keep: usize, covers_to_seq: i64, pre_tokens: u64) -> Value {
+pub(crate) fn boundary(summary: &str, keep: usize, covers_to_seq: i64, pre_tokens: u64) -> Value {
     json!({ "summary": summary, "keep": keep, "covers_to_seq": covers_to_seq, "pre_compaction_tokens": pre_tokens })
 }
 
 /// The text of a response's text blocks.
-fn text_of(content: &[Value]) -> String {
+pub(crate) fn text_of(content: &[Value]) -> String {
     content
         .iter()
         .filter_map(|b| match Block::of(b) {
@@ -174,209 +170,10 @@ fn text_of(content: &[Value]) -> String {
         .join("\n")
 }
 
-impl Loop<'_> {
-    /// The bytes of what every request sends besides the messages: the system prompt and
-    /// the tool definitions.
-    fn request_overhead(&self) -> usize {
-        let system = self.agent.system.as_deref().map_or(0, str::len);
-        let tools: usize = self
-            .offered_tools()
-            .iter()
-            .map(|t| t.name.len() + t.description.len() + json_bytes(&t.input_schema))
-            .sum();
-        system + tools
-    }
-
-    /// Whether the context would pass the model's threshold now ([`Loop::compact_if_needed`]
-    /// would compact).
-    pub(super) fn compaction_due(&self) -> bool {
-        self.estimated_tokens() > self.inner.config.compaction.limit(&self.agent.model.id)
-    }
-
-    /// [`Transcript::estimated_tokens`] of the context a request would send now; the
-    /// overhead (system prompt and tool definitions), whose sizing serialises every tool
-    /// schema, is measured only when there is no provider's count to go on.
-    ///
-    /// [`Transcript::estimated_tokens`]: super::context::Transcript::estimated_tokens
-    fn estimated_tokens(&self) -> u64 {
-        match self.transcript.reported_estimate() {
-            Some(t) => t,
-            None => self.transcript.estimated_tokens(self.request_overhead()),
-        }
-    }
-
-    /// Before a model request on a user tail: when the context would pass the model's
-    /// threshold, summarises the older part into a boundary (or, when it cannot be made to
-    /// fit, ends the turn with `compaction_limit_reached_error`). True when it committed
-    /// anything — the loop then looks again before its request; `consumed` is then taken.
-    pub(super) async fn compact_if_needed(
-        &mut self,
-        consumed: &mut Vec<String>,
-    ) -> Result<bool, RunError> {
-        let cfg = &self.inner.config.compaction;
-        let model = self.agent.model.id.clone();
-        let (window, limit) = (cfg.window(&model), cfg.limit(&model));
-        let before = self.estimated_tokens();
-        if before <= limit {
-            return Ok(false);
-        }
-        let consumed = std::mem::take(consumed);
-        if self.transcript.compactions_in_row() >= MAX_IN_ROW {
-            let msg = format!(
-                "the context (about {before} tokens) still passes {limit} of the model's {window}-token window after {MAX_IN_ROW} compactions in a row"
-            );
-            return self.compaction_failed(&msg).await;
-        }
-        let keep_bytes = (window as f64 * KEEP_FRACTION) as usize * BYTES_PER_TOKEN;
-        let (messages, closing) = self.transcript.parts();
-        let Some(cut) = choose_cut(messages, &closing, keep_bytes) else {
-            let msg = format!(
-                "the context (about {before} tokens) passes {limit} of the model's {window}-token window and has no older part that can be summarised"
-            );
-            return self.compaction_failed(&msg).await;
-        };
-        let head = messages[..cut].to_vec();
-        let keep = messages.len() - cut;
-        let kept_bytes = messages[cut..].iter().map(message_bytes).sum::<usize>()
-            + closing.iter().map(json_bytes).sum::<usize>();
-        let text_budget =
-            (window as usize * BYTES_PER_TOKEN * 3 / 4).saturating_sub(summarise::SYSTEM.len());
-        let mut request = ModelRequest {
-            model: model.clone(),
-            system: Some(summarise::SYSTEM.to_string()),
-            messages: vec![Message {
-                role: Role::User,
-                content: vec![
-                    json!({"type": "text", "text": summarise::request_text(&head, text_budget)}),
-                ],
-            }],
-            tools: Default::default(),
-            max_tokens: SUMMARY_MAX_TOKENS.min(self.inner.config.max_tokens),
-            effort: None,
-            fast: false,
-            inference_geo: self.agent.model.inference_geo.clone(),
-            sized: Default::default(),
-        };
-        let client = match self.inner.models.route(&model) {
-            Ok(route) => {
-                request.model = route.upstream_model;
-                route.client
-            }
-            Err(msg) => {
-                self.consume(consumed).await?;
-                self.fail_turn("model_request_failed_error", &msg).await?;
-                return Ok(true);
-            }
-        };
-
-        // The summarisation is a model request like any other: under the budget gate, in a
-        // span, its usage counted.
-        let priced = self.inner.config.prices.of(&model).is_some();
-        let Some(start_id) = self.start_request(consumed, priced).await? else {
-            return Ok(true);
-        };
-        let outcome = {
-            let request = &request;
-            let client = client.clone();
-            let none = |_: mast_models::Delta| {};
-            self.interruptible(async move { client.complete(request, &none).await })
-                .await?
-        };
-        let resp = match outcome {
-            Waited::Interrupted => {
-                self.end_span(&start_id, ModelUsage::default(), false, None)
-                    .await?;
-                return Ok(true);
-            }
-            Waited::Done(Err(err)) => {
-                tracing::warn!(session_id = %self.sid, thread_id = %self.thread, error = %err.message, "context summarisation failed");
-                self.end_span(&start_id, ModelUsage::default(), true, None)
-                    .await?;
-                let msg = format!("summarising the context failed: {}", err.message);
-                self.fail_turn(err.kind.session_error_type(), &msg).await?;
-                return Ok(true);
-            }
-            Waited::Done(Ok(resp)) => resp,
-        };
-        let summary = text_of(&resp.content);
-        let after =
-            ((summarise::boundary_text(&summary).len() + kept_bytes + self.request_overhead())
-                / BYTES_PER_TOKEN) as u64;
-        if summary.trim().is_empty() || after > limit {
-            self.end_span(&start_id, resp.usage, false, None).await?;
-            let msg = format!(
-                "even compacted, the context (about {after} tokens) passes {limit} of the model's {window}-token window"
-            );
-            self.fail_turn(LIMIT_ERROR, &msg).await?;
-            return Ok(true);
-        }
-        tracing::info!(session_id = %self.sid, thread_id = %self.thread, before, after, keep, "context compacted");
-        let mark = boundary(&summary, keep, self.last_seq, before);
-        self.end_span(&start_id, resp.usage, false, Some(mark))
-            .await?;
-        Ok(true)
-    }
-
-    /// Closes the summarisation span with its usage counted toward the session, the thread
-    /// and the spend; with a boundary, also records `agent.thread_context_compacted`.
-    async fn end_span(
-        &mut self,
-        start_id: &str,
-        usage: ModelUsage,
-        is_error: bool,
-        mark: Option<Value>,
-    ) -> Result<(), RunError> {
-        let thread = self.thread.clone();
-        let cost = self.inner.config.prices.cost(&self.agent.model.id, &usage);
-        let end = server_event(
-            kind::SPAN_END,
-            events::span_end(start_id, &usage, is_error),
-            &thread,
-            self.inner.now(),
-        );
-        let clock = self.inner.store.clock().clone();
-        self.commit(
-            move |rec, st| {
-                let mut total: SessionUsage = serde_json::from_str(&rec.usage).unwrap_or_default();
-                total.add(&usage);
-                rec.usage = serde_json::to_string(&total)?;
-                st.spend.add(cost);
-                if let Some(t) = st.threads.get_mut(&thread) {
-                    t.usage.add(&usage);
-                    t.spend.add(cost);
-                }
-                let mut out = vec![end];
-                if let Some(mark) = mark {
-                    let mut e = server_event(
-                        kind::AGENT_THREAD_CONTEXT_COMPACTED,
-                        json!({}),
-                        &thread,
-                        clock.now(),
-                    );
-                    e.internal = Some(mark);
-                    out.push(e);
-                }
-                Ok(out)
-            },
-            vec![],
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// Ends the turn with `compaction_limit_reached_error`, as a turn out of retries ends
-    /// (`retries_exhausted`). Input the request would have consumed from the queue is left
-    /// there, so the failed turn discards it like any input queued for a dead turn.
-    async fn compaction_failed(&mut self, message: &str) -> Result<bool, RunError> {
-        tracing::warn!(session_id = %self.sid, thread_id = %self.thread, reason = message, "compaction limit reached");
-        self.fail_turn(LIMIT_ERROR, message).await?;
-        Ok(true)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mast_models::Role;
 
     fn user(blocks: Vec<Value>) -> Message {
         Message {

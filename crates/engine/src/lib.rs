@@ -18,8 +18,8 @@
 //!
 //! # Runners, leases and fencing
 //!
-//! A runner (`supervisor.rs`) runs the primary thread's loop and a loop per working delegate thread
-//! in one task, under the session's one lease: cancelling it cancels every thread. The lease is
+//! A runner (`runner/`: the task in `task.rs`, its threads in `supervisor.rs`) runs the primary
+//! thread's loop and a loop per working delegate thread in one task, under the session's one lease: cancelling it cancels every thread. The lease is
 //! granted in the transaction that accepts the input, renewed by a heartbeat and handed back when
 //! the turn ends or the process stops. Every write a runner makes goes through a transaction that
 //! locks the session row and checks the lease; a runner that holds the row from its last read or
@@ -34,9 +34,10 @@
 //!
 //! # The loop
 //!
-//! `turn.rs` is one thread's loop; its commits are in `commit.rs`. Each pass re-derives the next
-//! step from the log and the row; the order of precedence is the doc comment of `Loop::run`. It is
-//! driven by the model's `stop_reason`, and policy (permission policies, disabled tools, hooks,
+//! `runner/mod.rs` is one thread's loop and its state, private to the runner's modules and
+//! grouped by purpose (scope, view, tally, kit, shortcuts); `pass.rs` is one pass, and every
+//! write goes through `commit.rs`. Each pass re-derives the next step from the log and the row;
+//! the order of precedence is the doc comment of `Loop::run`. It is driven by the model's `stop_reason`, and policy (permission policies, disabled tools, hooks,
 //! budgets, thread limits) is decided in code before any side effect (`permissions` and the tool
 //! step), never by asking the model.
 //!
@@ -121,7 +122,7 @@
 //!   (`vaults/bearers.rs`) before every connection and call: a stale token's connection is
 //!   replaced, and a 401 refreshes an OAuth credential and retries once.
 //! - Packages: a session's first `bash` call asks the sandbox's package layers for its
-//!   environment's; a failed build becomes one `session.error` per runner (`tool_step.rs`).
+//!   environment's; a failed build becomes one `session.error` per runner (`runner/tool_step.rs`).
 //! - Repositories (`repos.rs`): cloned into the workspace when a loop first sets up the session's
 //!   tools; failures are `repository_*_error` events. Tokens are sealed with the server's key in
 //!   the session body, which no view copies out.
@@ -138,7 +139,7 @@
 //! Hooks are asked at the step they concern, with no transaction or lock open (signed POSTs,
 //! `standard_webhooks::SignedPoster`), and what they decided is recorded in the transaction that
 //! records that step, so the log alone says what happened and a crash re-asks at most the
-//! unrecorded step. `pre_tool_use` and `subagent_start` (`hook_step.rs`) sit between a model
+//! unrecorded step. `pre_tool_use` and `subagent_start` (`runner/hook_step.rs`) sit between a model
 //! response and its recording, folded into the permission decision with
 //! `mast_domain::hook_answer::combine` (deny > defer > ask > allow; a hook never loosens the
 //! policy); the result is an ordinary `evaluated_permission` on the tool-use event, so the rest of
@@ -199,7 +200,6 @@ pub mod backoff;
 pub mod bodies;
 pub mod budget;
 mod cluster;
-mod commit;
 pub mod compaction;
 pub mod context;
 pub mod credentials;
@@ -210,14 +210,9 @@ mod file_sources;
 pub mod files;
 #[cfg(test)]
 mod fixtures;
-mod fork_checkpoint;
 pub mod fork_point;
 pub mod held_rows;
 pub mod history;
-/// `post_tool_use`, `stop` and `subagent_stop` hooks in the loop.
-mod hook_after;
-/// `pre_tool_use` and `subagent_start` hooks in the loop.
-mod hook_step;
 /// The hooks service.
 pub mod hooks;
 pub mod hub;
@@ -226,29 +221,23 @@ pub mod keys;
 pub mod mcp;
 pub mod memory;
 mod memory_mount;
-mod model_step;
 mod mounts;
 pub mod ops;
 mod outputs;
 pub mod permissions;
 mod repos;
+mod runner;
 pub mod secrets;
 mod shared_agent;
 pub mod skills;
 pub mod standard_webhooks;
 pub mod state;
-mod supervisor;
 pub mod telemetry;
-mod tool_offer;
-mod tool_step;
-mod turn;
 mod turn_end;
-mod turn_stop;
 mod usage_report;
 pub mod vaults;
 pub mod work;
-// Outcomes: their decisions under the row lock, and the grading step.
-mod outcome_grader;
+// Outcomes: their decisions under the row lock (the grading step is the runner's).
 pub mod outcomes;
 // Webhooks: endpoint management and the delivery task.
 pub mod webhooks;
@@ -257,11 +246,10 @@ pub mod webhooks;
 pub use mast_store::StoreError;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -346,127 +334,6 @@ impl Default for EngineConfig {
     }
 }
 
-/// Signals to one session's runner.
-#[derive(Default)]
-pub(crate) struct RunnerHandle {
-    /// New input arrived after the runner last looked.
-    dirty: AtomicBool,
-    /// Counts interrupts of every thread signalled to this runner; a wait compares its
-    /// thread's count with the one it saw before reading the session, so a stale signal never
-    /// cuts the next model request.
-    all_interrupts: AtomicU64,
-    /// Counts interrupts aimed at one thread.
-    thread_interrupts: Mutex<HashMap<String, u64>>,
-    interrupted: Notify,
-    /// New input or answers arrived: a primary thread waiting on delegates looks again
-    /// (a delegate may have become runnable).
-    nudge: Notify,
-    /// What the transaction that woke the runner committed, for its next start (see
-    /// [`Handoff`]).
-    handoff: Mutex<Option<Handoff>>,
-    /// A model request the waking transaction started for the primary thread (see
-    /// `engine::fast_start`), for the runner's next start; kept apart from the handoff, which
-    /// may be dropped, since the loop checks it against the log itself.
-    armed: Mutex<Option<String>>,
-    /// The highest `last_seq` this runner's loops have read or committed: a handoff no newer
-    /// than that is stale.
-    seen_seq: std::sync::atomic::AtomicI64,
-}
-
-/// A committed client transaction handed to the runner it wakes, so the runner starts from
-/// the row and events that transaction returned instead of reading them again.
-///
-/// The row stands for a read of the session at the transaction's commit. The loop's rule is
-/// that interrupt counts are taken *before* the row is read (so an interrupt committed after
-/// the read still cuts the next wait); here the read happened before the runner's snapshot,
-/// so the handoff carries [`Inner::interrupt_epoch`] as it was before the transaction began,
-/// and is used only while no interrupt was signalled in this process since then: an
-/// interrupt committed after the transaction is signalled after it, so either it changed
-/// the epoch before the runner's snapshot (the handoff is dropped and the row read as
-/// usual) or it is counted on the runner's handle after that snapshot.
-pub(crate) struct Handoff {
-    /// The row as committed.
-    pub rec: mast_store::SessionRecord,
-    /// Every event the transaction appended.
-    pub events: Vec<mast_store::EventRecord>,
-    /// [`Inner::interrupt_epoch`] before the transaction began.
-    pub epoch: u64,
-    /// The `span.model_request_start` the transaction logged for the runner to issue
-    /// (`engine::fast_start`).
-    pub armed: Option<String>,
-}
-
-impl RunnerHandle {
-    /// Interrupts that concern `thread` so far.
-    pub(crate) fn interrupt_count(&self, thread: &str) -> u64 {
-        let own = self
-            .thread_interrupts
-            .lock()
-            .expect("interrupts lock")
-            .get(thread)
-            .copied()
-            .unwrap_or(0);
-        self.all_interrupts.load(Ordering::SeqCst) + own
-    }
-
-    /// Every thread's interrupt count now, for a loop that reads the session row next and
-    /// does not know yet which thread it will drive.
-    pub(crate) fn interrupts_seen(&self) -> InterruptsSeen {
-        let threads = self
-            .thread_interrupts
-            .lock()
-            .expect("interrupts lock")
-            .clone();
-        InterruptsSeen {
-            all: self.all_interrupts.load(Ordering::SeqCst),
-            threads,
-        }
-    }
-
-    /// Notes that a loop of this runner read or committed the session at `last_seq`.
-    pub(crate) fn saw_seq(&self, last_seq: i64) {
-        self.seen_seq.fetch_max(last_seq, Ordering::SeqCst);
-    }
-
-    /// Leaves `h` for the runner's next start, unless a newer one is already there.
-    fn hand_off(&self, mut h: Handoff) {
-        if let Some(id) = h.armed.take() {
-            *self.armed.lock().expect("armed lock") = Some(id);
-        }
-        let mut slot = self.handoff.lock().expect("handoff lock");
-        if slot
-            .as_ref()
-            .is_none_or(|old| old.rec.last_seq < h.rec.last_seq)
-        {
-            *slot = Some(h);
-        }
-    }
-
-    /// The handoff left for this start, if it is still current: no interrupt signalled since
-    /// its transaction began (`epoch` is [`Inner::interrupt_epoch`] now, read after the
-    /// runner's interrupt snapshot) and newer than anything this runner's loops saw.
-    fn take_handoff(&self, epoch: u64) -> Option<Handoff> {
-        let h = self.handoff.lock().expect("handoff lock").take()?;
-        let newer = h.rec.last_seq > self.seen_seq.load(Ordering::SeqCst);
-        (h.epoch == epoch && newer).then_some(h)
-    }
-}
-
-/// The interrupt counts a runner saw before it read the session row: an interrupt signalled
-/// after that read differs from them, so the loop's first wait still sees it.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct InterruptsSeen {
-    all: u64,
-    threads: HashMap<String, u64>,
-}
-
-impl InterruptsSeen {
-    /// The count [`RunnerHandle::interrupt_count`] gave for `thread` at the snapshot.
-    pub(crate) fn count(&self, thread: &str) -> u64 {
-        self.all + self.threads.get(thread).copied().unwrap_or(0)
-    }
-}
-
 pub(crate) struct Inner {
     pub store: Arc<dyn Store>,
     pub hub: Arc<Hub>,
@@ -481,7 +348,7 @@ pub(crate) struct Inner {
     pub config: EngineConfig,
     /// This process's lease owner id.
     pub owner: String,
-    runners: Mutex<HashMap<String, Arc<RunnerHandle>>>,
+    runners: Mutex<HashMap<String, Arc<runner::RunnerHandle>>>,
     /// What each thread's last loop knew of its log, so the next one reads only the tail.
     pub history: history::History,
     /// Sessions' bodies as last parsed, so a runner start does not parse the agent again.
@@ -493,7 +360,7 @@ pub(crate) struct Inner {
     /// Hooks asked about tool calls; None in engines built without them.
     pub hooks: Option<Arc<hooks::Hooks>>,
     /// Bumped by every interrupt signalled in this process (of any session), before the
-    /// runner's counts: see [`Handoff`].
+    /// runner's counts: see [`runner::Handoff`].
     pub interrupt_epoch: AtomicU64,
 }
 
@@ -695,7 +562,7 @@ impl Engine {
     }
 
     /// [`Engine::wake`], handing the runner what the waking transaction committed.
-    pub(crate) fn wake_with(&self, session_id: &str, handoff: Option<Handoff>) {
+    pub(crate) fn wake_with(&self, session_id: &str, handoff: Option<runner::Handoff>) {
         if self.inner.shutdown.is_cancelled() {
             return;
         }
@@ -704,11 +571,10 @@ impl Engine {
             if let Some(ho) = handoff {
                 h.hand_off(ho);
             }
-            h.dirty.store(true, Ordering::SeqCst);
-            h.nudge.notify_one();
+            h.signal_input();
             return;
         }
-        let handle = Arc::new(RunnerHandle::default());
+        let handle = Arc::new(runner::RunnerHandle::default());
         if let Some(ho) = handoff {
             handle.hand_off(ho);
         }
@@ -720,7 +586,7 @@ impl Engine {
         // Boxed, so the spawn moves a pointer: the runner's future is kilobytes, and each
         // wake of an idle session spawns one.
         self.inner.tasks.spawn(tracing::Instrument::instrument(
-            Box::pin(run(inner, sid, handle)),
+            Box::pin(runner::run(inner, sid, handle)),
             span,
         ));
     }
@@ -742,20 +608,7 @@ impl Engine {
         self.inner.interrupt_epoch.fetch_add(1, Ordering::SeqCst);
         let runners = self.inner.runners.lock().expect("runners lock");
         if let Some(h) = runners.get(session_id) {
-            h.dirty.store(true, Ordering::SeqCst);
-            match thread {
-                None => {
-                    h.all_interrupts.fetch_add(1, Ordering::SeqCst);
-                }
-                Some(t) => {
-                    *h.thread_interrupts
-                        .lock()
-                        .expect("interrupts lock")
-                        .entry(t.to_string())
-                        .or_default() += 1;
-                }
-            }
-            h.interrupted.notify_waiters();
+            h.signal_interrupt(thread);
         }
     }
 
@@ -795,208 +648,5 @@ impl Engine {
         {
             tracing::warn!("runners did not stop within {grace:?}; their leases will expire");
         }
-    }
-}
-
-/// A runner task: takes the lease (usually already granted by the request that woke it),
-/// drives the loop until the session has no work, and exits without missing input that
-/// arrives while it is exiting.
-async fn run(inner: Arc<Inner>, sid: String, handle: Arc<RunnerHandle>) {
-    let mut registration = Registration {
-        inner: inner.clone(),
-        sid: sid.clone(),
-        removed: false,
-    };
-    loop {
-        handle.dirty.store(false, Ordering::SeqCst);
-        // Read before the row (the loop's rule): an interrupt recorded after `take_lease`
-        // read the row must still cut the first model request.
-        let seen = handle.interrupts_seen();
-        // A handoff stands for a row read before the snapshot: see `Handoff` for why the
-        // epoch, read after the snapshot, makes it as good as one read now.
-        let handoff = handle.take_handoff(inner.interrupt_epoch.load(Ordering::SeqCst));
-        let (taken, events) = match handoff.and_then(|h| Some((held(&inner, h.rec)?, h.events))) {
-            Some((rec, events)) => (Ok(Some(rec)), Some(events)),
-            None => (take_lease(&inner, &sid).await, None),
-        };
-        // Taken whatever this start finds: a later start no longer knows the span is new.
-        let armed = handle.armed.lock().expect("armed lock").take();
-        match taken {
-            Ok(Some(rec)) => {
-                handle.saw_seq(rec.last_seq);
-                let released =
-                    match supervisor::drive(&inner, &handle, rec, &seen, events, armed).await {
-                        Ok(turn::Ended::Released) => true,
-                        Ok(turn::Ended::NoWork) => false,
-                        Err(e) => {
-                            tracing::warn!(session_id = %sid, error = %e, "runner stopped");
-                            if !matches!(e, turn::RunError::LeaseLost) {
-                                tokio::select! {
-                                    _ = inner.shutdown.cancelled() => {}
-                                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
-                                }
-                            }
-                            false
-                        }
-                    };
-                if !released && let Err(e) = inner.store.release_lease(&sid, &inner.owner).await {
-                    tracing::warn!(session_id = %sid, error = %e, "could not release lease; it will expire");
-                }
-            }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(session_id = %sid, error = %e, "could not take lease"),
-        }
-        let mut runners = inner.runners.lock().expect("runners lock");
-        if handle.dirty.load(Ordering::SeqCst) && !inner.shutdown.is_cancelled() {
-            continue;
-        }
-        runners.remove(&sid);
-        registration.removed = true;
-        return;
-    }
-}
-
-/// Removes a runner that died abnormally (a panic) from the map, so the next wake or the
-/// reaper starts a fresh one instead of signalling a dead handle.
-struct Registration {
-    inner: Arc<Inner>,
-    sid: String,
-    removed: bool,
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        if !self.removed {
-            tracing::error!(session_id = %self.sid, "session runner ended abnormally");
-            if let Ok(mut runners) = self.inner.runners.lock() {
-                runners.remove(&self.sid);
-            }
-        }
-    }
-}
-
-/// `rec` if it shows the session active with this process's lease granted (as the
-/// transaction that woke the runner leaves it).
-fn held(inner: &Inner, rec: mast_store::SessionRecord) -> Option<mast_store::SessionRecord> {
-    let now = inner.now();
-    let ttl = inner.config.lease_ttl.as_micros() as i64;
-    let held = rec.lease_owner.as_deref() == Some(inner.owner.as_str())
-        && rec.lease_expires_at.is_some_and(|t| t > now + ttl / 2);
-    (held && state::status_of(&rec).is_active()).then_some(rec)
-}
-
-/// The session row if this process now holds its lease: granted with the work (no write
-/// needed) or claimed here.
-async fn take_lease(
-    inner: &Inner,
-    sid: &str,
-) -> Result<Option<mast_store::SessionRecord>, mast_store::StoreError> {
-    let Some(rec) = inner.store.get_session_by_id(sid).await? else {
-        return Ok(None);
-    };
-    if !state::status_of(&rec).is_active() {
-        return Ok(None);
-    }
-    let now = inner.now();
-    let ttl = inner.config.lease_ttl.as_micros() as i64;
-    let held = rec.lease_owner.as_deref() == Some(inner.owner.as_str())
-        && rec.lease_expires_at.is_some_and(|t| t > now + ttl / 2);
-    if held {
-        return Ok(Some(rec));
-    }
-    if inner
-        .store
-        .claim_lease(sid, &inner.owner, now, now + ttl)
-        .await?
-    {
-        // The claim moved the row past any copy kept of it.
-        inner.held_rows.forget(sid);
-        if rec.lease_owner.as_deref().is_some_and(|o| o != inner.owner) {
-            metrics::counter!(crate::telemetry::LEASE_TAKEOVERS).increment(1);
-        }
-        return Ok(Some(rec));
-    }
-    Ok(None)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Handoff, RunnerHandle};
-
-    fn handoff(last_seq: i64, epoch: u64) -> Handoff {
-        let mut rec = crate::fixtures::session(
-            mast_domain::session::SessionStatus::Running,
-            &Default::default(),
-            false,
-        );
-        rec.last_seq = last_seq;
-        Handoff {
-            rec,
-            events: vec![],
-            epoch,
-            armed: None,
-        }
-    }
-
-    #[test]
-    fn a_handoff_is_taken_only_while_current() {
-        // (handed at last_seq, epoch when handed, epoch at the runner's start, the runner's
-        // loops saw up to) -> taken
-        let cases = [
-            (5, 0, 0, 0, true),
-            (5, 3, 3, 4, true),
-            // An interrupt was signalled since the handing transaction began.
-            (5, 0, 1, 0, false),
-            // The runner's own loops wrote (or read) as far or further: the row is stale.
-            (5, 0, 0, 5, false),
-            (5, 0, 0, 9, false),
-        ];
-        for (seq, handed, now, seen, taken) in cases {
-            let h = RunnerHandle::default();
-            h.saw_seq(seen);
-            h.hand_off(handoff(seq, handed));
-            assert_eq!(
-                h.take_handoff(now).is_some(),
-                taken,
-                "{seq} {handed} {now} {seen}"
-            );
-            assert!(h.take_handoff(now).is_none(), "taken once");
-        }
-        // Of two handoffs the newer stays, whatever order they come in; the armed request
-        // is kept apart from either.
-        let h = RunnerHandle::default();
-        let mut armed = handoff(7, 0);
-        armed.armed = Some("sevt_start".into());
-        h.hand_off(armed);
-        h.hand_off(handoff(6, 0));
-        assert_eq!(h.take_handoff(0).map(|h| h.rec.last_seq), Some(7));
-        assert_eq!(h.armed.lock().unwrap().as_deref(), Some("sevt_start"));
-    }
-
-    #[test]
-    fn a_snapshot_counts_as_the_handle_did_and_misses_later_interrupts() {
-        let h = RunnerHandle::default();
-        *h.thread_interrupts
-            .lock()
-            .unwrap()
-            .entry("sthr_d".into())
-            .or_default() += 1;
-        let seen = h.interrupts_seen();
-        for t in ["sthr_p", "sthr_d"] {
-            assert_eq!(seen.count(t), h.interrupt_count(t), "{t}");
-        }
-        // An interrupt of every thread after the snapshot (the row read) shows in each
-        // thread's count; one of a delegate, only in its own.
-        h.all_interrupts
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        assert_ne!(seen.count("sthr_p"), h.interrupt_count("sthr_p"));
-        let seen = h.interrupts_seen();
-        *h.thread_interrupts
-            .lock()
-            .unwrap()
-            .entry("sthr_d".into())
-            .or_default() += 1;
-        assert_eq!(seen.count("sthr_p"), h.interrupt_count("sthr_p"));
-        assert_ne!(seen.count("sthr_d"), h.interrupt_count("sthr_d"));
     }
 }

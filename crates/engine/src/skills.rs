@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 
-use super::turn::{Loop, RunError};
 use mast_domain::agent::{Skill, SkillKind};
 use mast_domain::skill::{LATEST, SKILLS_ROOT, SkillNote};
 use mast_domain::skill_bundle::BundleFile;
@@ -115,26 +114,6 @@ pub async fn note(
         ));
     }
     Ok((!text.is_empty()).then_some(text))
-}
-
-impl Loop<'_> {
-    /// `system` with the note on this thread's agent's skills appended.
-    pub(super) async fn with_skills_note(
-        &self,
-        system: Option<String>,
-    ) -> Result<Option<String>, RunError> {
-        if self.agent.skills.is_empty() {
-            return Ok(system);
-        }
-        let store = &*self.inner.store;
-        let ws = store
-            .get_session_by_id(&self.sid)
-            .await?
-            .map(|r| r.workspace_id)
-            .ok_or(RunError::Gone)?;
-        let note = note(store, &ws, &self.agent.skills, self.self_hosted).await?;
-        Ok(mast_domain::skill::with_note(system, note))
-    }
 }
 
 /// Read-only mounts of the agent's skills, unpacking any version not yet on the host into

@@ -6,9 +6,10 @@ use mast_domain::events::{Answer, ClientEvent, kind};
 use mast_domain::invalid::Invalid;
 use std::sync::atomic::Ordering;
 
+use crate::Engine;
 use crate::fast_start;
 use crate::intake::{self, Accepted};
-use crate::{Engine, Handoff};
+use crate::runner::Handoff;
 use mast_store::EventRecord;
 
 impl Engine {
@@ -27,7 +28,7 @@ impl Engine {
         let post = self.hook_batch(ws, id, &batch).await?;
         let n = batch.len();
         let lease = self.lease_grant();
-        // Before the transaction, for the runner it wakes (see `engine::Handoff`).
+        // Before the transaction, for the runner it wakes (see `runner::Handoff`).
         let epoch = self.inner.interrupt_epoch.load(Ordering::SeqCst);
         let clock = self.inner.store.clock().clone();
         let decided = {

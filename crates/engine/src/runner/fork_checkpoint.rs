@@ -4,17 +4,17 @@
 
 use mast_domain::events::kind;
 
-use super::turn::Loop;
+use super::Loop;
 
 impl Loop<'_> {
     /// Takes the checkpoint of the latest consumed `user.message`, unless it was taken. A
     /// failure is logged and the call goes on: the checkpoint only serves later forks, which
     /// then get the next checkpoint's (or the live) workspace.
     pub(super) async fn checkpoint_workspace(&self, workspace: &std::path::Path) {
-        if self.child_name().is_some() || self.self_hosted {
+        if self.child_name().is_some() || self.scope.self_hosted {
             return;
         }
-        let Some(message) = self.events.iter().rev().find(|e| {
+        let Some(message) = self.view.events.iter().rev().find(|e| {
             e.kind == kind::USER_MESSAGE
                 && e.processed_at.is_some()
                 && e.internal
@@ -26,10 +26,10 @@ impl Loop<'_> {
         };
         let cps = self.inner.toolbox.checkpoints();
         let (sid, id, ws, position) = (
-            self.sid.clone(),
+            self.scope.sid.clone(),
             message.id.clone(),
             workspace.to_path_buf(),
-            self.last_seq,
+            self.view.last_seq,
         );
         let taken = tokio::task::spawn_blocking(move || {
             if cps.has(&sid, &id)? {
@@ -40,15 +40,15 @@ impl Loop<'_> {
         .await;
         match taken {
             Ok(Ok(Some(e))) => tracing::debug!(
-                session = %self.sid, event = %e.event_id, bytes = e.bytes, files = e.files,
+                session = %self.scope.sid, event = %e.event_id, bytes = e.bytes, files = e.files,
                 micros = e.micros, "workspace checkpoint taken"
             ),
             Ok(Ok(None)) => {}
             Ok(Err(e)) => {
-                tracing::warn!(session = %self.sid, error = %e, "the workspace checkpoint could not be taken")
+                tracing::warn!(session = %self.scope.sid, error = %e, "the workspace checkpoint could not be taken")
             }
             Err(e) => {
-                tracing::warn!(session = %self.sid, error = %e, "the workspace checkpoint task failed")
+                tracing::warn!(session = %self.scope.sid, error = %e, "the workspace checkpoint task failed")
             }
         }
     }

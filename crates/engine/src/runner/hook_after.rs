@@ -8,8 +8,8 @@
 
 use serde_json::{Value, json};
 
-use super::hooks::{PostOutcome, ToolCallRef};
-use super::turn::{Loop, Role, RunError, Waited, store_err};
+use super::{Loop, Role, RunError, Waited, store_err};
+use crate::hooks::{PostOutcome, ToolCallRef};
 use mast_domain::hook::HookEvent;
 use mast_domain::hook_answer::GateOutcome;
 
@@ -30,7 +30,7 @@ impl Loop<'_> {
             return Ok(Waited::Done(None));
         };
         if !self
-            .hold(hooks.any(&self.workspace_id, HookEvent::PostToolUse))
+            .hold(hooks.any(&self.scope.workspace_id, HookEvent::PostToolUse))
             .await?
         {
             return Ok(Waited::Done(None));
@@ -67,22 +67,25 @@ impl Loop<'_> {
         let Some(hooks) = self.inner.hooks.clone() else {
             return Ok(None);
         };
-        let (event, name) = match &self.role {
+        let (event, name) = match &self.scope.role {
             Role::Primary => (HookEvent::Stop, None),
             Role::Child { name } => (HookEvent::SubagentStop, Some(name.as_str())),
         };
-        if !self.hold(hooks.any(&self.workspace_id, event)).await? {
+        if !self
+            .hold(hooks.any(&self.scope.workspace_id, event))
+            .await?
+        {
             return Ok(None);
         }
         let mut fields = json!({
             "stop_reason": stop_reason,
             "last_message": said,
             // The turn goes on because a stop hook blocked an earlier stop of it.
-            "stop_hook_active": self.transcript.stop_hook_active(),
+            "stop_hook_active": self.view.transcript.stop_hook_active(),
         });
         if let Some(name) = name {
             fields["subagent_name"] = json!(name);
-            fields["parent_thread_id"] = json!(self.primary);
+            fields["parent_thread_id"] = json!(self.scope.primary);
         }
         let ctx = self.hook_ctx();
         Ok(

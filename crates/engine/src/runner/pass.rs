@@ -1,214 +1,22 @@
-//! The agent loop of one thread, driven by the model's `stop_reason`. The
-//! primary thread and every delegate thread run this same loop, each with its own agent,
-//! history and permissions (DESIGN.md principle 5).
-//!
-//! Every iteration re-derives the next step from the log (plus the row's cached state), so a
-//! runner that replaces a dead one continues exactly where the log says work stopped.
+//! One pass after another of a thread's loop: read what is new, take the first step that
+//! applies, commit it.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use serde_json::json;
-use tokio::sync::{Notify, mpsc};
 
-use super::commit::Carried;
-use super::context::{self, Tail, Transcript};
-use super::delegation::Roster;
-use super::history::Known;
-use super::intake::server_event;
-use super::shared_agent::SharedAgent;
-use super::state::{EngineState, LeaseGrant, ThreadStatus, set_status, status_of};
 use super::tool_step::ToolStep;
-use super::{Inner, RunnerHandle};
-use mast_domain::environment::EnvironmentConfig;
+use super::{Ended, Loop, Role, RunError, Waited, store_err};
+use crate::context::{self, Tail};
+use crate::history::Known;
+use crate::intake::server_event;
+use crate::state::{EngineState, LeaseGrant, ThreadStatus, set_status, status_of};
 use mast_domain::events::{self, StopReason, kind};
-use mast_domain::session::{ModelUsage, SessionBody, SessionStatus};
+use mast_domain::session::{ModelUsage, SessionStatus};
 use mast_models::ModelStop;
-use mast_sandbox::SessionTools;
-use mast_sandbox::egress::EgressPolicy;
-use mast_store::{EventRecord, SessionRecord, StoreError, Writer};
+use mast_store::{EventRecord, SessionRecord, StoreError};
 
-/// Why a runner stopped early.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error("lease lost to another owner")]
-    LeaseLost,
-    #[error("session no longer exists")]
-    Gone,
-    #[error("shutting down")]
-    Shutdown,
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-pub(super) fn store_err(e: StoreError) -> RunError {
-    match e {
-        StoreError::Fenced(_) => RunError::LeaseLost,
-        e => RunError::Store(e),
-    }
-}
-
-/// How a drive ended without error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
-    /// The session went idle and the transaction that idled it released the lease.
-    Released,
-    /// There was no work (the session or thread was not active); the lease is still held.
-    NoWork,
-}
-
-/// What ended a wait on the model or a retry delay.
-pub(super) enum Waited<T> {
-    Done(T),
-    Interrupted,
-}
-
-/// Which thread a loop drives.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum Role {
-    /// The session's own thread: its turn is the session's.
-    Primary,
-    /// A delegate (or advisor) thread, answering its parent.
-    Child { name: String },
-}
-
-/// Signals between the loops of one session's runner.
-pub(super) struct Crew {
-    /// Delegate threads whose loops should run (the supervisor starts each once).
-    pub spawn: mpsc::UnboundedSender<String>,
-    /// A delegate's loop ended: the primary re-evaluates what it waits for.
-    pub changed: Notify,
-    /// The session's MCP connections, shared by its threads, closed when the runner ends.
-    pub mcp: super::mcp::McpSet,
-}
-
-pub(super) struct Loop<'a> {
-    pub inner: &'a Inner,
-    pub handle: &'a RunnerHandle,
-    pub crew: &'a Crew,
-    pub sid: String,
-    pub writer: Writer,
-    pub body: std::sync::Arc<SessionBody>,
-    /// The agent this thread runs.
-    pub agent: SharedAgent,
-    pub thread: String,
-    pub primary: String,
-    pub role: Role,
-    /// Whom the primary thread may delegate to.
-    pub roster: Option<Roster>,
-    /// This thread's events, in sequence order.
-    pub events: Vec<EventRecord>,
-    pub last_seq: i64,
-    /// `events` folded into the model context, extended as events arrive.
-    pub transcript: Transcript,
-    /// The estimated size of `events`, for the history cache's bound.
-    pub known_bytes: usize,
-    /// This loop consumed queued input (so what it knows is not kept; see `engine::history`).
-    pub consumed_here: bool,
-    pub requests: u32,
-    pub usage_at_start: Option<String>,
-    /// The last commit handed the lease back (the session went idle).
-    pub released: bool,
-    /// The handle's interrupt count for this thread before the row was last read.
-    pub seen_interrupts: u64,
-    /// The row the last commit returned, when that commit's events were the only ones since
-    /// this loop last read the log: the next iteration starts from it instead of reading the
-    /// row and the log again (see [`Carried`]).
-    pub carried: Option<Carried>,
-    /// Long waits begun so far; a carried row is stale once a wait follows its commit.
-    pub waits: AtomicU64,
-    /// The row as this loop last read or committed it: the next commit decides on it and
-    /// writes in one round trip unless the row has moved on since (`SessionTransactions::transact_from`).
-    pub expected: Option<SessionRecord>,
-    /// A `span.model_request_start` the transaction that woke the runner logged for this
-    /// (primary) loop to issue (`engine::fast_start`); looked at by the first pass only.
-    pub armed: Option<String>,
-    /// That span, once the pass found it open and about to call the model: the request
-    /// issues it instead of starting one.
-    pub prestarted: Option<String>,
-    /// The environment's network policy (permission checks, web tools).
-    pub egress: EgressPolicy,
-    /// Sandbox tools are run by the user's workers, not here (`self_hosted` environments).
-    pub self_hosted: bool,
-    /// The session's built-in tools, set up when a call first runs.
-    pub tools: Option<Arc<SessionTools>>,
-    /// `session.error` bodies of repositories that could not be cloned, not reported yet.
-    pub repo_errors: Vec<serde_json::Value>,
-    /// The MCP tools offered in this thread's last model request.
-    pub mcp_offer: super::mcp::Offer,
-    /// The session's workspace and environment, for the hooks' scopes.
-    pub workspace_id: String,
-    pub environment_id: String,
-}
-
-impl<'a> Loop<'a> {
-    /// A loop for `thread` running `agent`, from the row `rec` read after the handle's
-    /// interrupt count for `thread` was `seen_interrupts`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        inner: &'a Inner,
-        handle: &'a RunnerHandle,
-        crew: &'a Crew,
-        rec: &SessionRecord,
-        seen_interrupts: u64,
-        thread: String,
-        agent: SharedAgent,
-        role: Role,
-    ) -> Result<Self, RunError> {
-        let body = inner.bodies.get(&rec.id, &rec.body)?;
-        // What an earlier loop of this thread left (see `engine::history`); a log shorter
-        // than it (a store restored from a backup) means it is not this log's.
-        let known = inner
-            .history
-            .take(&rec.id, &thread)
-            .filter(|k| k.last_seq <= rec.last_seq)
-            .unwrap_or_default();
-        let roster = match role {
-            Role::Primary => Roster::of(&agent).filter(|r| !r.is_empty()),
-            Role::Child { .. } => None,
-        };
-        Ok(Loop {
-            inner,
-            handle,
-            crew,
-            sid: rec.id.clone(),
-            writer: Writer::Runner {
-                owner: inner.owner.clone(),
-            },
-            primary: body.primary_thread_id.clone(),
-            egress: EgressPolicy::of(&body.environment),
-            self_hosted: matches!(body.environment, EnvironmentConfig::SelfHosted),
-            body,
-            agent,
-            seen_interrupts,
-            thread,
-            role,
-            roster,
-            events: known.events,
-            last_seq: known.last_seq,
-            transcript: known.transcript,
-            known_bytes: known.bytes,
-            consumed_here: false,
-            requests: 0,
-            usage_at_start: None,
-            released: false,
-            carried: None,
-            waits: AtomicU64::new(0),
-            expected: None,
-            armed: None,
-            prestarted: None,
-            tools: None,
-            repo_errors: vec![],
-            mcp_offer: Default::default(),
-            workspace_id: rec.workspace_id.clone(),
-            environment_id: rec.environment_id.clone(),
-        })
-    }
-
-    fn is_primary(&self) -> bool {
-        self.role == Role::Primary
-    }
-
+impl Loop<'_> {
     /// Drives this thread until it has no work (idle or terminated), the lease is lost, or
     /// the process shuts down.
     ///
@@ -243,20 +51,22 @@ impl<'a> Loop<'a> {
     /// (see `engine::history`).
     pub async fn run(&mut self, first: Option<SessionRecord>) -> Result<Ended, RunError> {
         let ended = self.drive(first).await;
-        if ended.is_ok() && !self.consumed_here {
+        if ended.is_ok() && !self.fast.consumed_here {
             // What the last commit wrote (the turn's end, usually) is known: the next loop
             // need not read it again.
-            if let Some(c) = self.carried.take() {
-                self.last_seq = c.last_seq;
+            if let Some(c) = self.fast.carried.take() {
+                self.view.last_seq = c.last_seq;
                 self.absorb(c.fresh);
             }
             let known = Known {
-                events: std::mem::take(&mut self.events),
-                last_seq: self.last_seq,
-                transcript: std::mem::take(&mut self.transcript),
-                bytes: self.known_bytes,
+                events: std::mem::take(&mut self.view.events),
+                last_seq: self.view.last_seq,
+                transcript: std::mem::take(&mut self.view.transcript),
+                bytes: self.fast.known_bytes,
             };
-            self.inner.history.put(&self.sid, &self.thread, known);
+            self.inner
+                .history
+                .put(&self.scope.sid, &self.scope.thread, known);
         }
         ended
     }
@@ -267,28 +77,29 @@ impl<'a> Loop<'a> {
             if self.inner.shutdown.is_cancelled() {
                 return Err(RunError::Shutdown);
             }
-            if self.released {
+            if self.view.released {
                 return Ok(Ended::Released);
             }
             // What the last commit wrote is read whatever happened since; its row is only
             // current if no wait followed it.
-            let carried = self.carried.take().and_then(|c| {
-                self.last_seq = c.last_seq;
+            let carried = self.fast.carried.take().and_then(|c| {
+                self.view.last_seq = c.last_seq;
                 self.absorb(c.fresh);
-                (c.waits == self.waits.load(Ordering::Relaxed)).then_some((c.rec, c.interrupts))
+                (c.waits == self.fast.waits.load(Ordering::Relaxed))
+                    .then_some((c.rec, c.interrupts))
             });
             let mut caught_up = false;
             let rec = match (first.take(), carried) {
                 (Some(rec), _) => rec,
                 (None, Some((rec, interrupts))) => {
-                    self.seen_interrupts = interrupts;
+                    self.view.seen_interrupts = interrupts;
                     caught_up = true;
                     rec
                 }
                 (None, None) => {
-                    self.seen_interrupts = self.handle.interrupt_count(&self.thread);
+                    self.view.seen_interrupts = self.handle.interrupt_count(&self.scope.thread);
                     let rec = self
-                        .hold(self.inner.store.get_session_by_id(&self.sid))
+                        .hold(self.inner.store.get_session_by_id(&self.scope.sid))
                         .await?
                         .ok_or(RunError::Gone)?;
                     self.handle.saw_seq(rec.last_seq);
@@ -296,61 +107,61 @@ impl<'a> Loop<'a> {
                 }
             };
             let st = EngineState::of(&rec)?;
-            let rescheduling = match &self.role {
+            let rescheduling = match &self.scope.role {
                 Role::Primary => {
                     let status = status_of(&rec);
                     if !status.is_active() {
                         return Ok(Ended::NoWork);
                     }
-                    if self.usage_at_start.is_none() {
-                        self.usage_at_start = Some(rec.usage.clone());
+                    if self.tally.usage_at_start.is_none() {
+                        self.tally.usage_at_start = Some(rec.usage.clone());
                     }
                     status == SessionStatus::Rescheduling
                 }
-                Role::Child { .. } => match st.threads.get(&self.thread) {
+                Role::Child { .. } => match st.threads.get(&self.scope.thread) {
                     Some(t) if t.status.is_active() => t.status == ThreadStatus::Rescheduling,
                     _ => return Ok(Ended::NoWork),
                 },
             };
-            self.expected = self.inner.store.decides_on_held_rows().then_some(rec);
+            self.fast.expected = self.inner.store.decides_on_held_rows().then_some(rec);
             if !caught_up {
                 self.refresh().await?;
             }
             // A request the waking transaction started (`engine::fast_start`) is issued by
             // this pass when the log shows it open and the pass calls the model anyway; any
             // other step closes it first, as an interrupted request is closed.
-            if let Some(id) = self.armed.take()
-                && self.transcript.started() == Some(id.as_str())
+            if let Some(id) = self.fast.armed.take()
+                && self.view.transcript.started() == Some(id.as_str())
             {
                 if self.issues_now(&st, rescheduling) {
-                    self.prestarted = Some(id);
+                    self.fast.prestarted = Some(id);
                 } else {
                     self.close_unissued(id).await?;
                     continue;
                 }
             }
-            if st.interrupt_of(&self.thread) {
+            if st.interrupt_of(&self.scope.thread) {
                 self.interrupt(&st).await?;
                 continue;
             }
-            if let Some(id) = st.running_tool_of(&self.thread) {
+            if let Some(id) = st.running_tool_of(&self.scope.thread) {
                 // The process stopped while this call ran: its effects are unknown, so it is
                 // closed rather than run again.
                 self.close_interrupted_tool(id).await?;
                 continue;
             }
             // The messages are only lent to a model request (or copied to continue one).
-            let ctx = self.transcript.outline();
+            let ctx = self.view.transcript.outline();
             if let Some(start) = ctx
                 .dangling_request
                 .clone()
-                .filter(|s| self.prestarted.as_ref() != Some(s))
+                .filter(|s| self.fast.prestarted.as_ref() != Some(s))
             {
                 // The process died during this request: close its span and issue it again.
                 let end = server_event(
                     kind::SPAN_END,
                     events::span_end(&start, &ModelUsage::default(), true),
-                    &self.thread,
+                    &self.scope.thread,
                     self.inner.now(),
                 );
                 self.commit(move |_, _| Ok(vec![end]), vec![]).await?;
@@ -362,7 +173,7 @@ impl<'a> Loop<'a> {
             }
             // The agent's iteration on an outcome ended: the grader judges it.
             if self.is_primary()
-                && let Some(o) = super::outcomes::evaluating(&st)
+                && let Some(o) = crate::outcomes::evaluating(&st)
             {
                 // Boxed: only a session with an outcome grades.
                 Box::pin(self.grade(o)).await?;
@@ -375,7 +186,7 @@ impl<'a> Loop<'a> {
             if !matches!(ctx.tail, Tail::AwaitingTools(_)) {
                 consumed = self.take_queued();
                 if !consumed.is_empty() {
-                    ctx = self.transcript.outline();
+                    ctx = self.view.transcript.outline();
                 }
             }
             if !consumed.is_empty() && ctx.tail != Tail::User {
@@ -384,7 +195,7 @@ impl<'a> Loop<'a> {
             }
             if self.is_primary()
                 && matches!(ctx.tail, Tail::AwaitingTools(_))
-                && super::budget::holds_primary(&st)
+                && crate::budget::holds_primary(&st)
             {
                 // A delegate it waits on stopped at the budget: the session idles there too.
                 self.finish(StopReason::BudgetReached, None).await?;
@@ -396,7 +207,7 @@ impl<'a> Loop<'a> {
                     if self.compact_if_needed(&mut consumed).await? {
                         continue;
                     }
-                    let messages = self.transcript.lend();
+                    let messages = self.view.transcript.lend();
                     self.call_model(messages, consumed).await?
                 }
                 Tail::Assistant {
@@ -407,7 +218,7 @@ impl<'a> Loop<'a> {
                     stop if stop.continues()
                         && continuations <= self.inner.config.max_continuations =>
                     {
-                        let mut messages = self.transcript.context().messages;
+                        let mut messages = self.view.transcript.context().messages;
                         context::trim_for_continuation(&mut messages);
                         self.call_model(messages, vec![]).await?;
                     }
@@ -442,14 +253,14 @@ impl<'a> Loop<'a> {
     /// compaction check would find nothing to do.
     fn issues_now(&self, st: &EngineState, rescheduling: bool) -> bool {
         self.is_primary()
-            && !st.interrupt_of(&self.thread)
-            && st.running_tool_of(&self.thread).is_none()
+            && !st.interrupt_of(&self.scope.thread)
+            && st.running_tool_of(&self.scope.thread).is_none()
             && !rescheduling
-            && super::outcomes::evaluating(st).is_none()
+            && crate::outcomes::evaluating(st).is_none()
             // No queued input to take first (a request that would take some closes the
             // span itself: see `send_request`).
             && st.queued == 0
-            && self.transcript.outline().tail == Tail::User
+            && self.view.transcript.outline().tail == Tail::User
             && !self.compaction_due()
     }
 
@@ -459,7 +270,7 @@ impl<'a> Loop<'a> {
         let end = server_event(
             kind::SPAN_END,
             events::span_end(&id, &ModelUsage::default(), false),
-            &self.thread,
+            &self.scope.thread,
             self.inner.now(),
         );
         self.commit(move |_, _| Ok(vec![end]), vec![]).await?;
@@ -479,7 +290,7 @@ impl<'a> Loop<'a> {
     /// Awaits a long wait (a model request, a retry delay) while renewing the lease; fails
     /// when the lease is lost. The wait holds no database lock.
     pub async fn with_heartbeat<T>(&self, fut: impl Future<Output = T>) -> Result<T, RunError> {
-        self.waits.fetch_add(1, Ordering::Relaxed);
+        self.fast.waits.fetch_add(1, Ordering::Relaxed);
         let ttl = self.inner.config.lease_ttl;
         // The first beat is one period out: an interval's "immediate" first tick still waits
         // for a turn of the timer wheel, which would delay every wait by a millisecond.
@@ -491,10 +302,10 @@ impl<'a> Loop<'a> {
                 v = &mut fut => return Ok(v),
                 _ = beat.tick() => {
                     let until = self.inner.now() + ttl.as_micros() as i64;
-                    match self.inner.store.renew_lease(&self.sid, &self.inner.owner, until).await {
+                    match self.inner.store.renew_lease(&self.scope.sid, &self.inner.owner, until).await {
                         Ok(true) => {}
                         Ok(false) => return Err(RunError::LeaseLost),
-                        Err(e) => tracing::warn!(session_id = %self.sid, error = %e, "lease renewal failed; retrying"),
+                        Err(e) => tracing::warn!(session_id = %self.scope.sid, error = %e, "lease renewal failed; retrying"),
                     }
                 }
             }
@@ -513,7 +324,7 @@ impl<'a> Loop<'a> {
             tokio::pin!(notified);
             // Registered before the count is read, so no signal falls in between.
             notified.as_mut().enable();
-            if self.handle.interrupt_count(&self.thread) != self.seen_interrupts {
+            if self.handle.interrupt_count(&self.scope.thread) != self.view.seen_interrupts {
                 return Ok(Waited::Interrupted);
             }
             tokio::select! {
@@ -531,15 +342,15 @@ impl<'a> Loop<'a> {
         loop {
             let batch = self
                 .hold(self.inner.store.events_after(
-                    &self.sid,
-                    self.last_seq,
+                    &self.scope.sid,
+                    self.view.last_seq,
                     context::LOOP_KINDS,
                     1000,
                 ))
                 .await?;
             let n = batch.len();
             for e in batch {
-                self.last_seq = e.seq;
+                self.view.last_seq = e.seq;
                 if self.is_mine(&e) {
                     fresh.push(e);
                 }
@@ -556,7 +367,7 @@ impl<'a> Loop<'a> {
     pub(super) fn is_mine(&self, e: &EventRecord) -> bool {
         match e.thread_id.as_deref() {
             None => self.is_primary(),
-            Some(t) => t == self.thread,
+            Some(t) => t == self.scope.thread,
         }
     }
 
@@ -565,15 +376,15 @@ impl<'a> Loop<'a> {
         // Input consumed before these events were read sits after everything logged when it
         // was consumed, all of which has now been read.
         for e in context::in_order(&fresh) {
-            self.transcript.apply(e);
-            self.known_bytes += super::history::event_size(e);
+            self.view.transcript.apply(e);
+            self.fast.known_bytes += crate::history::event_size(e);
         }
-        self.events.append(&mut fresh);
+        self.view.events.append(&mut fresh);
     }
 
     /// Back to running after a retry delay.
     pub async fn set_running(&mut self) -> Result<(), RunError> {
-        let (thread, child) = (self.thread.clone(), self.child_name());
+        let (thread, child) = (self.scope.thread.clone(), self.child_name());
         let clock = self.inner.store.clock().clone();
         self.commit(
             move |rec, st| {
@@ -604,7 +415,7 @@ impl<'a> Loop<'a> {
 
     /// The delegate's name; None on the primary thread.
     pub fn child_name(&self) -> Option<String> {
-        match &self.role {
+        match &self.scope.role {
             Role::Primary => None,
             Role::Child { name } => Some(name.clone()),
         }
@@ -614,18 +425,18 @@ impl<'a> Loop<'a> {
     /// (the store records the same position when the consuming transaction commits).
     fn take_queued(&mut self) -> Vec<String> {
         let now = self.inner.now();
-        let position = json!({ "after_seq": self.last_seq });
+        let position = json!({ "after_seq": self.view.last_seq });
         let mut ids = Vec::new();
-        for e in self.events.iter_mut().filter(|e| {
+        for e in self.view.events.iter_mut().filter(|e| {
             e.processed_at.is_none()
                 && (e.kind == kind::USER_MESSAGE || e.kind == kind::SYSTEM_MESSAGE)
         }) {
             e.processed_at = Some(now);
             e.internal = Some(position.clone());
-            self.transcript.apply(e);
+            self.view.transcript.apply(e);
             ids.push(e.id.clone());
         }
-        self.consumed_here |= !ids.is_empty();
+        self.fast.consumed_here |= !ids.is_empty();
         ids
     }
 

@@ -12,11 +12,11 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::{Value, json};
 
-use super::delegation::{self, LIST_AGENTS, SEND_TO_AGENT, Target};
-use super::hooks::{HookContext, PreOutcome, ToolCallRef};
-use super::permissions::{self, Decision};
-use super::state::EngineState;
-use super::turn::{Loop, RunError, Waited, store_err};
+use super::{Loop, RunError, Waited, store_err};
+use crate::delegation::{self, LIST_AGENTS, SEND_TO_AGENT, Target};
+use crate::hooks::{HookContext, PreOutcome, ToolCallRef};
+use crate::permissions::{self, Decision};
+use crate::state::EngineState;
 use mast_domain::hook::HookEvent;
 use mast_domain::hook_answer::{
     Combined, GateDecision, GateOutcome, GateVerdict, HookVerdict, PolicyDecision, PreDecision,
@@ -80,12 +80,15 @@ impl Loop<'_> {
     /// Where this thread's hooks are asked.
     pub(super) fn hook_ctx(&self) -> HookContext<'_> {
         HookContext {
-            workspace_id: &self.workspace_id,
-            session_id: &self.sid,
-            thread_id: &self.thread,
-            agent_id: &self.agent.id,
-            scope_agent_id: super::delegation::governing_agent(&self.agent.id, &self.body.agent.id),
-            environment_id: &self.environment_id,
+            workspace_id: &self.scope.workspace_id,
+            session_id: &self.scope.sid,
+            thread_id: &self.scope.thread,
+            agent_id: &self.scope.agent.id,
+            scope_agent_id: crate::delegation::governing_agent(
+                &self.scope.agent.id,
+                &self.scope.body.agent.id,
+            ),
+            environment_id: &self.scope.environment_id,
         }
     }
 
@@ -113,8 +116,8 @@ impl Loop<'_> {
         let Some(hooks) = self.inner.hooks.clone().filter(|_| !calls.is_empty()) else {
             return Ok(pre);
         };
-        let ws = &self.workspace_id;
-        let delegating = self.roster.is_some();
+        let ws = &self.scope.workspace_id;
+        let delegating = self.scope.roster.is_some();
         let tools = self.hold(hooks.any(ws, HookEvent::PreToolUse)).await?;
         let delegations = delegating
             && calls.iter().any(|(n, _)| *n == SEND_TO_AGENT)
@@ -204,7 +207,7 @@ impl Loop<'_> {
     /// coordinator can delegate to is left nameless: it is refused when it is sorted, and
     /// no hook is asked about it. A thread continued by id is looked up in the session.
     async fn describe_delegations(&self, asks: Vec<Ask>) -> Result<Vec<Ask>, RunError> {
-        let Some(roster) = &self.roster else {
+        let Some(roster) = &self.scope.roster else {
             return Ok(asks);
         };
         let models = self.inner.models.clone();
@@ -216,7 +219,8 @@ impl Loop<'_> {
                 out.push(ask);
                 continue;
             };
-            let Ok(send) = delegation::parse_send(&id, &fields, roster, &self.agent, &routable)
+            let Ok(send) =
+                delegation::parse_send(&id, &fields, roster, &self.scope.agent, &routable)
             else {
                 out.push(Ask::Delegation {
                     id,
@@ -232,7 +236,7 @@ impl Loop<'_> {
                 Target::Agent(None) => {
                     if state.is_none() {
                         let rec = self
-                            .hold(self.inner.store.get_session_by_id(&self.sid))
+                            .hold(self.inner.store.get_session_by_id(&self.scope.sid))
                             .await?
                             .ok_or(RunError::Gone)?;
                         state = Some(EngineState::of(&rec)?);
@@ -268,16 +272,18 @@ impl Loop<'_> {
     /// tools, which the client runs itself, and the delegation tools).
     pub(super) fn hooked_name(&self, name: &str) -> Option<(String, Option<String>)> {
         let custom = self
+            .scope
             .agent
             .tools
             .iter()
             .any(|t| matches!(t, Tool::Custom(c) if c.name == name));
-        if custom || (self.roster.is_some() && (name == LIST_AGENTS || name == SEND_TO_AGENT)) {
+        if custom || (self.scope.roster.is_some() && (name == LIST_AGENTS || name == SEND_TO_AGENT))
+        {
             return None;
         }
         // Only calls a policy will judge: a disabled or undeclared tool is refused first.
-        if let Some(t) = self.mcp_offer.target(name) {
-            let enabled = super::mcp::tool_config(&self.agent.tools, &t.server, &t.tool)
+        if let Some(t) = self.kit.mcp_offer.target(name) {
+            let enabled = crate::mcp::tool_config(&self.scope.agent.tools, &t.server, &t.tool)
                 .is_some_and(|(enabled, _)| enabled);
             return enabled.then(|| {
                 (
@@ -287,12 +293,13 @@ impl Loop<'_> {
             });
         }
         let enabled = self
+            .scope
             .agent
             .tools
             .iter()
             .find_map(|t| t.builtin_config(name))
             .is_some_and(|(enabled, _)| enabled);
-        (enabled && permissions::is_builtin(&self.agent.tools, name))
+        (enabled && permissions::is_builtin(&self.scope.agent.tools, name))
             .then(|| (name.to_string(), None))
     }
 }

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 
-use super::Inner;
-use super::intake::server_event;
-use super::state::{self, EngineState};
-use super::turn::{Loop, RunError, Waited};
+use super::{Loop, RunError, Waited};
+use crate::Inner;
+use crate::intake::server_event;
+use crate::state::{self, EngineState};
 use mast_domain::events::{StopReason, kind};
 use mast_domain::outcome::{self, EndResult, Judgement, Outcome, Phase, Verdict};
 use mast_domain::session::{ModelUsage, SessionUsage};
@@ -30,7 +30,7 @@ impl Loop<'_> {
         let model = cfg
             .grader_model
             .clone()
-            .unwrap_or_else(|| self.agent.model.id.clone());
+            .unwrap_or_else(|| self.scope.agent.model.id.clone());
         let priced = self.inner.config.prices.of(&model).is_some();
         let ender = self.ender();
         let stopped = Arc::new(AtomicBool::new(false));
@@ -39,7 +39,7 @@ impl Loop<'_> {
         self.commit(
             move |rec, st| {
                 // The budget gate applies to grader requests as to the agent's.
-                let stop = super::budget::gate(&ender, rec, st, priced, clock.now())?;
+                let stop = crate::budget::gate(&ender, rec, st, priced, clock.now())?;
                 stop_flag.store(stop.is_some(), Ordering::Relaxed);
                 Ok(stop.unwrap_or_default())
             },
@@ -79,9 +79,9 @@ impl Loop<'_> {
             let req = &request;
             let beats = heartbeat(
                 self.inner,
-                &self.sid,
-                &self.writer,
-                &self.primary,
+                &self.scope.sid,
+                &self.scope.writer,
+                &self.scope.primary,
                 &o,
                 cfg.heartbeat,
             );
@@ -112,8 +112,8 @@ impl Loop<'_> {
                         };
                         return self.conclude(&o, v, None, &model).await;
                     }
-                    tracing::warn!(session_id = %self.sid, error = %err.message, "grader request failed; retrying");
-                    let delay = super::backoff::delay(
+                    tracing::warn!(session_id = %self.scope.sid, error = %err.message, "grader request failed; retrying");
+                    let delay = crate::backoff::delay(
                         self.inner.config.retry_base,
                         self.inner.config.retry_cap,
                         attempt,
@@ -144,7 +144,7 @@ impl Loop<'_> {
             .as_ref()
             .map(|u| self.inner.config.prices.cost(model, u));
         let ender = self.ender();
-        let (oid, primary) = (o.outcome_id.clone(), self.primary.clone());
+        let (oid, primary) = (o.outcome_id.clone(), self.scope.primary.clone());
         let clock = self.inner.store.clock().clone();
         self.commit(
             move |rec, st| {
@@ -193,6 +193,7 @@ impl Loop<'_> {
     /// is (the scripted model reads the marker to play the grader; see `models::scripted`).
     fn grader_input(&self, o: &Outcome) -> String {
         let rubric = self
+            .view
             .events
             .iter()
             .find(|e| {
@@ -207,7 +208,7 @@ impl Loop<'_> {
                     .map(str::to_string)
             })
             .unwrap_or_default();
-        let transcript = render(&self.transcript.context().messages);
+        let transcript = render(&self.view.transcript.context().messages);
         format!(
             "<outcome_evaluation iteration=\"{}\">\n<description>\n{}\n</description>\n<rubric>\n{}\n</rubric>\n<transcript>\n{}\n</transcript>\n</outcome_evaluation>\nJudge the work in the transcript against the rubric and answer with the JSON verdict only.",
             o.iteration, o.description, rubric, transcript

@@ -4,10 +4,10 @@
 
 use serde_json::Value;
 
-use super::intake::server_event;
-use super::state::EngineState;
-use super::turn::{Loop, RunError};
-use super::turn_end::{self, Ender};
+use super::{Loop, RunError};
+use crate::intake::server_event;
+use crate::state::EngineState;
+use crate::turn_end::{self, Ender};
 use mast_domain::events::{self, Answer, StopReason, kind};
 use mast_models::Block;
 
@@ -15,10 +15,10 @@ impl Loop<'_> {
     /// What ends this thread's turn, for a transaction.
     pub fn ender(&self) -> Ender {
         Ender {
-            thread: self.thread.clone(),
-            primary: self.primary.clone(),
+            thread: self.scope.thread.clone(),
+            primary: self.scope.primary.clone(),
             child: self.child_name(),
-            usage_at_start: self.usage_at_start.clone(),
+            usage_at_start: self.tally.usage_at_start.clone(),
             reply: self.child_name().map(|_| self.final_message()),
             clock: self.inner.store.clock().clone(),
         }
@@ -26,7 +26,8 @@ impl Loop<'_> {
 
     /// The text of this turn's last `agent.message` (a delegate's reply).
     fn final_message(&self) -> String {
-        self.events
+        self.view
+            .events
             .iter()
             .rev()
             .take_while(|e| e.kind != kind::THREAD_MESSAGE_RECEIVED)
@@ -84,13 +85,14 @@ impl Loop<'_> {
     pub(super) async fn interrupt(&mut self, st: &EngineState) -> Result<(), RunError> {
         // Which running call is an MCP one (the row keeps only its id).
         let mcp_calls: std::collections::HashSet<String> = self
+            .view
             .events
             .iter()
             .filter(|e| e.kind == mast_domain::events::kind::AGENT_MCP_TOOL_USE)
             .map(|e| e.id.clone())
             .collect();
         if let Some(name) = self.child_name() {
-            let (thread, primary) = (self.thread.clone(), self.primary.clone());
+            let (thread, primary) = (self.scope.thread.clone(), self.scope.primary.clone());
             let clock = self.inner.store.clock().clone();
             self.commit(
                 move |_, st| {
@@ -115,7 +117,7 @@ impl Loop<'_> {
             // Delegates close their own work; the primary ends once they have.
             return self.await_delegates(st).await;
         }
-        let (primary, grant) = (self.primary.clone(), self.grant());
+        let (primary, grant) = (self.scope.primary.clone(), self.grant());
         let clock = self.inner.store.clock().clone();
         self.commit(
             move |rec, st| {
@@ -201,7 +203,7 @@ impl Loop<'_> {
 
     /// Answers a delegation call whose thread stopped without replying.
     pub(super) async fn close_orphaned(&mut self, call: String) -> Result<(), RunError> {
-        let primary = self.primary.clone();
+        let primary = self.scope.primary.clone();
         let clock = self.inner.store.clock().clone();
         self.commit(
             move |_, _| {

@@ -5,9 +5,9 @@
 
 use std::sync::atomic::Ordering;
 
-use super::context;
-use super::state::{self, EngineState, work_item_for};
-use super::turn::{Loop, RunError};
+use super::{Loop, RunError};
+use crate::context;
+use crate::state::{self, EngineState, work_item_for};
 use mast_store::{Attempt, EventRecord, NewEvent, SessionRecord, SessionTxn, StoreError};
 
 /// A committed row handed to the loop's next iteration (see `Loop::carry`).
@@ -31,8 +31,8 @@ impl Loop<'_> {
     /// request now. `interrupts` is the handle's count taken before the transaction locked
     /// the row.
     pub(super) fn carry(&mut self, rec: SessionRecord, appended: &[EventRecord], interrupts: u64) {
-        let pending = self.carried.take();
-        let read_to = pending.as_ref().map_or(self.last_seq, |c| c.last_seq);
+        let pending = self.fast.carried.take();
+        let read_to = pending.as_ref().map_or(self.view.last_seq, |c| c.last_seq);
         let follows = appended
             .iter()
             .zip(read_to + 1..)
@@ -49,12 +49,12 @@ impl Loop<'_> {
                 .filter(|e| context::LOOP_KINDS.contains(&e.kind.as_str()) && self.is_mine(e))
                 .cloned(),
         );
-        self.carried = Some(Carried {
+        self.fast.carried = Some(Carried {
             last_seq: rec.last_seq,
             rec,
             fresh,
             interrupts,
-            waits: self.waits.load(Ordering::Relaxed),
+            waits: self.fast.waits.load(Ordering::Relaxed),
         });
     }
 
@@ -73,12 +73,13 @@ impl Loop<'_> {
             + Send
             + 'static,
     {
-        let self_hosted = self.self_hosted;
-        let interrupts = self.handle.interrupt_count(&self.thread);
+        let self_hosted = self.scope.self_hosted;
+        let interrupts = self.handle.interrupt_count(&self.scope.thread);
         let store = &self.inner.store;
         // A copy that does not show this runner's lease (the row read before a claim) is
         // surely stale: only a copy that does is worth the attempt.
         let held = self
+            .fast
             .expected
             .take()
             .filter(|r| r.lease_owner.as_deref() == Some(self.inner.owner.as_str()));
@@ -90,7 +91,7 @@ impl Loop<'_> {
                 self_hosted,
                 self.inner.store.clock().clone(),
             );
-            let attempt = store.transact_from(&self.sid, &self.writer, &expected, txn);
+            let attempt = store.transact_from(&self.scope.sid, &self.scope.writer, &expected, txn);
             match self.hold(attempt).await? {
                 Attempt::Done(written) => from_held = Some((written, awaits)),
                 Attempt::Stale => {
@@ -109,26 +110,26 @@ impl Loop<'_> {
                     self.inner.store.clock().clone(),
                 );
                 let written = self
-                    .hold(store.transact(&self.sid, &self.writer, txn))
+                    .hold(store.transact(&self.scope.sid, &self.scope.writer, txn))
                     .await?;
                 (written, awaits)
             }
         };
         let (rec, appended) = written.ok_or(RunError::Gone)?;
-        self.released = rec.lease_owner.as_deref() != Some(self.inner.owner.as_str());
-        if self.released && store.decides_on_held_rows() {
+        self.view.released = rec.lease_owner.as_deref() != Some(self.inner.owner.as_str());
+        if self.view.released && store.decides_on_held_rows() {
             // The session's next write is most likely a client's input, here.
             self.inner.held_rows.put(rec.clone());
         }
         self.handle.saw_seq(rec.last_seq);
-        self.inner.hub.publish(&self.sid, &appended);
+        self.inner.hub.publish(&self.scope.sid, &appended);
         if let Some(rx) = awaits
             && rx.await.unwrap_or(false)
         {
             self.inner.hub.work_queued(&rec.environment_id);
         }
-        if !self.released && store.decides_on_held_rows() {
-            self.expected = Some(rec.clone());
+        if !self.view.released && store.decides_on_held_rows() {
+            self.fast.expected = Some(rec.clone());
         }
         self.carry(rec, &appended, interrupts);
         Ok(appended)

@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::shared_agent::SharedAgent;
-use super::turn::Loop;
+use super::Loop;
+use crate::shared_agent::SharedAgent;
 use mast_domain::tools::{Tool, ToolDef};
 
 impl Loop<'_> {
     fn custom_tools(&self) -> Vec<ToolDef> {
-        self.agent
+        self.scope
+            .agent
             .tools
             .iter()
             .filter_map(|t| match t {
@@ -31,11 +32,11 @@ impl Loop<'_> {
     fn agent_tools(&self) -> Arc<Vec<ToolDef>> {
         let build = || {
             let mut tools = self.custom_tools();
-            tools.extend(mast_sandbox::definitions(&self.agent.tools));
+            tools.extend(mast_sandbox::definitions(&self.scope.agent.tools));
             tools
         };
-        match &self.agent {
-            SharedAgent::Session(body) => self.inner.bodies.tools(&self.sid, body, build),
+        match &self.scope.agent {
+            SharedAgent::Session(body) => self.inner.bodies.tools(&self.scope.sid, body, build),
             SharedAgent::Own(_) => Arc::new(build()),
         }
     }
@@ -44,14 +45,14 @@ impl Loop<'_> {
     /// the MCP tools of the last [`Loop::prepare_mcp`].
     pub(super) fn offered_tools(&self) -> Arc<Vec<ToolDef>> {
         let base = self.agent_tools();
-        if self.roster.is_none() && self.mcp_offer.defs.is_empty() {
+        if self.scope.roster.is_none() && self.kit.mcp_offer.defs.is_empty() {
             return base;
         }
         let mut tools = Vec::clone(&base);
-        if let Some(r) = &self.roster {
+        if let Some(r) = &self.scope.roster {
             tools.extend(r.tools());
         }
-        tools.extend(self.mcp_offer.defs.iter().cloned());
+        tools.extend(self.kit.mcp_offer.defs.iter().cloned());
         Arc::new(tools)
     }
 }

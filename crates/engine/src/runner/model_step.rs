@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
 
-use super::delegation::{self, LIST_AGENTS, SEND_TO_AGENT};
 use super::hook_step::{self, CallHooks, Hooked, PreHooks};
-use super::intake::server_event;
-use super::mcp::connect::Reach;
-use super::permissions;
-use super::state::{Pending, PendingKind, ThreadStatus, set_status};
 use super::tool_step::SANDBOX_TOOLS;
-use super::turn::{Loop, RunError, Waited};
+use super::{Loop, RunError, Waited};
+use crate::delegation::{self, LIST_AGENTS, SEND_TO_AGENT};
+use crate::intake::server_event;
+use crate::mcp::connect::Reach;
+use crate::permissions;
+use crate::state::{Pending, PendingKind, ThreadStatus, set_status};
 use mast_domain::content;
 use mast_domain::events::{self, Answer, StopReason, kind};
 use mast_domain::ids::new_id;
@@ -34,6 +34,7 @@ impl Loop<'_> {
     /// first.
     pub(super) async fn prepare_mcp(&mut self) -> Result<bool, RunError> {
         if !self
+            .scope
             .agent
             .tools
             .iter()
@@ -43,19 +44,19 @@ impl Loop<'_> {
         }
         let reach = self.mcp_reach();
         let failures = match self
-            .interruptible(self.crew.mcp.prepare(&self.agent, &reach))
+            .interruptible(self.crew.mcp.prepare(&self.scope.agent, &reach))
             .await?
         {
             Waited::Done(f) => f,
             Waited::Interrupted => return Ok(false),
         };
-        self.mcp_offer = Default::default();
+        self.kit.mcp_offer = Default::default();
         let taken = self
             .offered_tools()
             .iter()
             .map(|t| t.name.clone())
             .collect();
-        self.mcp_offer = self.crew.mcp.offer(&self.agent, &taken);
+        self.kit.mcp_offer = self.crew.mcp.offer(&self.scope.agent, &taken);
         if !failures.is_empty() {
             self.report_mcp_failures(failures).await?;
         }
@@ -65,8 +66,8 @@ impl Loop<'_> {
     /// What connecting to this session's MCP servers needs.
     pub(super) fn mcp_reach(&self) -> Reach<'_> {
         Reach {
-            session_id: &self.sid,
-            environment: &self.body.environment,
+            session_id: &self.scope.sid,
+            environment: &self.scope.body.environment,
             guard: self.inner.toolbox.netguard(),
             credentials: &*self.inner.credentials,
             timeout: self.inner.config.mcp_connect_timeout,
@@ -77,9 +78,9 @@ impl Loop<'_> {
     /// and the server is tried again before a later request, so the status is `retrying`.
     pub(super) async fn report_mcp_failures(
         &mut self,
-        failures: Vec<super::mcp::connect::Failure>,
+        failures: Vec<crate::mcp::connect::Failure>,
     ) -> Result<(), RunError> {
-        let thread = self.thread.clone();
+        let thread = self.scope.thread.clone();
         let clock = self.inner.store.clock().clone();
         self.commit(
             move |_, _| {
@@ -108,12 +109,12 @@ impl Loop<'_> {
     }
 
     fn request(&self, messages: Vec<Message>, sized: SizedPrefix) -> ModelRequest {
-        let model = &self.agent.model;
+        let model = &self.scope.agent.model;
         ModelRequest {
             model: model.id.clone(),
-            system: super::memory_mount::system_prompt(
-                self.agent.system.as_deref(),
-                &self.body.resources,
+            system: crate::memory_mount::system_prompt(
+                self.scope.agent.system.as_deref(),
+                &self.scope.body.resources,
             ),
             messages,
             tools: self.offered_tools(),
@@ -129,7 +130,7 @@ impl Loop<'_> {
     /// transcript afterwards when it lent them ([`Transcript::lend`]), so a request does not
     /// copy the conversation.
     ///
-    /// [`Transcript::lend`]: super::context::Transcript::lend
+    /// [`Transcript::lend`]: crate::context::Transcript::lend
     pub(super) async fn call_model(
         &mut self,
         messages: Vec<Message>,
@@ -137,8 +138,8 @@ impl Loop<'_> {
     ) -> Result<(), RunError> {
         let ready = self.prepare_mcp().await;
         if !matches!(ready, Ok(true)) {
-            self.transcript.give_back(messages);
-            if let (Ok(false), Some(id)) = (&ready, self.prestarted.take()) {
+            self.view.transcript.give_back(messages);
+            if let (Ok(false), Some(id)) = (&ready, self.fast.prestarted.take()) {
                 self.close_unissued(id).await?;
             }
             // An interrupt came first (the loop handles it next): the input this request
@@ -148,13 +149,14 @@ impl Loop<'_> {
         }
         let mut messages = messages;
         // Messages an earlier request inlined are as it left them.
-        let from = self.transcript.inlined().min(messages.len());
-        super::file_sources::inline(self.inner, &self.sid, &mut messages[from..]).await;
-        let sized = self.transcript.sized(&messages);
+        let from = self.view.transcript.inlined().min(messages.len());
+        crate::file_sources::inline(self.inner, &self.scope.sid, &mut messages[from..]).await;
+        let sized = self.view.transcript.sized(&messages);
         let mut request = self.request(messages, sized);
         request.system = self.with_skills_note(request.system.take()).await?;
         let done = self.send_request(&mut request, consumed).await;
-        self.transcript
+        self.view
+            .transcript
             .give_back_inlined(std::mem::take(&mut request.messages));
         done
     }
@@ -166,22 +168,22 @@ impl Loop<'_> {
     ) -> Result<(), RunError> {
         // A request the waking transaction started (`engine::fast_start`): the first attempt
         // issues it; nothing is consumed with it, or it is closed and one is started here.
-        let mut prestarted = self.prestarted.take();
+        let mut prestarted = self.fast.prestarted.take();
         if let Some(id) = prestarted.take_if(|_| !consumed.is_empty()) {
             self.close_unissued(id).await?;
         }
-        if self.requests >= self.inner.config.max_requests_per_turn {
+        if self.tally.requests >= self.inner.config.max_requests_per_turn {
             if let Some(id) = prestarted.take() {
                 self.close_unissued(id).await?;
             }
             self.consume(std::mem::take(&mut consumed)).await?;
             let msg = format!(
                 "the turn made {} model requests, the most allowed; send a new message to continue",
-                self.requests
+                self.tally.requests
             );
             return self.fail_turn("tool_use_limit_reached_error", &msg).await;
         }
-        self.requests += 1;
+        self.tally.requests += 1;
         let client = match self.inner.models.route(&request.model) {
             Ok(route) => {
                 request.model = route.upstream_model;
@@ -195,7 +197,12 @@ impl Loop<'_> {
                 return self.fail_turn("model_request_failed_error", &msg).await;
             }
         };
-        let priced = self.inner.config.prices.of(&self.agent.model.id).is_some();
+        let priced = self
+            .inner
+            .config
+            .prices
+            .of(&self.scope.agent.model.id)
+            .is_some();
         let mut attempt = 0u32;
         loop {
             let start_id = match prestarted.take() {
@@ -214,7 +221,7 @@ impl Loop<'_> {
             let thinking_id = new_id("sevt");
             let outcome = {
                 let hub = self.inner.hub.clone();
-                let (sid, thread) = (self.sid.clone(), self.thread.clone());
+                let (sid, thread) = (self.scope.sid.clone(), self.scope.thread.clone());
                 let (mid, tid) = (message_id.clone(), thinking_id.clone());
                 let started_text = AtomicBool::new(false);
                 let sink =
@@ -233,7 +240,7 @@ impl Loop<'_> {
                     let end = server_event(
                         kind::SPAN_END,
                         events::span_end(&start_id, &ModelUsage::default(), false),
-                        &self.thread,
+                        &self.scope.thread,
                         self.inner.now(),
                     );
                     self.commit(move |_, _| Ok(vec![end]), vec![]).await?;
@@ -251,7 +258,7 @@ impl Loop<'_> {
                     if !retry {
                         return Ok(());
                     }
-                    let delay = super::backoff::delay(
+                    let delay = crate::backoff::delay(
                         self.inner.config.retry_base,
                         self.inner.config.retry_cap,
                         attempt,
@@ -274,7 +281,12 @@ impl Loop<'_> {
         consumed: Vec<String>,
         priced: bool,
     ) -> Result<Option<String>, RunError> {
-        let start = server_event(kind::SPAN_START, json!({}), &self.thread, self.inner.now());
+        let start = server_event(
+            kind::SPAN_START,
+            json!({}),
+            &self.scope.thread,
+            self.inner.now(),
+        );
         let start_id = start.id.clone();
         let n = consumed.len() as u32;
         let ender = self.ender();
@@ -284,7 +296,7 @@ impl Loop<'_> {
                 move |rec, st| {
                     st.queued = st.queued.saturating_sub(n);
                     // The budget gate: a request is made only under the cap.
-                    if let Some(stop) = super::budget::gate(&ender, rec, st, priced, clock.now())? {
+                    if let Some(stop) = crate::budget::gate(&ender, rec, st, priced, clock.now())? {
                         return Ok(stop);
                     }
                     Ok(vec![start])
@@ -304,13 +316,13 @@ impl Loop<'_> {
         start_id: &str,
         retrying: bool,
     ) -> Result<(), RunError> {
-        let (thread, child) = (self.thread.clone(), self.child_name());
+        let (thread, child) = (self.scope.thread.clone(), self.child_name());
         let ender = self.ender();
         let start_id = start_id.to_string();
         let kind_name = err.kind.session_error_type();
         let terminal = err.kind.is_terminal();
         let message = err.message.clone();
-        tracing::warn!(session_id = %self.sid, thread_id = %thread, error = %message, retrying, "model request failed");
+        tracing::warn!(session_id = %self.scope.sid, thread_id = %thread, error = %message, retrying, "model request failed");
         let clock = self.inner.store.clock().clone();
         self.commit(
             move |rec, st| {
@@ -377,7 +389,7 @@ impl Loop<'_> {
         thinking_id: String,
     ) -> Result<(), RunError> {
         let now = self.inner.now();
-        let thread = self.thread.clone();
+        let thread = self.scope.thread.clone();
         let stop = resp.stop();
         let (mut out, said) = said_events(&resp.content, &thread, message_id, thinking_id, now);
         let cut_short = stop == ModelStop::MaxTokens;
@@ -450,9 +462,13 @@ impl Loop<'_> {
         }
         let (usage, pending, listings, sends) =
             (resp.usage, calls.pending, calls.listings, calls.sends);
-        let cost = self.inner.config.prices.cost(&self.agent.model.id, &usage);
-        let roster = self.roster.clone();
-        let (sid, primary) = (self.sid.clone(), self.primary.clone());
+        let cost = self
+            .inner
+            .config
+            .prices
+            .cost(&self.scope.agent.model.id, &usage);
+        let roster = self.scope.roster.clone();
+        let (sid, primary) = (self.scope.sid.clone(), self.scope.primary.clone());
         let usage_interval = self.inner.config.usage_interval;
         let clock = self.inner.store.clock().clone();
         self.commit(
@@ -466,7 +482,7 @@ impl Loop<'_> {
                     t.spend.add(cost);
                 }
                 if ends_turn.is_none() {
-                    out.extend(super::usage_report::periodic(
+                    out.extend(crate::usage_report::periodic(
                         rec,
                         st,
                         &primary,
@@ -546,10 +562,11 @@ impl Loop<'_> {
         hooked: CallHooks,
         now: time::Micros,
     ) {
-        let thread = &self.thread;
+        let thread = &self.scope.thread;
         // A delegate's blocking calls also show on the session's stream, naming their thread.
         let crosspost = self.child_name().map(|_| thread.clone());
         let is_custom = self
+            .scope
             .agent
             .tools
             .iter()
@@ -568,12 +585,12 @@ impl Loop<'_> {
                 thread_id: thread.clone(),
                 mcp: false,
             });
-        } else if self.roster.is_some() && name == LIST_AGENTS {
+        } else if self.scope.roster.is_some() && name == LIST_AGENTS {
             calls.listings.push((id, input));
-        } else if let Some(roster) = self.roster.as_ref().filter(|_| name == SEND_TO_AGENT) {
+        } else if let Some(roster) = self.scope.roster.as_ref().filter(|_| name == SEND_TO_AGENT) {
             let models = self.inner.models.clone();
             let routable = move |m: &str| models.check_routable(m);
-            match delegation::parse_send(&id, &input, roster, &self.agent, &routable) {
+            match delegation::parse_send(&id, &input, roster, &self.scope.agent, &routable) {
                 Ok(mut s) => match hooked.delegation {
                     Some(gate) if gate.blocked.is_some() => {
                         let (_, reason) = gate.blocked.clone().unwrap_or_default();
@@ -592,13 +609,13 @@ impl Loop<'_> {
                     .extend(delegation::refuse(&id, &name, &input, &msg, thread, now)),
             }
             calls.runs_here = true;
-        } else if let Some(target) = self.mcp_offer.target(&name).cloned() {
+        } else if let Some(target) = self.kit.mcp_offer.target(&name).cloned() {
             // A hook's defer of an MCP call asks the user instead (only built-in calls can be
             // answered by the client with `user.tool_result`).
             let Hooked {
                 decision, input, ..
             } = hook_step::apply(hooked.pre, input, false, |_| {
-                permissions::decide_mcp(&self.agent.tools, &target.server, &target.tool)
+                permissions::decide_mcp(&self.scope.agent.tools, &target.server, &target.tool)
             });
             let body =
                 json!({ "name": target.tool, "mcp_server_name": target.server, "input": input });
@@ -625,10 +642,10 @@ impl Loop<'_> {
                 }),
                 permissions::Decision::Allow { .. } => calls.runs_here = true,
             }
-        } else if permissions::is_builtin(&self.agent.tools, &name) {
+        } else if permissions::is_builtin(&self.scope.agent.tools, &name) {
             // Policy is decided here, in code, before anything runs.
             // Hooks' verdicts are folded in here too (a hook can only make it stricter).
-            let for_worker = self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
+            let for_worker = self.scope.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
             // A deferred call waits for the client's `user.tool_result`; in a self-hosted
             // environment the worker is that client, so there it asks the user instead.
             let Hooked {
@@ -636,7 +653,7 @@ impl Loop<'_> {
                 input,
                 defer,
             } = hook_step::apply(hooked.pre, input, !for_worker, |i| {
-                permissions::decide(&self.agent.tools, &name, i, &self.egress)
+                permissions::decide(&self.scope.agent.tools, &name, i, &self.scope.egress)
             });
             let blocking = matches!(decision, permissions::Decision::Ask { .. })
                 || (for_worker && matches!(decision, permissions::Decision::Allow { .. }));

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::intake::server_event;
-use super::mcp::McpTarget;
-use super::state::{EngineState, Pending, PendingKind};
-use super::turn::{Loop, RunError, Waited};
+use super::{Loop, RunError, Waited};
+use crate::intake::server_event;
+use crate::mcp::McpTarget;
+use crate::state::{EngineState, Pending, PendingKind};
 use mast_domain::content;
 use mast_domain::events::{self, Answer, kind};
 use mast_domain::session::SessionUsage;
@@ -75,7 +75,7 @@ impl Loop<'_> {
                 }
                 continue;
             }
-            let Some(use_event) = self.events.iter().find(|e| {
+            let Some(use_event) = self.view.events.iter().find(|e| {
                 (e.kind == kind::AGENT_TOOL_USE || e.kind == kind::AGENT_MCP_TOOL_USE)
                     && &e.id == id
             }) else {
@@ -100,6 +100,7 @@ impl Loop<'_> {
                     .unwrap_or("")
                     .to_string();
                 let url = self
+                    .scope
                     .agent
                     .mcp_servers
                     .iter()
@@ -114,7 +115,7 @@ impl Loop<'_> {
             });
             // MCP calls always run here, whoever runs the sandbox tools.
             let for_worker =
-                mcp.is_none() && self.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
+                mcp.is_none() && self.scope.self_hosted && SANDBOX_TOOLS.contains(&name.as_str());
             let mut call = ToolCall {
                 id: id.clone(),
                 name: name.clone(),
@@ -132,7 +133,7 @@ impl Loop<'_> {
                     return ToolStep::Run(call);
                 }
                 Some("ask") => {
-                    let answer = self.events.iter().find(|e| {
+                    let answer = self.view.events.iter().find(|e| {
                         e.kind == kind::USER_TOOL_CONFIRMATION
                             && e.body.get("tool_use_id").and_then(Value::as_str) == Some(id)
                     });
@@ -174,22 +175,38 @@ impl Loop<'_> {
 
     /// The session's built-in tools (workspace created, resources mounted on first use).
     async fn session_tools(&mut self) -> Result<Arc<SessionTools>, String> {
-        if let Some(t) = &self.tools {
+        if let Some(t) = &self.kit.tools {
             return Ok(t.clone());
         }
-        let mounts =
-            super::mounts::prepare(self.inner, &self.sid, &self.body, &self.agent.skills).await?;
-        let owner = self.inner.toolbox.session_user(&self.sid);
-        let mounts =
-            super::memory_mount::with_mounts(self.inner, &self.sid, &self.body, mounts, owner)?;
+        let mounts = crate::mounts::prepare(
+            self.inner,
+            &self.scope.sid,
+            &self.scope.body,
+            &self.scope.agent.skills,
+        )
+        .await?;
+        let owner = self.inner.toolbox.session_user(&self.scope.sid);
+        let mounts = crate::memory_mount::with_mounts(
+            self.inner,
+            &self.scope.sid,
+            &self.scope.body,
+            mounts,
+            owner,
+        )?;
         let t = self
             .inner
             .toolbox
-            .for_session(&self.sid, &self.body.environment, &self.agent.tools, mounts)
+            .for_session(
+                &self.scope.sid,
+                &self.scope.body.environment,
+                &self.scope.agent.tools,
+                mounts,
+            )
             .map_err(|e| format!("the session's workspace could not be prepared: {e}"))?;
-        self.repo_errors = super::repos::prepare(self.inner, &self.sid, &self.body, &t).await;
+        self.kit.repo_errors =
+            crate::repos::prepare(self.inner, &self.scope.sid, &self.scope.body, &t).await;
         let t = Arc::new(t);
-        self.tools = Some(t.clone());
+        self.kit.tools = Some(t.clone());
         Ok(t)
     }
 
@@ -203,7 +220,7 @@ impl Loop<'_> {
             return Box::pin(self.run_mcp_tool(call)).await;
         }
         let id = call.id.clone();
-        let thread = self.thread.clone();
+        let thread = self.scope.thread.clone();
         self.commit(
             move |_, st| {
                 st.set_running_tool(&thread, Some(id));
@@ -223,10 +240,11 @@ impl Loop<'_> {
                     (call.name.clone(), call.input.clone(), call.approval);
                 let reporter = tools.packages.clone();
                 let started = std::time::Instant::now();
-                let (inner, sid, body) = (self.inner, self.sid.clone(), self.body.clone());
+                let (inner, sid, body) =
+                    (self.inner, self.scope.sid.clone(), self.scope.body.clone());
                 match self
                     .interruptible(Box::pin(async move {
-                        super::memory_mount::run_synced(
+                        crate::memory_mount::run_synced(
                             inner, &sid, &body, &tools, &name, &input, approval,
                         )
                         .await
@@ -246,7 +264,7 @@ impl Loop<'_> {
             }
             Err(e) => mast_sandbox::ToolOutput::error(e),
         };
-        if let Some(note) = super::outputs::register(self.inner, &self.sid).await {
+        if let Some(note) = crate::outputs::register(self.inner, &self.scope.sid).await {
             output.content.push(content::text(note));
         }
         let post = match self
@@ -264,8 +282,8 @@ impl Loop<'_> {
             // interrupt() closes the running call.
             Waited::Interrupted => return Ok(()),
         };
-        let repo_errors = std::mem::take(&mut self.repo_errors);
-        let thread = self.thread.clone();
+        let repo_errors = std::mem::take(&mut self.kit.repo_errors);
+        let thread = self.scope.thread.clone();
         let clock = self.inner.store.clock().clone();
         self.commit(
             move |rec, st| {
@@ -330,7 +348,7 @@ impl Loop<'_> {
             return Ok(());
         };
         let id = call.id.clone();
-        let thread = self.thread.clone();
+        let thread = self.scope.thread.clone();
         self.commit(
             move |_, st| {
                 st.set_running_tool(&thread, Some(id));
@@ -369,7 +387,7 @@ impl Loop<'_> {
             Waited::Done(post) => post,
             Waited::Interrupted => return Ok(()),
         };
-        let thread = self.thread.clone();
+        let thread = self.scope.thread.clone();
         let failure = outcome.failure;
         let clock = self.inner.store.clock().clone();
         self.commit(
@@ -411,7 +429,8 @@ impl Loop<'_> {
     /// The result event kind and id field answering call `id` (MCP calls have their own).
     pub(super) fn result_kind_of(&self, id: &str) -> (&'static str, &'static str) {
         result_kind(
-            self.events
+            self.view
+                .events
                 .iter()
                 .any(|e| e.kind == kind::AGENT_MCP_TOOL_USE && e.id == id),
         )
@@ -423,7 +442,7 @@ impl Loop<'_> {
         id: String,
         message: Option<String>,
     ) -> Result<(), RunError> {
-        let primary = self.thread.clone();
+        let primary = self.scope.thread.clone();
         let text = match message {
             Some(m) => format!("The user denied this tool call: {m}"),
             None => "The user denied this tool call; it did not run.".to_string(),
@@ -444,7 +463,7 @@ impl Loop<'_> {
 
     /// A confirmed sandbox call in a self-hosted environment now waits for the worker.
     pub(super) async fn hand_to_worker(&mut self, id: String) -> Result<(), RunError> {
-        let primary = self.thread.clone();
+        let primary = self.scope.thread.clone();
         self.commit(
             move |_, st| {
                 if !st.pending.iter().any(|p| p.id == id) {
@@ -465,8 +484,8 @@ impl Loop<'_> {
 
     /// Closes a call that was running when its runner stopped.
     pub(super) async fn close_interrupted_tool(&mut self, id: String) -> Result<(), RunError> {
-        let primary = self.thread.clone();
-        let answered = self.events.iter().any(|e| {
+        let primary = self.scope.thread.clone();
+        let answered = self.view.events.iter().any(|e| {
             (matches!(
                 e.kind.as_str(),
                 kind::AGENT_TOOL_RESULT | kind::USER_TOOL_RESULT

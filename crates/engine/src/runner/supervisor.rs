@@ -11,10 +11,11 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::sync::{Notify, mpsc};
 
-use super::delegation::thread_agent;
-use super::shared_agent::SharedAgent;
-use super::turn::{Crew, Ended, Loop, Role, RunError};
-use super::{Inner, InterruptsSeen, RunnerHandle};
+use super::{Crew, Ended, Loop, Role, RunError};
+use super::{InterruptsSeen, RunnerHandle};
+use crate::Inner;
+use crate::delegation::thread_agent;
+use crate::shared_agent::SharedAgent;
 
 use mast_store::{EventRecord, SessionRecord, StoreError};
 
@@ -36,7 +37,7 @@ pub(super) async fn drive(
     let crew = Crew {
         spawn,
         changed: Notify::new(),
-        mcp: super::mcp::McpSet::new(&inner.shutdown),
+        mcp: crate::mcp::McpSet::new(&inner.shutdown),
     };
     let body = inner.bodies.get(&rec.id, &rec.body)?;
     let sid = rec.id.clone();
@@ -50,13 +51,13 @@ pub(super) async fn drive(
         SharedAgent::Session(body.clone()),
         Role::Primary,
     )?;
-    primary.armed = armed;
+    primary.fast.armed = armed;
     // Events that directly follow what the primary's last loop knew make the row and them
     // its whole view: it reads neither again.
     let first = match handed {
         Some(events) => {
             primary.carry(rec.clone(), &events, seen.count(&body.primary_thread_id));
-            primary.carried.is_none().then_some(rec)
+            primary.fast.carried.is_none().then_some(rec)
         }
         None => Some(rec),
     };
@@ -106,14 +107,14 @@ async fn run_child<'a>(
             .store
             .get_session_by_id(sid)
             .await
-            .map_err(super::turn::store_err)?
+            .map_err(super::store_err)?
             .ok_or(RunError::Gone)?;
         handle.saw_seq(rec.last_seq);
         let thread = inner
             .store
             .get_thread(&rec.id, &tid)
             .await
-            .map_err(super::turn::store_err)?
+            .map_err(super::store_err)?
             .ok_or(RunError::Gone)?;
         let agent = thread_agent(&thread.body)
             .ok_or_else(|| StoreError::Internal(anyhow::anyhow!("thread {tid} has no agent")))?;
