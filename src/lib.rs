@@ -15,6 +15,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod logging;
 
 // The layers, each a crate of its own, under the names they had when they were modules of
 // this one: the CLI, the tests and the benchmark harness reach them as `mast::store` and so on.
@@ -238,6 +239,7 @@ fn banner(
             "API keys (`x-api-key` or `Authorization: Bearer`)".into()
         },
     ));
+    lines.push(("console", format!("{url}/console")));
     lines.push(("docs", format!("{url}/docs")));
     lines.push((
         "metrics",

@@ -14,11 +14,14 @@ use tracing_subscriber::EnvFilter;
 /// than a silent default, so a typo never hides the logs someone asked for.
 fn init_logging() -> anyhow::Result<()> {
     let filter = match std::env::var("MAST_LOG") {
-        Ok(v) if !v.trim().is_empty() => EnvFilter::try_new(&v).map_err(|e| {
-            anyhow::anyhow!(
-                "MAST_LOG={v:?} is not a log filter ({e}); try `info`, `debug` or `warn,mast=debug`"
-            )
-        })?,
+        Ok(v) if !v.trim().is_empty() => mast::logging::check_filter(&v)
+            .map_err(|e| e.to_string())
+            .and_then(|()| EnvFilter::try_new(&v).map_err(|e| e.to_string()))
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "MAST_LOG={v:?} is not a log filter ({e}); try `info`, `debug` or `warn,mast=debug`"
+                )
+            })?,
         _ => EnvFilter::new("info,sqlx=warn"),
     };
     let json = match std::env::var("MAST_LOG_FORMAT").as_deref() {
@@ -234,6 +237,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 WebhooksCommand::Delete { id, server } => wh::delete(&server, &id).await?,
             }
         }
+        Command::Health { url } => return Ok(mast::cli::health::check(&url).await),
         Command::Completions { shell } => mast::cli::completions(shell, &mut std::io::stdout()),
         Command::Openapi => {
             use std::io::Write as _;

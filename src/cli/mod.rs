@@ -14,6 +14,7 @@ pub mod agents;
 pub mod client;
 pub mod doctor;
 pub mod environments;
+pub mod health;
 // Hooks.
 pub mod hooks;
 pub mod keys;
@@ -143,6 +144,13 @@ pub enum Command {
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
+    },
+    /// Exit 0 when a server answers ready (`/readyz`), 1 saying why otherwise: for container
+    /// health checks and scripts that wait for a server.
+    Health {
+        /// Base URL of the Mast server.
+        #[arg(long, env = "MAST_URL", default_value = "http://127.0.0.1:8080")]
+        url: String,
     },
     /// Print the OpenAPI document.
     Openapi,
@@ -344,9 +352,13 @@ pub enum SessionsCommand {
 }
 
 /// Writes the completion script for `shell` to `out`.
+/// A reader that stops early (`| head`) ends the output quietly: clap's generator panics on a
+/// write error, so the script is written to memory first.
 pub fn completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
     use clap::CommandFactory as _;
-    clap_complete::generate(shell, &mut Cli::command(), "mast", out);
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "mast", &mut script);
+    let _ = out.write_all(&script).and_then(|()| out.flush());
 }
 
 /// Reads `--listen`: a socket address, `HOST:PORT` with a name to resolve, or a bare port on

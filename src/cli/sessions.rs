@@ -225,7 +225,8 @@ pub async fn tail(
 }
 
 /// `mast send ID TEXT [--wait]`: posts a user message; with `--wait`, follows the session from
-/// that message until it is idle again (exit 0), or terminated or deleted (exit 1).
+/// that message until it is idle again (exit 0; exit 1 when the turn ran out of retries), or
+/// terminated or deleted (exit 1).
 pub async fn send(
     server: &ServerArgs,
     session_id: &str,
@@ -283,6 +284,11 @@ pub async fn send(
             cursor: Some(id),
         };
         Ok(match f.run().await? {
+            // The turn gave up on the model: a script waiting on it must not read success.
+            End::Idle(reason) if reason == "retries_exhausted" => {
+                eprintln!("mast: the turn ended without an answer (retries_exhausted)");
+                ExitCode::FAILURE
+            }
             End::Idle(_) | End::Closed => ExitCode::SUCCESS,
             End::Terminated => {
                 eprintln!("mast: the session was terminated");

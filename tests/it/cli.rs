@@ -360,6 +360,17 @@ fn completions_for_each_shell() {
         assert!(script.contains(marker), "{shell}: {script}");
         assert!(script.contains("revoke"), "{shell} completes subcommands");
     }
+    // A reader that stops early (`| head`) ends it quietly, without a panic.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mast"))
+        .args(["completions", "bash"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("panicked"), "{err}");
     let out = Command::new(env!("CARGO_BIN_EXE_mast"))
         .args(["completions", "tcsh"])
         .output()

@@ -526,10 +526,65 @@ backend_tests!(
     agents_apply_creates_updates_and_leaves_unchanged,
     agents_apply_refuses_bad_files,
     send_waits_for_the_turn_and_says_what_is_wrong,
+    send_wait_fails_when_the_turn_runs_out_of_retries,
+    health_says_whether_a_server_is_ready,
     tail_resumes_after_a_server_restart,
     tail_resumes_after_a_dropped_connection,
     webhooks_and_hooks_are_managed_from_the_command_line,
 );
+
+/// `mast health` (the compose file's health check) passes on a ready server and says why
+/// it fails elsewhere.
+async fn health_says_whether_a_server_is_ready(b: Backend) {
+    let s = TestServer::start(b).await;
+    let out = run(&s.url, None, &["health", "--url", &s.url]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let out = run(&s.url, None, &["health", "--url", &dead]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!("{dead}/readyz: nothing answers there")),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A turn that gave up on the model is not a success to a script waiting on it.
+async fn send_wait_fails_when_the_turn_runs_out_of_retries(b: Backend) {
+    use crate::support::mock_anthropic::{MockAnthropic, Reply};
+    let mock = MockAnthropic::start().await;
+    let mut s = TestServer::start_with(
+        b,
+        Options {
+            anthropic_base_url: Some(mock.url.clone()),
+            max_retries: 1,
+            ..Default::default()
+        },
+    )
+    .await;
+    s.client.model = "claude-opus-4-7".into();
+    let agent = s.client.agent(json!([])).await;
+    let sid = s.client.session(&agent).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    mock.push([
+        Reply::Status(429, "rate_limit_error"),
+        Reply::Status(429, "rate_limit_error"),
+    ]);
+    let out = run(&s.url, None, &["send", &sid, "hi", "--wait"]).await;
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("the turn ended without an answer (retries_exhausted)"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains("retries_exhausted"),
+        "{}",
+        stdout(&out)
+    );
+}
 
 async fn webhooks_and_hooks_are_managed_from_the_command_line(b: Backend) {
     let s = TestServer::start(b).await;

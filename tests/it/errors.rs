@@ -28,6 +28,11 @@ async fn errors_have_the_api_shape(b: Backend) {
     assert_eq!(allow, ["GET", "HEAD", "POST"], "{:?}", put.headers);
     let put = put.err(405);
     assert!(put.contains("`PUT /v1/agents` is not supported"), "{put}");
+    // The message names them too, for a reader without the headers.
+    let takes = put.split("this route takes ").nth(1).unwrap_or_default();
+    for m in ["GET", "HEAD", "POST"] {
+        assert!(takes.contains(m), "{m} in {put}");
+    }
     let delete = c
         .send(reqwest::Method::DELETE, "/v1/agents/agent_x", None)
         .await

@@ -70,6 +70,21 @@ async fn the_banner_and_the_log_say_what_happens() {
     .await;
     c.say(&sid, "say hello").await;
     st.until_idle(20).await;
+    // A route that does not exist is logged too, by the path asked for.
+    c.get("/v1/nothing-here").await.err(404);
+    // A browser opening the server's address is sent to the console; an API client is not.
+    let page = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(format!("http://127.0.0.1:{port}/"))
+        .header("accept", "text/html,application/xhtml+xml")
+        .send()
+        .await
+        .unwrap();
+    assert!(page.status().is_redirection(), "{}", page.status());
+    assert_eq!(page.headers()["location"], "/console/");
+    c.get("/").await.err(404);
     let data = std::path::absolute(dir.path().join("data")).unwrap();
     let wanted = [
         format!("http://127.0.0.1:{port}"),
@@ -77,7 +92,10 @@ async fn the_banner_and_the_log_say_what_happens() {
         "claude-… off: set ANTHROPIC_API_KEY".to_string(),
         format!("http://127.0.0.1:{port}/docs"),
         format!("http://127.0.0.1:{port}/metrics"),
+        format!("http://127.0.0.1:{port}/console"),
         "POST /v1/agents 200".to_string(),
+        "GET /v1/nothing-here 404".to_string(),
+        format!("session created session_id={sid}"),
         "POST /v1/sessions/{session_id}/events 200".to_string(),
         "session is running".to_string(),
         "session is idle (end_turn)".to_string(),
@@ -98,6 +116,14 @@ async fn the_banner_and_the_log_say_what_happens() {
         "no ANSI codes off a terminal:\n{text}"
     );
     assert!(!text.contains("INSERT INTO"), "no SQL at info:\n{text}");
+    // One concise line per request: the latency rounded, the status said once.
+    let line = text
+        .lines()
+        .find(|l| l.contains("POST /v1/agents 200"))
+        .unwrap();
+    assert!(!line.contains("status="), "{line}");
+    let ms = line.split("latency_ms=").nth(1).unwrap().trim();
+    assert!(ms.split('.').nth(1).is_none_or(|d| d.len() <= 1), "{line}");
 }
 
 #[test]
@@ -107,6 +133,9 @@ fn configuration_mistakes_say_what_to_fix() {
         err.contains("MAST_LOG=\"info,[\" is not a log filter"),
         "{err}"
     );
+    // A word that is no level would be read as a target and silence every line.
+    let err = refused(&[("MAST_LOG", "verbose")], "127.0.0.1:0");
+    assert!(err.contains("`verbose` is not a log level"), "{err}");
     let err = refused(&[("MAST_LOG_FORMAT", "xml")], "127.0.0.1:0");
     assert!(
         err.contains("MAST_LOG_FORMAT=\"xml\" must be `text` or `json`"),
@@ -133,6 +162,37 @@ fn configuration_mistakes_say_what_to_fix() {
         err.contains("points at this server itself") && err.contains("MAST_ANTHROPIC_BASE_URL"),
         "{err}"
     );
+}
+
+#[test]
+fn an_unreachable_postgres_is_named() {
+    // Nothing listens on a port just freed.
+    let port = free_port();
+    let url = format!("postgres://mast@127.0.0.1:{port}/mast");
+    let err = refused(&[("DATABASE_URL", url.as_str())], "127.0.0.1:0");
+    assert!(
+        err.contains(&format!(
+            "cannot reach Postgres at 127.0.0.1:{port}: connection refused"
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+#[ignore = "Postgres: run with --include-ignored and MAST_TEST_DATABASE_URL"]
+fn a_missing_postgres_database_says_how_to_create_it() {
+    let admin = crate::support::postgres_admin_url()
+        .expect("this case needs MAST_TEST_DATABASE_URL; scripts/test sets one up");
+    let (base, _) = admin.rsplit_once('/').unwrap();
+    let url = format!("{base}/mast_no_such_database");
+    let err = refused(&[("DATABASE_URL", url.as_str())], "127.0.0.1:0");
+    assert!(
+        err.contains("the database `mast_no_such_database` does not exist")
+            && err.contains("createdb -h"),
+        "{err}"
+    );
+    // Said once, not repeated down an error chain.
+    assert_eq!(err.matches("does not exist").count(), 1, "{err}");
 }
 
 #[tokio::test]

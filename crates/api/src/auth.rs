@@ -239,8 +239,8 @@ impl Authenticator {
             return Ok(false);
         }
         let open = keys.count_api_keys().await? == 0;
-        if !open {
-            self.closed.store(true, Ordering::Relaxed);
+        if !open && !self.closed.swap(true, Ordering::Relaxed) {
+            tracing::info!("an API key exists now: requests without one are refused from here on");
         }
         Ok(open)
     }

@@ -117,6 +117,24 @@ pub fn router() -> Router<AppState> {
         )
         .route("/console/", get(index))
         .route("/console/{name}", get(file))
+        .route("/", get(front_page))
+}
+
+/// `GET /`: a browser is sent to the console, since that is what a person opening the
+/// server's address wants; an API client gets the usual 404 naming where the routes are.
+async fn front_page(
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
+    let browser = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/html"));
+    if browser {
+        return Redirect::to("/console/").into_response();
+    }
+    crate::no_route(method, uri).await.into_response()
 }
 
 #[cfg(test)]

@@ -91,7 +91,7 @@ async fn openapi_json() -> impl IntoResponse {
     )
 }
 
-async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> error::ApiError {
+pub(crate) async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> error::ApiError {
     error::ApiError::not_found(format!(
         "no such route: `{method} {}` (the API's routes are listed at /docs)",
         uri.path()

@@ -49,6 +49,11 @@ pub async fn metrics(State(app): State<AppState>) -> Response {
         .into_response()
 }
 
+/// The route template a request matched, left on its response for the access log (which
+/// runs outside routing, so it also sees requests no route matched).
+#[derive(Clone)]
+pub struct MatchedRoute(pub String);
+
 /// Counts each request by its route template (never the raw path, whose ids would make a
 /// series per session) and status, and times it to the response head.
 pub async fn track(req: Request, next: Next) -> Response {
@@ -59,23 +64,14 @@ pub async fn track(req: Request, next: Next) -> Response {
         .unwrap_or_else(|| "unmatched".into());
     let method = req.method().as_str().to_string();
     let started = Instant::now();
-    let resp = next.run(req).await;
+    let mut resp = next.run(req).await;
     let status = resp.status();
     let elapsed = started.elapsed();
-    // The access log: one line per request, inside the request's span (so with its id).
-    tracing::info!(
-        target: "mast::access",
-        %method,
-        %route,
-        status = status.as_u16(),
-        latency_ms = elapsed.as_secs_f64() * 1000.0,
-        "{method} {route} {}",
-        status.as_u16()
-    );
     metrics::histogram!(telemetry::HTTP_DURATION, "route" => route.clone(), "method" => method.clone())
         .record(elapsed.as_secs_f64());
-    metrics::counter!(telemetry::HTTP_REQUESTS, "route" => route, "method" => method,
+    metrics::counter!(telemetry::HTTP_REQUESTS, "route" => route.clone(), "method" => method,
         "status" => status.as_u16().to_string())
     .increment(1);
+    resp.extensions_mut().insert(MatchedRoute(route));
     resp
 }

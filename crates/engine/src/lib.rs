@@ -489,6 +489,7 @@ impl Engine {
     async fn reap_forever(&self) {
         let mut tick = tokio::time::interval(self.inner.config.reap_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut first = true;
         loop {
             tokio::select! {
                 _ = self.inner.shutdown.cancelled() => return,
@@ -503,7 +504,13 @@ impl Engine {
                 .sessions_needing_runner(self.now(), 500)
                 .await
             {
-                Ok(ids) => ids.iter().for_each(|id| self.wake(id)),
+                Ok(ids) => {
+                    // The first pass runs at start-up: what it finds was left active before.
+                    if std::mem::take(&mut first) && !ids.is_empty() {
+                        tracing::info!(sessions = ids.len(), "resuming sessions left active");
+                    }
+                    ids.iter().for_each(|id| self.wake(id))
+                }
                 Err(e) => tracing::warn!(error = %e, "reaper could not list sessions"),
             }
             // Self-hosted items whose worker stopped heartbeating go back to the queue.

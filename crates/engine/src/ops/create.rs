@@ -173,6 +173,13 @@ impl Engine {
         }
         self.gate_initial_prompts(&draft).await?;
         let rec = self.commit_draft(draft).await?;
+        tracing::info!(
+            session_id = %rec.id,
+            agent_id = %rec.agent_id,
+            environment_id = %rec.environment_id,
+            deployment_id = deployment_id.unwrap_or_default(),
+            "session created"
+        );
         Ok(views::session(&rec, now)?)
     }
 

@@ -38,6 +38,8 @@ pub(crate) async fn run(inner: Arc<Inner>, sid: String, handle: Arc<RunnerHandle
                     match supervisor::drive(&inner, &handle, rec, &seen, events, armed).await {
                         Ok(Ended::Released) => true,
                         Ok(Ended::NoWork) => false,
+                        // Stopping hands the session to the next start: nothing went wrong.
+                        Err(RunError::Shutdown) => false,
                         Err(e) => {
                             tracing::warn!(session_id = %sid, error = %e, "runner stopped");
                             if !matches!(e, RunError::LeaseLost) {

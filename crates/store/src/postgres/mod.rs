@@ -15,6 +15,7 @@ mod keys;
 mod known_bodies;
 mod leases;
 mod memory;
+mod reach;
 mod rows;
 mod sessions;
 mod sink;
@@ -89,6 +90,7 @@ pub async fn connect(url: &str, max_connections: u32, clock: Clock) -> StoreResu
     let options = PgConnectOptions::from_str(url)?
         .log_statements(tracing::log::LevelFilter::Trace)
         .log_slow_statements(tracing::log::LevelFilter::Warn, Duration::from_secs(1));
+    reach::check(&options).await?;
     // Three quarters of the connections serve the engine's hot path, the rest everything else.
     let hot_size = (max_connections * 3 / 4).max(1);
     let pool = PgPoolOptions::new()
