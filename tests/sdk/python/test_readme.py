@@ -1,6 +1,8 @@
-"""The README's examples, run as written against a real server: the curl quickstart, the
-Python one twice in a row (a newcomer runs it again; it must not trip over its own names), the
-multiagent example and the self-hosted walk-through with its worker."""
+"""The README's examples, and the manual's that ran from the README before it was split into
+docs/, run as written against a real server: the curl quickstart, the Python one twice in a row
+(a newcomer runs it again; it must not trip over its own names), the multiagent example, the
+self-hosted walk-through with its worker, the Files and the memory stores examples. The other
+examples of docs/ run in test_docs.py."""
 
 import json
 import os
@@ -9,17 +11,18 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-README = (ROOT / "README.md").read_text()
+from docs_examples import ROOT, blocks
+
 DEFAULT = "http://127.0.0.1:8080"
 
-
-def blocks(heading: str, lang: str) -> list[str]:
-    """The fenced `lang` blocks of the README section under `heading`."""
-    section = README.split(heading, 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
-    return re.findall(rf"```{lang}\n(.*?)```", section, re.S)
+# Extracted at import, so that test_docs.py's check sees which blocks these tests run.
+CURL = blocks("README.md", "### With curl", "sh")
+PYTHON = blocks("README.md", "### With the Python SDK", "python")
+MULTIAGENT = blocks("docs/multiagent.md", "# Multiagent sessions", "sh")
+SELF_HOSTED = blocks("docs/self-hosted-workers.md", "# Self-hosted workers", "sh")
+FILES = blocks("docs/files-and-resources.md", "## Files", "sh")
+MEMORY = blocks("docs/memory.md", "# Memory stores", "sh")
 
 
 def events(server: str, session: str) -> list[dict]:
@@ -38,7 +41,7 @@ def until(what: str, check, secs: float = 20):
 
 
 def test_curl_quickstart(server):
-    first, answer = blocks("### With curl", "sh")
+    first, answer = CURL
     first = first.replace(f"B={DEFAULT}", f"B={server}")
     out = subprocess.run(["bash", "-euo", "pipefail", "-c", first + '\necho "SESSION=$SESSION"'],
                          capture_output=True, text=True, timeout=60)
@@ -54,7 +57,7 @@ def test_curl_quickstart(server):
 
 
 def test_python_quickstart_twice(server):
-    (code,) = blocks("### With the Python SDK", "python")
+    (code,) = PYTHON
     code = code.replace(DEFAULT, server)
     for _ in range(2):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -70,7 +73,7 @@ def bash(script: str, cwd=None) -> str:
 
 
 def test_multiagent_example(server):
-    (example,) = blocks("## Multiagent sessions", "sh")
+    (example,) = MULTIAGENT
     out = bash(example.replace(f"B={DEFAULT}", f"B={server}"))
     assert "The reviewer says: Looks good to me." in out, out
     threads = [line.split() for line in out.splitlines() if line.startswith("sthr_")]
@@ -78,7 +81,7 @@ def test_multiagent_example(server):
 
 
 def test_self_hosted_walk_through(server, tmp_path):
-    setup, worker, ask = blocks("## Self-hosted workers", "sh")
+    setup, worker, ask = SELF_HOSTED
     variables = bash(setup.replace(f"B={DEFAULT}", f"B={server}") + '\necho "$ENV $KEY $SESSION"').split()
     env_id, key, session = variables[-3:]
     (command,) = [line for line in worker.splitlines() if "examples/worker.py" in line]
@@ -97,7 +100,7 @@ def test_self_hosted_walk_through(server, tmp_path):
 
 
 def test_files_curl_example(server, tmp_path):
-    (code,) = blocks("## Files", "sh")
+    (code,) = FILES
     code = code.replace(f"B={DEFAULT}", f"B={server}")
     out = subprocess.run(["bash", "-euo", "pipefail", "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -108,7 +111,7 @@ def test_files_curl_example(server, tmp_path):
 
 
 def test_memory_stores_curl_example(server, tmp_path):
-    (code,) = blocks("## Memory stores", "sh")
+    (code,) = MEMORY
     code = code.replace(f"B={DEFAULT}", f"B={server}")
     out = subprocess.run(["bash", "-euo", "pipefail", "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
