@@ -1,4 +1,4 @@
-//! Server configuration, from flags and environment variables (see the README's table).
+//! Server configuration, from flags and environment variables (see docs/configuration.md).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

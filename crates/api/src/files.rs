@@ -311,7 +311,7 @@ async fn retrieve(
 
 /// The workspace in which `principal` may read file `id`: any file for an API key; for a
 /// held work item's token, the files its session mounts as `file` resources, which a
-/// self-hosted worker fetches to put at their mount paths (README, "Self-hosted sessions").
+/// self-hosted worker fetches to put at their mount paths (docs/files-and-resources.md, "Self-hosted sessions").
 async fn readable_workspace(app: &AppState, principal: &Principal, id: &str) -> ApiResult<String> {
     let Principal::WorkToken { session_id, .. } = principal else {
         return Workspace::of(principal).map(|w| w.0);

@@ -1,5 +1,5 @@
 //! `mast-scripted`: a deterministic model that needs no network, for tests, demos and users'
-//! own CI. It plays a little script written in the latest user text (see the README).
+//! own CI. It plays a little script written in the latest user text (see docs/models.md).
 //!
 //! - No directive lines: it answers `You said: <text>`.
 //! - `say <text>`: answer text; `{{result}}` is replaced by the latest tool result's text.

@@ -41,7 +41,7 @@ pub struct Entry {
     /// Still on disk; false once retention removed it (or when a fork copied the entry of
     /// its original without the files).
     pub kept: bool,
-    /// What the copy held and took (for the operator; the README's cost figures).
+    /// What the copy held and took (for the operator; the cost figures in docs/fork.md).
     #[serde(default)]
     pub bytes: u64,
     #[serde(default)]

@@ -353,7 +353,7 @@ mod tests {
         out
     }
 
-    /// The README's checkpoint cost figures: copies the tree `MAST_MEASURE_TREE` names (next
+    /// The fork page's checkpoint cost figures (docs/fork.md): copies the tree `MAST_MEASURE_TREE` names (next
     /// to it, so on the same filesystem) and prints what it took; the copy must be complete.
     /// Without it (as in the suite, which runs ignored tests too) it copies a generated tree
     /// of 200 files in nested directories.

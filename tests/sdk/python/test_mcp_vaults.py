@@ -327,7 +327,7 @@ def test_mcp_oauth_validate_against_the_mcp_server(client, secure, token_endpoin
 
 
 def test_readme_vaults_walkthrough(server, secure):
-    """The README's Vaults walk-through against the real server that checks the token."""
+    """The vaults page's walk-through (docs/vaults.md) against the real server that checks the token."""
     from test_readme import DEFAULT, blocks, until
 
     token = secret("readme")

@@ -1,4 +1,4 @@
-//! Files API settings (`MAST_FILES_*`, README "Files").
+//! Files API settings (`MAST_FILES_*`, docs/files-and-resources.md).
 
 use std::time::Duration;
 

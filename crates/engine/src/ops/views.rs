@@ -64,7 +64,7 @@ pub fn no_worker(environment_id: &str) -> WaitingForWorker {
         workers_polling: 0,
         message: format!(
             "the session waits for a worker to run its tool calls, and no worker has polled environment `{environment_id}` in the \
-             last 30 seconds; start one with a worker key of that environment (see the README's self-hosted section)"
+             last 30 seconds; start one with a worker key of that environment (see docs/self-hosted-workers.md)"
         ),
     }
 }

@@ -165,7 +165,7 @@ impl BlobStore for S3Blobs {
     async fn sweep_partial(&self, _before: SystemTime) -> Result<u64, BlobError> {
         // An unfinished multipart upload is not an object: it never shows in a listing, and
         // `object_store` cannot list them. A bucket lifecycle rule (AbortIncompleteMultipartUpload)
-        // reclaims those of a crashed server; the README says so.
+        // reclaims those of a crashed server; docs/files-and-resources.md says so.
         Ok(0)
     }
 }
