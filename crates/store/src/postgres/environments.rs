@@ -2,14 +2,18 @@
 
 use crate::EnvironmentStore;
 use async_trait::async_trait;
-use sqlx::postgres::Postgres;
-use sqlx::{QueryBuilder, Row};
+use sqlx::Row;
 
-use super::{PgStore, push_scan, rows};
+use super::PgStore;
+use super::body_table::BodyTable;
 use crate::webhooks::WebhookEvent;
 use crate::{EnvironmentDeletion, Scan, StoreResult};
 use mast_domain::environment::Environment;
 use mast_domain::time::Micros;
+
+/// The environments table: an environment's body, and its name beside it for the
+/// workspace's unique index on names.
+static ENVIRONMENTS: BodyTable = BodyTable::new("environments", &["name"]);
 
 #[async_trait]
 impl EnvironmentStore for PgStore {
@@ -20,18 +24,11 @@ impl EnvironmentStore for PgStore {
         created_at: Micros,
     ) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO environments (id, workspace_id, name, body, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4::json, $5, $5)",
-        )
-        .bind(&env.id)
-        .bind(workspace_id)
-        .bind(&env.name)
-        .bind(serde_json::to_string(env)?)
-        .bind(created_at)
-        .execute(&mut *tx)
-        .await?;
-        let hook = WebhookEvent::new("environment.created", workspace_id, &env.id);
+        let (id, name) = (&env.id, &env.name);
+        ENVIRONMENTS
+            .insert(&mut tx, workspace_id, id, env, created_at, &[name])
+            .await?;
+        let hook = WebhookEvent::new("environment.created", workspace_id, id);
         self.emit(&mut tx, &[hook]).await?;
         tx.commit().await?;
         Ok(())
@@ -42,13 +39,7 @@ impl EnvironmentStore for PgStore {
         workspace_id: &str,
         id: &str,
     ) -> StoreResult<Option<Environment>> {
-        let row =
-            sqlx::query("SELECT body::text FROM environments WHERE workspace_id = $1 AND id = $2")
-                .bind(workspace_id)
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?;
-        row.map(|r| rows::environment(&r)).transpose()
+        ENVIRONMENTS.get(&self.pool, workspace_id, id).await
     }
 
     async fn update_environment(
@@ -59,29 +50,19 @@ impl EnvironmentStore for PgStore {
         archived: bool,
     ) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        let row = sqlx::query(
-            "UPDATE environments SET name = $1, body = $2::json, updated_at = $3, \
-             archived_at = COALESCE(archived_at, $4) WHERE workspace_id = $5 AND id = $6 \
-             RETURNING archived_at",
-        )
-        .bind(&env.name)
-        .bind(serde_json::to_string(env)?)
-        .bind(at)
-        .bind(archived.then_some(at))
-        .bind(workspace_id)
-        .bind(&env.id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some(row) = row {
+        let (id, name) = (&env.id, &env.name);
+        let row = ENVIRONMENTS
+            .update(&mut tx, workspace_id, id, env, at, archived, &[name])
+            .await?;
+        if let Some(archived_at) = row {
             // Archived by this very update (an earlier archive kept its own time).
-            let archived_at: Option<Micros> = row.try_get(0)?;
             let kind = match archived {
                 true if archived_at == Some(at) => Some("environment.archived"),
                 true => None,
                 false => Some("environment.updated"),
             };
             if let Some(kind) = kind {
-                self.emit(&mut tx, &[WebhookEvent::new(kind, workspace_id, &env.id)])
+                self.emit(&mut tx, &[WebhookEvent::new(kind, workspace_id, id)])
                     .await?;
             }
         }
@@ -95,16 +76,9 @@ impl EnvironmentStore for PgStore {
         include_archived: bool,
         scan: &Scan<String>,
     ) -> StoreResult<Vec<Environment>> {
-        let mut qb = QueryBuilder::<Postgres>::new(
-            "SELECT body::text FROM environments WHERE workspace_id = ",
-        );
-        qb.push_bind(workspace_id.to_string());
-        if !include_archived {
-            qb.push(" AND archived_at IS NULL");
-        }
-        push_scan(&mut qb, "id", scan);
-        let rows = qb.build().fetch_all(&self.pool).await?;
-        rows.iter().map(rows::environment).collect()
+        ENVIRONMENTS
+            .list(&self.pool, workspace_id, include_archived, scan, |_| ())
+            .await
     }
 
     async fn delete_environment(
@@ -130,13 +104,7 @@ impl EnvironmentStore for PgStore {
                     .collect::<Result<_, _>>()?,
             });
         }
-        let deleted = sqlx::query("DELETE FROM environments WHERE workspace_id = $1 AND id = $2")
-            .bind(workspace_id)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
-            > 0;
+        let deleted = ENVIRONMENTS.delete(&mut tx, workspace_id, id).await?;
         if deleted {
             // Its workers lose their keys and their items with it.
             sqlx::query(

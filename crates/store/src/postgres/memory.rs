@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgRow, Postgres};
 use sqlx::{PgConnection, QueryBuilder, Row};
 
+use super::body_table::BodyTable;
 use super::{PgStore, push_scan};
 use crate::memory::{
     Decision, MemoryChange, MemoryStoreFilter, MemoryVersionFilter, MemoryWrite,
@@ -27,10 +28,9 @@ const VERSION_COLS: &str = "id, store_id, memory_id, operation, path, content, c
 const IN_WORKSPACE: &str =
     "EXISTS (SELECT 1 FROM memory_stores s WHERE s.id = store_id AND s.workspace_id = $1)";
 
-fn store(row: &PgRow) -> StoreResult<MemoryStore> {
-    let body: &str = row.try_get(0)?;
-    Ok(serde_json::from_str(body)?)
-}
+/// The memory stores table: a store's body, nothing beside it (its memories are rows of
+/// their own).
+static STORES: BodyTable = BodyTable::new("memory_stores", &[]);
 
 fn memory(r: &PgRow) -> StoreResult<Memory> {
     Ok(Memory {
@@ -103,16 +103,7 @@ async fn insert_version(conn: &mut PgConnection, v: &MemoryVersion, at: Micros) 
 impl MemoryStorage for PgStore {
     async fn insert_memory_store(&self, ws: &str, s: &MemoryStore, at: Micros) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO memory_stores (id, workspace_id, body, created_at, updated_at) \
-             VALUES ($1, $2, $3::json, $4, $4)",
-        )
-        .bind(&s.id)
-        .bind(ws)
-        .bind(serde_json::to_string(s)?)
-        .bind(at)
-        .execute(&mut *tx)
-        .await?;
+        STORES.insert(&mut tx, ws, &s.id, s, at, &[]).await?;
         let created = WebhookEvent::new("memory_store.created", ws, &s.id);
         self.emit(&mut tx, &[created]).await?;
         tx.commit().await?;
@@ -120,13 +111,7 @@ impl MemoryStorage for PgStore {
     }
 
     async fn get_memory_store(&self, ws: &str, id: &str) -> StoreResult<Option<MemoryStore>> {
-        let row =
-            sqlx::query("SELECT body::text FROM memory_stores WHERE workspace_id = $1 AND id = $2")
-                .bind(ws)
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?;
-        row.map(|r| store(&r)).transpose()
+        STORES.get(&self.pool, ws, id).await
     }
 
     async fn update_memory_store(
@@ -137,20 +122,12 @@ impl MemoryStorage for PgStore {
         archived: bool,
     ) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        let n = sqlx::query(
-            "UPDATE memory_stores SET body = $1::json, updated_at = $2, \
-             archived_at = COALESCE(archived_at, $3) WHERE workspace_id = $4 AND id = $5",
-        )
-        .bind(serde_json::to_string(s)?)
-        .bind(at)
-        .bind(archived.then_some(at))
-        .bind(ws)
-        .bind(&s.id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        let found = STORES
+            .update(&mut tx, ws, &s.id, s, at, archived, &[])
+            .await?
+            .is_some();
         // Only archiving has a webhook type (there is no `memory_store.updated`).
-        if archived && n == 1 {
+        if archived && found {
             let archived = WebhookEvent::new("memory_store.archived", ws, &s.id);
             self.emit(&mut tx, &[archived]).await?;
         }
@@ -164,33 +141,23 @@ impl MemoryStorage for PgStore {
         f: &MemoryStoreFilter,
         scan: &Scan<String>,
     ) -> StoreResult<Vec<MemoryStore>> {
-        let mut qb = QueryBuilder::<Postgres>::new(
-            "SELECT body::text FROM memory_stores WHERE workspace_id = ",
-        );
-        qb.push_bind(ws.to_string());
-        if !f.include_archived {
-            qb.push(" AND archived_at IS NULL");
-        }
-        if let Some(t) = f.created_gte {
-            qb.push(" AND created_at >= ").push_bind(t);
-        }
-        if let Some(t) = f.created_lte {
-            qb.push(" AND created_at <= ").push_bind(t);
-        }
-        push_scan(&mut qb, "id", scan);
-        let rows = qb.build().fetch_all(&self.pool).await?;
-        rows.iter().map(store).collect()
+        let filter = |qb: &mut QueryBuilder<'_, Postgres>| {
+            if let Some(t) = f.created_gte {
+                qb.push(" AND created_at >= ").push_bind(t);
+            }
+            if let Some(t) = f.created_lte {
+                qb.push(" AND created_at <= ").push_bind(t);
+            }
+        };
+        STORES
+            .list(&self.pool, ws, f.include_archived, scan, filter)
+            .await
     }
 
     async fn delete_memory_store(&self, ws: &str, id: &str) -> StoreResult<bool> {
         let mut tx = self.pool.begin().await?;
-        let n = sqlx::query("DELETE FROM memory_stores WHERE workspace_id = $1 AND id = $2")
-            .bind(ws)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        if n > 0 {
+        let deleted = STORES.delete(&mut tx, ws, id).await?;
+        if deleted {
             sqlx::query("DELETE FROM memory_versions WHERE store_id = $1")
                 .bind(id)
                 .execute(&mut *tx)
@@ -199,11 +166,11 @@ impl MemoryStorage for PgStore {
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
-            let deleted = WebhookEvent::new("memory_store.deleted", ws, id);
-            self.emit(&mut tx, &[deleted]).await?;
+            let event = WebhookEvent::new("memory_store.deleted", ws, id);
+            self.emit(&mut tx, &[event]).await?;
         }
         tx.commit().await?;
-        Ok(n > 0)
+        Ok(deleted)
     }
 
     async fn get_memory(&self, ws: &str, store_id: &str, id: &str) -> StoreResult<Option<Memory>> {

@@ -4,6 +4,7 @@
 
 use crate::HealthStore;
 mod agents;
+mod body_table;
 mod clock;
 mod deployments;
 mod environments;

@@ -10,7 +10,6 @@ use sqlx::postgres::PgRow;
 use super::clock::Stamp;
 use crate::{EventRecord, SessionRecord, StoreError, StoreResult, ThreadRecord, WorkRecord};
 use mast_domain::agent::Agent;
-use mast_domain::environment::Environment;
 use mast_domain::time;
 
 /// The session columns [`session`] decodes, with `$body` as the body's expression; the
@@ -138,12 +137,6 @@ pub(super) fn agent(row: &PgRow) -> StoreResult<Agent> {
     let mut agent: Agent = serde_json::from_str(snapshot)?;
     agent.archived_at = time::format_opt(row.try_get(0)?);
     Ok(agent)
-}
-
-/// An environment from its `body::text` column (the only one selected).
-pub(super) fn environment(row: &PgRow) -> StoreResult<Environment> {
-    let body: &str = row.try_get(0)?;
-    Ok(serde_json::from_str(body)?)
 }
 
 /// Work item columns for [`work`].

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgRow, Postgres};
 use sqlx::{QueryBuilder, Row};
 
+use super::body_table::BodyTable;
 use super::{PgStore, push_scan};
 use crate::webhooks::{WebhookEvent, credential_event};
 use crate::{CredentialRecord, Scan, StoreResult};
@@ -13,10 +14,9 @@ use mast_domain::vault::Vault;
 
 const CREDENTIAL_COLS: &str = "body::text, server_url, secret";
 
-fn vault(row: &PgRow) -> StoreResult<Vault> {
-    let body: &str = row.try_get(0)?;
-    Ok(serde_json::from_str(body)?)
-}
+/// The vaults table: a vault's body, nothing beside it. Deleting one is its own statement
+/// (below), which takes the vault's credentials with it.
+static VAULTS: BodyTable = BodyTable::new("vaults", &[]);
 
 fn credential(row: &PgRow) -> StoreResult<CredentialRecord> {
     let body: &str = row.try_get(0)?;
@@ -31,16 +31,7 @@ fn credential(row: &PgRow) -> StoreResult<CredentialRecord> {
 impl VaultStore for PgStore {
     async fn insert_vault(&self, ws: &str, v: &Vault, at: Micros) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO vaults (id, workspace_id, body, created_at, updated_at) \
-             VALUES ($1, $2, $3::json, $4, $4)",
-        )
-        .bind(&v.id)
-        .bind(ws)
-        .bind(serde_json::to_string(v)?)
-        .bind(at)
-        .execute(&mut *tx)
-        .await?;
+        VAULTS.insert(&mut tx, ws, &v.id, v, at, &[]).await?;
         self.emit(&mut tx, &[WebhookEvent::new("vault.created", ws, &v.id)])
             .await?;
         tx.commit().await?;
@@ -48,12 +39,7 @@ impl VaultStore for PgStore {
     }
 
     async fn get_vault(&self, ws: &str, id: &str) -> StoreResult<Option<Vault>> {
-        let row = sqlx::query("SELECT body::text FROM vaults WHERE workspace_id = $1 AND id = $2")
-            .bind(ws)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| vault(&r)).transpose()
+        VAULTS.get(&self.pool, ws, id).await
     }
 
     async fn update_vault(
@@ -64,20 +50,12 @@ impl VaultStore for PgStore {
         archived: bool,
     ) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        let n = sqlx::query(
-            "UPDATE vaults SET body = $1::json, updated_at = $2, \
-             archived_at = COALESCE(archived_at, $3) WHERE workspace_id = $4 AND id = $5",
-        )
-        .bind(serde_json::to_string(v)?)
-        .bind(at)
-        .bind(archived.then_some(at))
-        .bind(ws)
-        .bind(&v.id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        let found = VAULTS
+            .update(&mut tx, ws, &v.id, v, at, archived, &[])
+            .await?
+            .is_some();
         // Only archiving has a webhook type (there is no `vault.updated`).
-        if archived && n == 1 {
+        if archived && found {
             self.emit(&mut tx, &[WebhookEvent::new("vault.archived", ws, &v.id)])
                 .await?;
         }
@@ -91,15 +69,9 @@ impl VaultStore for PgStore {
         include_archived: bool,
         scan: &Scan<String>,
     ) -> StoreResult<Vec<Vault>> {
-        let mut qb =
-            QueryBuilder::<Postgres>::new("SELECT body::text FROM vaults WHERE workspace_id = ");
-        qb.push_bind(ws.to_string());
-        if !include_archived {
-            qb.push(" AND archived_at IS NULL");
-        }
-        push_scan(&mut qb, "id", scan);
-        let rows = qb.build().fetch_all(&self.pool).await?;
-        rows.iter().map(vault).collect()
+        VAULTS
+            .list(&self.pool, ws, include_archived, scan, |_| ())
+            .await
     }
 
     async fn delete_vault(&self, ws: &str, id: &str) -> StoreResult<bool> {

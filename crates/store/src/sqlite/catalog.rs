@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use mast_domain::ids::new_id;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::body_table::BodyTable;
 use super::rows::{self, AGENT_COLS, Query};
 use crate::{
     AgentFilter, EnvironmentDeletion, KeyKind, KeyRecord, Revocation, Scan, StoreError, StoreResult,
@@ -235,49 +236,30 @@ pub(super) fn archive_agent(
     get_agent(conn, ws, id, None)
 }
 
-pub(super) fn insert_environment(
+/// The environments table: an environment's body, and its name beside it for the
+/// workspace's unique index on names.
+static ENVIRONMENTS: BodyTable = BodyTable::new("environments", &["name"]);
+
+fn insert_environment(
     conn: &Connection,
     ws: &str,
     env: &Environment,
     created_at: Micros,
 ) -> StoreResult<()> {
-    conn.prepare_cached(
-        "INSERT INTO environments (id, workspace_id, name, body, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-    )?
-    .execute(params![
-        env.id,
-        ws,
-        env.name,
-        serde_json::to_string(env)?,
-        created_at
-    ])?;
+    ENVIRONMENTS.insert(conn, ws, &env.id, env, created_at, &[&env.name])?;
     super::webhooks::emit(
         conn,
         &[WebhookEvent::new("environment.created", ws, &env.id)],
     )
 }
 
-pub(super) fn get_environment(
-    conn: &Connection,
-    ws: &str,
-    id: &str,
-) -> StoreResult<Option<Environment>> {
-    let body: Option<String> = conn
-        .prepare_cached("SELECT body FROM environments WHERE workspace_id = ?1 AND id = ?2")?
-        .query_row([ws, id], |r| r.get(0))
-        .optional()?;
-    body.map(rows::environment).transpose()
-}
-
-pub(super) fn update_environment(
+fn update_environment(
     conn: &Connection,
     ws: &str,
     env: &Environment,
     at: Micros,
     archived: bool,
 ) -> StoreResult<()> {
-    let archived_at = archived.then_some(at);
     // Archived by this very update, or already before (then nothing is reported).
     let newly_archived = archived
         && conn
@@ -285,48 +267,16 @@ pub(super) fn update_environment(
                 "SELECT 1 FROM environments WHERE workspace_id = ?1 AND id = ?2 AND archived_at IS NULL",
             )?
             .exists([ws, &env.id])?;
-    let n = conn
-        .prepare_cached(
-            "UPDATE environments SET name = ?1, body = ?2, updated_at = ?3, \
-         archived_at = COALESCE(archived_at, ?4) WHERE workspace_id = ?5 AND id = ?6",
-        )?
-        .execute(params![
-            env.name,
-            serde_json::to_string(env)?,
-            at,
-            archived_at,
-            ws,
-            env.id
-        ])?;
+    let found = ENVIRONMENTS.update(conn, ws, &env.id, env, at, archived, &[&env.name])?;
     let kind = match archived {
         true if newly_archived => Some("environment.archived"),
         true => None,
         false => Some("environment.updated"),
     };
     match kind {
-        Some(kind) if n == 1 => {
-            super::webhooks::emit(conn, &[WebhookEvent::new(kind, ws, &env.id)])
-        }
+        Some(kind) if found => super::webhooks::emit(conn, &[WebhookEvent::new(kind, ws, &env.id)]),
         _ => Ok(()),
     }
-}
-
-pub(super) fn list_environments(
-    conn: &Connection,
-    ws: &str,
-    include_archived: bool,
-    scan: &Scan<String>,
-) -> StoreResult<Vec<Environment>> {
-    let mut q = Query::new("SELECT body FROM environments WHERE workspace_id = ");
-    q.bind(ws.to_string());
-    if !include_archived {
-        q.push(" AND archived_at IS NULL");
-    }
-    q.scan("id", scan);
-    q.all(conn, |r| r.get::<_, String>(0))?
-        .into_iter()
-        .map(rows::environment)
-        .collect()
 }
 
 pub(super) fn delete_environment(
@@ -347,10 +297,7 @@ pub(super) fn delete_environment(
             sessions: users.into_iter().map(|(id, _)| id).collect(),
         });
     }
-    let deleted = conn
-        .prepare_cached("DELETE FROM environments WHERE workspace_id = ?1 AND id = ?2")?
-        .execute([ws, id])?;
-    if deleted == 0 {
+    if !ENVIRONMENTS.delete(conn, ws, id)? {
         return Ok(EnvironmentDeletion::Missing);
     }
     // Its workers lose their keys and their items with it.
@@ -541,7 +488,7 @@ impl EnvironmentStore for SqliteStore {
         id: &str,
     ) -> StoreResult<Option<Environment>> {
         let (ws, id) = (workspace_id.to_string(), id.to_string());
-        self.db.read(move |c| get_environment(c, &ws, &id)).await
+        self.db.read(move |c| ENVIRONMENTS.get(c, &ws, &id)).await
     }
 
     async fn update_environment(
@@ -565,7 +512,7 @@ impl EnvironmentStore for SqliteStore {
     ) -> StoreResult<Vec<Environment>> {
         let (ws, scan) = (workspace_id.to_string(), scan.clone());
         self.db
-            .read(move |c| list_environments(c, &ws, include_archived, &scan))
+            .read(move |c| ENVIRONMENTS.list(c, &ws, include_archived, &scan, |_| ()))
             .await
     }
 

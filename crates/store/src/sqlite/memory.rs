@@ -6,6 +6,7 @@ use crate::MemoryStorage;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use super::body_table::BodyTable;
 use super::rows::Query;
 use crate::memory::{
     Decision, MemoryStoreFilter, MemoryVersionFilter, MemoryWrite, MemoryWriteOutcome,
@@ -79,52 +80,28 @@ fn actor_json(a: Option<&Actor>) -> StoreResult<Option<String>> {
     Ok(a.map(serde_json::to_string).transpose()?)
 }
 
-pub(super) fn insert_store(
-    conn: &Connection,
-    ws: &str,
-    s: &MemoryStore,
-    at: Micros,
-) -> StoreResult<()> {
-    conn.prepare_cached(
-        "INSERT INTO memory_stores (id, workspace_id, body, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?4)",
-    )?
-    .execute(params![s.id, ws, serde_json::to_string(s)?, at])?;
+/// The memory stores table: a store's body, nothing beside it (its memories are rows of
+/// their own).
+static STORES: BodyTable = BodyTable::new("memory_stores", &[]);
+
+fn insert_store(conn: &Connection, ws: &str, s: &MemoryStore, at: Micros) -> StoreResult<()> {
+    STORES.insert(conn, ws, &s.id, s, at, &[])?;
     super::webhooks::emit(
         conn,
         &[WebhookEvent::new("memory_store.created", ws, &s.id)],
     )
 }
 
-pub(super) fn get_store(conn: &Connection, ws: &str, id: &str) -> StoreResult<Option<MemoryStore>> {
-    let body: Option<String> = conn
-        .prepare_cached("SELECT body FROM memory_stores WHERE workspace_id = ?1 AND id = ?2")?
-        .query_row([ws, id], |r| r.get(0))
-        .optional()?;
-    Ok(body.map(|b| serde_json::from_str(&b)).transpose()?)
-}
-
-pub(super) fn update_store(
+fn update_store(
     conn: &Connection,
     ws: &str,
     s: &MemoryStore,
     at: Micros,
     archived: bool,
 ) -> StoreResult<()> {
-    let n = conn
-        .prepare_cached(
-            "UPDATE memory_stores SET body = ?1, updated_at = ?2, \
-             archived_at = COALESCE(archived_at, ?3) WHERE workspace_id = ?4 AND id = ?5",
-        )?
-        .execute(params![
-            serde_json::to_string(s)?,
-            at,
-            archived.then_some(at),
-            ws,
-            s.id
-        ])?;
+    let found = STORES.update(conn, ws, &s.id, s, at, archived, &[])?;
     // Only archiving has a webhook type (there is no `memory_store.updated`).
-    if archived && n == 1 {
+    if archived && found {
         super::webhooks::emit(
             conn,
             &[WebhookEvent::new("memory_store.archived", ws, &s.id)],
@@ -133,40 +110,31 @@ pub(super) fn update_store(
     Ok(())
 }
 
-pub(super) fn list_stores(
+fn list_stores(
     conn: &Connection,
     ws: &str,
     f: &MemoryStoreFilter,
     scan: &Scan<String>,
 ) -> StoreResult<Vec<MemoryStore>> {
-    let mut q = Query::new("SELECT body FROM memory_stores WHERE workspace_id = ");
-    q.bind(ws.to_string());
-    if !f.include_archived {
-        q.push(" AND archived_at IS NULL");
-    }
-    if let Some(t) = f.created_gte {
-        q.push(" AND created_at >= ").bind(t);
-    }
-    if let Some(t) = f.created_lte {
-        q.push(" AND created_at <= ").bind(t);
-    }
-    q.scan("id", scan);
-    q.all(conn, |r| r.get::<_, String>(0))?
-        .into_iter()
-        .map(|b| Ok(serde_json::from_str(&b)?))
-        .collect()
+    STORES.list(conn, ws, f.include_archived, scan, |q| {
+        if let Some(t) = f.created_gte {
+            q.push(" AND created_at >= ").bind(t);
+        }
+        if let Some(t) = f.created_lte {
+            q.push(" AND created_at <= ").bind(t);
+        }
+    })
 }
 
-pub(super) fn delete_store(conn: &Connection, ws: &str, id: &str) -> StoreResult<bool> {
-    if get_store(conn, ws, id)?.is_none() {
+fn delete_store(conn: &Connection, ws: &str, id: &str) -> StoreResult<bool> {
+    if STORES.get::<MemoryStore>(conn, ws, id)?.is_none() {
         return Ok(false);
     }
     conn.prepare_cached("DELETE FROM memory_versions WHERE store_id = ?1")?
         .execute([id])?;
     conn.prepare_cached("DELETE FROM memories WHERE store_id = ?1")?
         .execute([id])?;
-    conn.prepare_cached("DELETE FROM memory_stores WHERE workspace_id = ?1 AND id = ?2")?
-        .execute([ws, id])?;
+    STORES.delete(conn, ws, id)?;
     super::webhooks::emit(conn, &[WebhookEvent::new("memory_store.deleted", ws, id)])?;
     Ok(true)
 }
@@ -427,7 +395,7 @@ impl MemoryStorage for SqliteStore {
 
     async fn get_memory_store(&self, ws: &str, id: &str) -> StoreResult<Option<MemoryStore>> {
         let (ws, id) = (ws.to_string(), id.to_string());
-        self.db.read(move |c| get_store(c, &ws, &id)).await
+        self.db.read(move |c| STORES.get(c, &ws, &id)).await
     }
 
     async fn update_memory_store(

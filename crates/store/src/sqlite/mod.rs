@@ -4,6 +4,7 @@
 //! Built on rusqlite: typed columns, cached prepared statements, no per-statement thread hop.
 
 use crate::HealthStore;
+mod body_table;
 mod catalog;
 mod clock;
 mod db;

@@ -5,7 +5,6 @@ use rusqlite::types::Value;
 
 use crate::{Direction, EventRecord, Scan, SessionRecord, StoreResult, ThreadRecord, WorkRecord};
 use mast_domain::agent::Agent;
-use mast_domain::environment::Environment;
 use mast_domain::time;
 
 /// Session columns, the body joined from `session_bodies` (`s` and `b`).
@@ -142,11 +141,6 @@ pub(super) fn agent((archived, snapshot): (Option<i64>, String)) -> StoreResult<
     let mut agent: Agent = serde_json::from_str(&snapshot)?;
     agent.archived_at = time::format_opt(archived);
     Ok(agent)
-}
-
-/// An environment from its stored body.
-pub(super) fn environment(body: String) -> StoreResult<Environment> {
-    Ok(serde_json::from_str(&body)?)
 }
 
 /// SQL text with `?` placeholders and their values, for statements with optional filters.

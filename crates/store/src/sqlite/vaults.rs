@@ -5,6 +5,7 @@ use crate::VaultStore;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use super::body_table::BodyTable;
 use super::rows::Query;
 use crate::webhooks::{WebhookEvent, credential_event};
 use crate::{CredentialRecord, Scan, StoreResult};
@@ -27,76 +28,37 @@ fn credential((body, server_url, sealed): RawCredential) -> StoreResult<Credenti
     })
 }
 
-pub(super) fn insert_vault(conn: &Connection, ws: &str, v: &Vault, at: Micros) -> StoreResult<()> {
-    conn.prepare_cached(
-        "INSERT INTO vaults (id, workspace_id, body, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4)",
-    )?
-    .execute(params![v.id, ws, serde_json::to_string(v)?, at])?;
+/// The vaults table: a vault's body, nothing beside it.
+static VAULTS: BodyTable = BodyTable::new("vaults", &[]);
+
+fn insert_vault(conn: &Connection, ws: &str, v: &Vault, at: Micros) -> StoreResult<()> {
+    VAULTS.insert(conn, ws, &v.id, v, at, &[])?;
     super::webhooks::emit(conn, &[WebhookEvent::new("vault.created", ws, &v.id)])
 }
 
-pub(super) fn get_vault(conn: &Connection, ws: &str, id: &str) -> StoreResult<Option<Vault>> {
-    let body: Option<String> = conn
-        .prepare_cached("SELECT body FROM vaults WHERE workspace_id = ?1 AND id = ?2")?
-        .query_row([ws, id], |r| r.get(0))
-        .optional()?;
-    Ok(body.map(|b| serde_json::from_str(&b)).transpose()?)
-}
-
-pub(super) fn update_vault(
+fn update_vault(
     conn: &Connection,
     ws: &str,
     v: &Vault,
     at: Micros,
     archived: bool,
 ) -> StoreResult<()> {
-    let n = conn
-        .prepare_cached(
-            "UPDATE vaults SET body = ?1, updated_at = ?2, archived_at = COALESCE(archived_at, ?3) \
-             WHERE workspace_id = ?4 AND id = ?5",
-        )?
-        .execute(params![
-            serde_json::to_string(v)?,
-            at,
-            archived.then_some(at),
-            ws,
-            v.id
-        ])?;
+    let found = VAULTS.update(conn, ws, &v.id, v, at, archived, &[])?;
     // Only archiving has a webhook type (there is no `vault.updated`).
-    if archived && n == 1 {
+    if archived && found {
         super::webhooks::emit(conn, &[WebhookEvent::new("vault.archived", ws, &v.id)])?;
     }
     Ok(())
 }
 
-pub(super) fn list_vaults(
-    conn: &Connection,
-    ws: &str,
-    include_archived: bool,
-    scan: &Scan<String>,
-) -> StoreResult<Vec<Vault>> {
-    let mut q = Query::new("SELECT body FROM vaults WHERE workspace_id = ");
-    q.bind(ws.to_string());
-    if !include_archived {
-        q.push(" AND archived_at IS NULL");
-    }
-    q.scan("id", scan);
-    q.all(conn, |r| r.get::<_, String>(0))?
-        .into_iter()
-        .map(|b| Ok(serde_json::from_str(&b)?))
-        .collect()
-}
-
-pub(super) fn delete_vault(conn: &Connection, ws: &str, id: &str) -> StoreResult<bool> {
+fn delete_vault(conn: &Connection, ws: &str, id: &str) -> StoreResult<bool> {
     conn.prepare_cached("DELETE FROM vault_credentials WHERE workspace_id = ?1 AND vault_id = ?2")?
         .execute([ws, id])?;
-    let n = conn
-        .prepare_cached("DELETE FROM vaults WHERE workspace_id = ?1 AND id = ?2")?
-        .execute([ws, id])?;
-    if n > 0 {
+    let deleted = VAULTS.delete(conn, ws, id)?;
+    if deleted {
         super::webhooks::emit(conn, &[WebhookEvent::new("vault.deleted", ws, id)])?;
     }
-    Ok(n > 0)
+    Ok(deleted)
 }
 
 pub(super) fn insert_credential(
@@ -248,7 +210,7 @@ impl VaultStore for SqliteStore {
 
     async fn get_vault(&self, ws: &str, id: &str) -> StoreResult<Option<Vault>> {
         let (ws, id) = (ws.to_string(), id.to_string());
-        self.db.read(move |c| get_vault(c, &ws, &id)).await
+        self.db.read(move |c| VAULTS.get(c, &ws, &id)).await
     }
 
     async fn update_vault(
@@ -272,7 +234,7 @@ impl VaultStore for SqliteStore {
     ) -> StoreResult<Vec<Vault>> {
         let (ws, scan) = (ws.to_string(), scan.clone());
         self.db
-            .read(move |c| list_vaults(c, &ws, include_archived, &scan))
+            .read(move |c| VAULTS.list(c, &ws, include_archived, &scan, |_| ()))
             .await
     }
 
