@@ -16,6 +16,19 @@ backend_tests!(
 async fn errors_have_the_api_shape(b: Backend) {
     let s = TestServer::start(b).await;
     let c = &s.client;
+    // An id of another kind, pasted where an environment's belongs, is named for what it is.
+    let agent = c.agent(json!([])).await;
+    let agent_id = agent["id"].as_str().unwrap();
+    let wrong = c
+        .get(&format!("/v1/environments/{agent_id}"))
+        .await
+        .err(404);
+    assert!(
+        wrong.contains(&format!(
+            "environment `{agent_id}` not found (`{agent_id}` is an agent id)"
+        )),
+        "{wrong}"
+    );
     let missing = c.get("/v1/nothing-here").await.err(404);
     assert!(
         missing.contains("no such route: `GET /v1/nothing-here`"),

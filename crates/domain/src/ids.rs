@@ -55,9 +55,62 @@ pub fn has_prefix(id: &str, prefix: &str) -> bool {
     id.len() > prefix.len() + 1 && id.starts_with(prefix) && id.as_bytes()[prefix.len()] == b'_'
 }
 
+/// What each id prefix names, for messages about an id given where another kind was wanted.
+const KINDS: &[(&str, &str)] = &[
+    ("agent", "an agent"),
+    ("env", "an environment"),
+    ("sesn", "a session"),
+    ("sthr", "a session thread"),
+    ("sevt", "an event"),
+    ("sesrsc", "a session resource"),
+    ("vlt", "a vault"),
+    ("vcrd", "a vault credential"),
+    ("file", "a file"),
+    ("memstore", "a memory store"),
+    ("mem", "a memory"),
+    ("memver", "a memory version"),
+    ("skill", "a skill"),
+    ("skillver", "a skill version"),
+    ("depl", "a deployment"),
+    ("drun", "a deployment run"),
+    ("hook", "a hook"),
+    ("whep", "a webhook endpoint"),
+    ("whdl", "a webhook delivery"),
+    ("work", "a work item"),
+    ("envkey", "an environment key"),
+];
+
+/// When `id` has the prefix of another kind than `wanted` (` (`agent_…` is an agent id)`),
+/// those words, to append to a not-found message; empty otherwise. Pasting one resource's
+/// id where another's belongs is a common slip, and "not found" alone does not show it.
+pub fn other_kind_hint(id: &str, wanted: &str) -> String {
+    let Some((prefix, _)) = id.split_once('_') else {
+        return String::new();
+    };
+    match KINDS.iter().find(|(p, _)| *p == prefix) {
+        Some((p, kind)) if *p != wanted => format!(" (`{id}` is {kind} id)"),
+        _ => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_id_of_another_kind_is_named() {
+        let agent = new_id("agent");
+        assert_eq!(
+            other_kind_hint(&agent, "env"),
+            format!(" (`{agent}` is an agent id)")
+        );
+        assert_eq!(other_kind_hint(&agent, "agent"), "");
+        assert_eq!(other_kind_hint("env_nope", "env"), "");
+        assert_eq!(other_kind_hint("nonsense", "env"), "");
+        assert_eq!(other_kind_hint("zzz_1", "env"), "");
+        // The whole prefix counts: a memory store is not a memory.
+        assert!(other_kind_hint("memstore_1", "mem").contains("a memory store id"));
+    }
 
     #[test]
     fn ids_sort_in_creation_order_and_are_unique() {

@@ -47,7 +47,7 @@ def test_curl_quickstart(server):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     session = re.search(r"SESSION=(sesn_\w+)", out.stdout).group(1)
-    assert f"curl -N {server}/v1/sessions/{session}/events/stream" in out.stdout
+    assert f"target/release/mast sessions tail --from-start --url {server} {session}" in out.stdout
     until("the tool call", lambda: any(e["type"] == "session.status_idle" for e in events(server, session)))
     out = subprocess.run(["bash", "-euo", "pipefail", "-c", f"B={server}\nSESSION={session}\n{answer}"],
                          capture_output=True, text=True, timeout=60)
@@ -59,10 +59,19 @@ def test_curl_quickstart(server):
 def test_python_quickstart_twice(server):
     (code,) = PYTHON
     code = code.replace(DEFAULT, server)
+    weather = []
     for _ in range(2):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "It is sunny in Paris.", out.stdout
+        weather.append(agents_named(server, "weather"))
+    # The second run reuses what the first made, as a newcomer running it again expects.
+    assert weather[0] == weather[1] and len(weather[0]) >= 1, weather
+
+
+def agents_named(server: str, name: str) -> list[str]:
+    with urllib.request.urlopen(f"{server}/v1/agents?limit=100") as r:
+        return [a["id"] for a in json.load(r)["data"] if a["name"] == name]
 
 
 def bash(script: str, cwd=None) -> str:

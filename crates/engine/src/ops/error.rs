@@ -1,6 +1,7 @@
 //! Why a front-door operation refused or failed.
 
 use crate::work::Refusal;
+use mast_domain::ids::other_kind_hint;
 use mast_domain::invalid::Invalid;
 use mast_store::StoreError;
 
@@ -8,28 +9,28 @@ use mast_store::StoreError;
 #[derive(Debug, thiserror::Error)]
 pub enum OpError {
     /// No session with this id in the caller's workspace.
-    #[error("session `{0}` not found")]
+    #[error("session `{0}` not found{hint}", hint = other_kind_hint(.0, "sesn"))]
     SessionNotFound(String),
     /// No thread with this id in the session.
-    #[error("thread `{0}` not found in this session")]
+    #[error("thread `{0}` not found in this session{hint}", hint = other_kind_hint(.0, "sthr"))]
     ThreadNotFound(String),
     /// No agent with this id (and version, when one was asked for) in the workspace.
-    #[error("agent `{id}`{} not found", version.map(|v| format!(" version {v}")).unwrap_or_default())]
+    #[error("agent `{id}`{} not found{}", version.map(|v| format!(" version {v}")).unwrap_or_default(), other_kind_hint(id, "agent"))]
     AgentNotFound { id: String, version: Option<i64> },
     /// No environment with this id in the workspace.
-    #[error("environment `{0}` not found")]
+    #[error("environment `{0}` not found{hint}", hint = other_kind_hint(.0, "env"))]
     EnvironmentNotFound(String),
     /// No vault with this id in the workspace.
-    #[error("vault `{0}` not found")]
+    #[error("vault `{0}` not found{hint}", hint = other_kind_hint(.0, "vlt"))]
     VaultNotFound(String),
     /// No credential with this id in the vault.
     #[error("credential `{0}` not found in this vault")]
     CredentialNotFound(String),
     /// No file with this id in the workspace (or it expired).
-    #[error("file `{0}` not found")]
+    #[error("file `{0}` not found{hint}", hint = other_kind_hint(.0, "file"))]
     FileNotFound(String),
     /// No memory store with this id in the workspace.
-    #[error("memory store `{0}` not found")]
+    #[error("memory store `{0}` not found{hint}", hint = other_kind_hint(.0, "memstore"))]
     MemoryStoreNotFound(String),
     /// No resource with this id in the session.
     #[error("resource `{0}` not found in this session")]
@@ -41,19 +42,19 @@ pub enum OpError {
     #[error("work item `{0}` not found")]
     WorkNotFound(String),
     /// No deployment with this id in the workspace.
-    #[error("deployment `{0}` not found")]
+    #[error("deployment `{0}` not found{hint}", hint = other_kind_hint(.0, "depl"))]
     DeploymentNotFound(String),
     /// No deployment run with this id in the workspace.
     #[error("deployment run `{0}` not found")]
     DeploymentRunNotFound(String),
     /// No skill with this id in the workspace.
-    #[error("skill `{0}` not found")]
+    #[error("skill `{0}` not found{hint}", hint = other_kind_hint(.0, "skill"))]
     SkillNotFound(String),
     /// No hook with this id in the workspace.
-    #[error("hook `{0}` not found")]
+    #[error("hook `{0}` not found{hint}", hint = other_kind_hint(.0, "hook"))]
     HookNotFound(String),
     /// No webhook endpoint with this id in the workspace.
-    #[error("webhook endpoint `{0}` not found")]
+    #[error("webhook endpoint `{0}` not found{hint}", hint = other_kind_hint(.0, "whep"))]
     WebhookEndpointNotFound(String),
     /// No delivery with this id for the endpoint.
     #[error("webhook delivery `{0}` not found")]
