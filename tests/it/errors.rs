@@ -29,6 +29,16 @@ async fn errors_have_the_api_shape(b: Backend) {
         )),
         "{wrong}"
     );
+    // `agent_id` is the natural guess for the session's `agent`.
+    let env = c.environment().await;
+    let wrong = c
+        .post(
+            "/v1/sessions",
+            json!({"agent_id": agent_id, "environment_id": env["id"]}),
+        )
+        .await
+        .err(400);
+    assert!(wrong.contains("did you mean `agent`?"), "{wrong}");
     let missing = c.get("/v1/nothing-here").await.err(404);
     assert!(
         missing.contains("no such route: `GET /v1/nothing-here`"),

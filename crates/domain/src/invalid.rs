@@ -151,6 +151,21 @@ pub fn suggest<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
         out
     };
     let k = norm(key);
+    // `agent_id` for `agent` (or `vault_ids` for `vaults`) is a different name for the same
+    // thing, however many letters apart: an id suffix too many or too few.
+    let bare = |s: &[char]| -> String {
+        let s: String = s.iter().collect();
+        s.strip_suffix("_ids")
+            .map(|b| format!("{b}s"))
+            .or_else(|| s.strip_suffix("_id").map(str::to_string))
+            .unwrap_or(s)
+    };
+    if let Some(cand) = known
+        .iter()
+        .find(|cand| bare(&k) == bare(&norm(cand)) && k != norm(cand))
+    {
+        return Some(cand);
+    }
     known
         .iter()
         .map(|cand| (edit_distance(&k, &norm(cand)), *cand))
@@ -211,6 +226,12 @@ mod tests {
             suggest("environment", &["environment_id"]),
             Some("environment_id")
         );
+        assert_eq!(
+            suggest("agent_id", &["agent", "environment_id"]),
+            Some("agent")
+        );
+        assert_eq!(suggest("vault_ids", &["vaults", "agent"]), Some("vaults"));
+        assert_eq!(suggest("agent", &["agent_id"]), Some("agent_id"));
     }
 
     #[test]

@@ -125,7 +125,7 @@ impl Engine {
                             && ev.kind == kind::AGENT_MCP_TOOL_USE) =>
                 {
                     Some(format!(
-                        "`events[{i}].{field}`: event `{target}` is a `{}`, not `{want}`",
+                        "`events[{i}].{field}`: event `{target}` has type `{}`, not `{want}`",
                         ev.kind
                     ))
                 }
