@@ -118,6 +118,9 @@ def test_shell_is_static_with_strict_headers(srv):
         assert r.headers["x-content-type-options"] == "nosniff"
         assert r.headers["cache-control"] == "no-cache"
         etag = r.headers["etag"]
+        # An icon of its own, inline, so the tab is told apart and no /favicon.ico 404s.
+        page = r.read().decode()
+        assert '<link rel="icon" href="data:image/svg+xml,' in page and "img-src 'self' data:" in csp
     req = urllib.request.Request(srv.base + "/console/", headers={"if-none-match": etag})
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req)
