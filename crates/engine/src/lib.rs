@@ -212,6 +212,7 @@ pub mod files;
 mod fixtures;
 mod fork_checkpoint;
 pub mod fork_point;
+pub mod heap_size;
 pub mod held_rows;
 pub mod history;
 /// `post_tool_use`, `stop` and `subagent_stop` hooks in the loop.

@@ -14,6 +14,7 @@ use tokio::sync::{Notify, mpsc};
 use super::commit::Carried;
 use super::context::{self, Tail, Transcript};
 use super::delegation::Roster;
+use super::heap_size::HeapSize;
 use super::history::Known;
 use super::intake::server_event;
 use super::shared_agent::SharedAgent;
@@ -101,7 +102,7 @@ pub(super) struct Loop<'a> {
     pub last_seq: i64,
     /// `events` folded into the model context, extended as events arrive.
     pub transcript: Transcript,
-    /// The estimated size of `events`, for the history cache's bound.
+    /// The heap of `events`' contents (`engine::heap_size`), for the history cache's bound.
     pub known_bytes: usize,
     /// This loop consumed queued input (so what it knows is not kept; see `engine::history`).
     pub consumed_here: bool,
@@ -250,12 +251,14 @@ impl<'a> Loop<'a> {
                 self.last_seq = c.last_seq;
                 self.absorb(c.fresh);
             }
-            let known = Known {
+            let mut known = Known {
                 events: std::mem::take(&mut self.events),
                 last_seq: self.last_seq,
                 transcript: std::mem::take(&mut self.transcript),
                 bytes: self.known_bytes,
+                size: 0,
             };
+            known.size = known.heap_size();
             self.inner.history.put(&self.sid, &self.thread, known);
         }
         ended
@@ -566,7 +569,7 @@ impl<'a> Loop<'a> {
         // was consumed, all of which has now been read.
         for e in context::in_order(&fresh) {
             self.transcript.apply(e);
-            self.known_bytes += super::history::event_size(e);
+            self.known_bytes += e.heap_size();
         }
         self.events.append(&mut fresh);
     }
