@@ -26,7 +26,9 @@
 //! The cache is bounded by the heap its entries hold (`engine::heap_size`, held to a counting
 //! allocator by the tests) and by a number of entries, and evicts the least recently used.
 //! The count bounds what many small entries cost (sessions idle after a turn or two): a
-//! replica with more recently used threads than that reads the older ones' logs again.
+//! replica with more recently used threads than that reads the older ones' logs again. An
+//! entry holds what follows the thread's last compaction boundary (`engine::trim`), so a long
+//! session that compacts keeps a bounded entry.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -43,7 +45,8 @@ pub const MAX_ENTRIES: usize = 4096;
 /// A thread's log as one loop left it.
 #[derive(Debug, Clone, Default)]
 pub struct Known {
-    /// The thread's events of the loop kinds, in sequence order.
+    /// The thread's events of the loop kinds, in sequence order, from the last compaction
+    /// boundary on (see `engine::trim`).
     pub events: Vec<EventRecord>,
     /// The highest sequence number read (of any thread of the session).
     pub last_seq: i64,

@@ -242,6 +242,7 @@ mod supervisor;
 pub mod telemetry;
 mod tool_offer;
 mod tool_step;
+mod trim;
 mod turn;
 mod turn_end;
 mod turn_stop;

@@ -20,6 +20,7 @@ use super::intake::server_event;
 use super::shared_agent::SharedAgent;
 use super::state::{EngineState, LeaseGrant, ThreadStatus, set_status, status_of};
 use super::tool_step::ToolStep;
+use super::trim;
 use super::{Inner, RunnerHandle};
 use mast_domain::environment::EnvironmentConfig;
 use mast_domain::events::{self, StopReason, kind};
@@ -97,7 +98,8 @@ pub(super) struct Loop<'a> {
     pub role: Role,
     /// Whom the primary thread may delegate to.
     pub roster: Option<Roster>,
-    /// This thread's events, in sequence order.
+    /// This thread's events, in sequence order, from its last compaction boundary on (and
+    /// the few before it `engine::trim` keeps).
     pub events: Vec<EventRecord>,
     pub last_seq: i64,
     /// `events` folded into the model context, extended as events arrive.
@@ -571,7 +573,15 @@ impl<'a> Loop<'a> {
             self.transcript.apply(e);
             self.known_bytes += e.heap_size();
         }
+        let boundary = trim::last_boundary(&fresh);
         self.events.append(&mut fresh);
+        // Past a compaction boundary the transcript no longer needs what came before it,
+        // and the look-ups need only what `engine::trim` keeps.
+        if let Some(b) = boundary
+            && !trim::before_boundary(&mut self.events, b).is_empty()
+        {
+            self.known_bytes = self.events.iter().map(HeapSize::heap_size).sum();
+        }
     }
 
     /// Back to running after a retry delay.
