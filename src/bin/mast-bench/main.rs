@@ -134,9 +134,11 @@ async fn main() {
     if args.replicas > 1 && db.is_none() {
         panic!("--replicas needs DATABASE_URL: replicas share one Postgres");
     }
-    // The compaction scenario's server has a small context window for the scripted model.
+    // The compaction and soak scenarios' servers have a small context window for the
+    // scripted model.
     let server_env = match args.scenario.as_str() {
         "compaction" => compaction::server_env(),
+        "soak" => soak::server_env(),
         _ => vec![],
     };
     let mut servers = Vec::new();
