@@ -12,7 +12,7 @@
 use std::sync::{Arc, Mutex};
 
 use mast_domain::session::SessionBody;
-use mast_domain::tools::ToolDef;
+use mast_domain::tools::{Tool, ToolDef};
 use mast_store::StoreError;
 use mast_store::lru::Lru;
 
@@ -40,19 +40,25 @@ impl Entry {
     }
 }
 
-/// The heap a body kept as text and parsed holds: the text itself, and the parse, which
-/// takes about five times the text (every string copied, every tool schema a `serde_json`
-/// value whose objects allocate whole B-tree nodes; the tests hold this to a counting
-/// allocator for a small agent and a large one).
-fn size(text: &str) -> usize {
-    PARSE_FIXED + text.len() + PARSE_PER_BYTE * text.len()
+/// The heap a body kept as text and parsed holds: the text, and the parse, whose strings
+/// and structs take about what the text does, and whose custom tools' schemas are
+/// `serde_json` maps (a whole B-tree node per object, however small). The tests hold this to
+/// a counting allocator for a small agent and a large one.
+fn size(text: &str, parsed: &SessionBody) -> usize {
+    let schemas: usize = parsed
+        .agent
+        .tools
+        .iter()
+        .map(|t| match t {
+            Tool::Custom(c) => super::heap_size::map_heap(&c.input_schema.0),
+            _ => 0,
+        })
+        .sum();
+    16 + text.len() + PARSE_FIXED + text.len() + schemas
 }
 
-/// What a parse takes however small the body (its structs and their vectors).
-const PARSE_FIXED: usize = 1024;
-
-/// What a parse takes per byte of the body's text.
-const PARSE_PER_BYTE: usize = 5;
+/// What a parse takes however small the body (its structs' vectors and options).
+const PARSE_FIXED: usize = 256;
 
 impl Bodies {
     /// An empty cache holding at most about `budget` bytes.
@@ -87,6 +93,7 @@ impl Bodies {
     }
 
     fn insert(&self, session_id: &str, text: &Arc<str>, parsed: Arc<SessionBody>) {
+        let bytes = size(text, &parsed);
         let entry = Entry {
             text: text.clone(),
             parsed,
@@ -95,7 +102,7 @@ impl Bodies {
         self.inner
             .lock()
             .expect("bodies")
-            .insert(session_id.to_string(), entry, size(text));
+            .insert(session_id.to_string(), entry, bytes);
     }
 
     /// The tool definitions `body`'s agent offers, built by `build` the first time and kept
@@ -255,7 +262,7 @@ mod tests {
                 let parsed = Arc::new(serde_json::from_str::<SessionBody>(&text).unwrap());
                 (text, parsed)
             });
-            let counted = size(&text);
+            let counted = size(&text, &serde_json::from_str(&text).unwrap());
             eprintln!(
                 "SIZE {what}: text {} counted {counted} real {real}",
                 text.len()

@@ -71,18 +71,21 @@ fn btree_nodes(n: usize) -> usize {
     leaves * BTREE_LEAF + internal * BTREE_INTERNAL
 }
 
+/// The heap a JSON object's map holds: its nodes, keys and values.
+pub fn map_heap(o: &serde_json::Map<String, Value>) -> usize {
+    btree_nodes(o.len())
+        + o.iter()
+            .map(|(k, v)| k.capacity() + v.heap_size())
+            .sum::<usize>()
+}
+
 impl HeapSize for Value {
     fn heap_size(&self) -> usize {
         match self {
             Value::Null | Value::Bool(_) | Value::Number(_) => 0,
             Value::String(s) => s.capacity(),
             Value::Array(a) => a.heap_size(),
-            Value::Object(o) => {
-                btree_nodes(o.len())
-                    + o.iter()
-                        .map(|(k, v)| k.capacity() + v.heap_size())
-                        .sum::<usize>()
-            }
+            Value::Object(o) => map_heap(o),
         }
     }
 }
