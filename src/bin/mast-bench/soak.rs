@@ -11,7 +11,7 @@
 //!
 //! A long session compacts its context: on a real model's window, once it passes the
 //! threshold (`MAST_COMPACTION_THRESHOLD`, 0.8 of the window). The scripted model's default
-//! window (200,000 tokens) would take thousands of round trips per session to fill, longer
+//! window (200,000 tokens) would take well over a thousand round trips per session to fill, longer
 //! than a soak runs, so the scenario's server gives it a [`WINDOW`]-token window: every
 //! session compacts about every hundred round trips, and the memory measured is that of
 //! sessions as long sessions are — compacting — rather than of logs no real context holds.
@@ -23,10 +23,9 @@ use std::time::{Duration, Instant};
 use crate::api::{Agent, Api, Events, row};
 use crate::server::Server;
 
-/// The scripted model's context window on the scenario's server, in tokens: a custom-tool
-/// round trip adds about 90 tokens of context, so a session compacts at 12,800 tokens (0.8
-/// of it) after about 140 round trips, then about every 100 (the newest quarter of the
-/// window stays verbatim).
+/// The scripted model's context window on the scenario's server, in tokens: a session
+/// compacts at 12,800 tokens (0.8 of it), about every 120 round trips once under way (the
+/// newest quarter of the window stays verbatim).
 pub const WINDOW: u64 = 16_000;
 
 /// The server environment the scenario needs.
