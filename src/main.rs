@@ -70,6 +70,13 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
+/// jemalloc rather than the system allocator: under sustained load glibc's arenas kept the
+/// memory a busy server freed, its RSS about twice its live heap, where jemalloc returns it
+/// (BENCHMARKS.md, the soak scenario).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The in-sandbox proxy forwarder runs on one thread: every thread counts against the

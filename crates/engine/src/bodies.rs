@@ -12,14 +12,14 @@
 use std::sync::{Arc, Mutex};
 
 use mast_domain::session::SessionBody;
-use mast_domain::tools::ToolDef;
+use mast_domain::tools::{Tool, ToolDef};
 use mast_store::StoreError;
 use mast_store::lru::Lru;
 
-/// Default bound on the bytes (estimated) the cache holds.
+/// Default bound on the heap the cache's entries hold, in bytes.
 pub const DEFAULT_BUDGET: usize = 16 << 20;
 
-/// Parsed bodies by session id, bounded by an estimate of their size.
+/// Parsed bodies by session id, bounded by the heap they hold.
 pub struct Bodies {
     inner: Mutex<Lru<Entry>>,
 }
@@ -40,10 +40,25 @@ impl Entry {
     }
 }
 
-/// A rough size in memory of a body kept as text and parsed.
-fn size(text: &str) -> usize {
-    256 + 3 * text.len()
+/// The heap a body kept as text and parsed holds: the text, and the parse, whose strings
+/// and structs take about what the text does, and whose custom tools' schemas are
+/// `serde_json` maps (a whole B-tree node per object, however small). The tests hold this to
+/// a counting allocator for a small agent and a large one.
+fn size(text: &str, parsed: &SessionBody) -> usize {
+    let schemas: usize = parsed
+        .agent
+        .tools
+        .iter()
+        .map(|t| match t {
+            Tool::Custom(c) => super::heap_size::map_heap(&c.input_schema.0),
+            _ => 0,
+        })
+        .sum();
+    16 + text.len() + PARSE_FIXED + text.len() + schemas
 }
+
+/// What a parse takes however small the body (its structs' vectors and options).
+const PARSE_FIXED: usize = 256;
 
 impl Bodies {
     /// An empty cache holding at most about `budget` bytes.
@@ -78,6 +93,7 @@ impl Bodies {
     }
 
     fn insert(&self, session_id: &str, text: &Arc<str>, parsed: Arc<SessionBody>) {
+        let bytes = size(text, &parsed);
         let entry = Entry {
             text: text.clone(),
             parsed,
@@ -86,7 +102,7 @@ impl Bodies {
         self.inner
             .lock()
             .expect("bodies")
-            .insert(session_id.to_string(), entry, size(text));
+            .insert(session_id.to_string(), entry, bytes);
     }
 
     /// The tool definitions `body`'s agent offers, built by `build` the first time and kept
@@ -208,5 +224,54 @@ mod tests {
         let first = cache.get("sesn_1", &a).unwrap();
         assert!(Arc::ptr_eq(&first, &cache.get("sesn_1", &copy).unwrap()));
         assert!(cache.peek("sesn_2", &a).is_none());
+    }
+
+    /// The stored body of the benchmarks' realistic agent: a 20 KB prompt and ten custom
+    /// tools with schemas.
+    fn realistic() -> Arc<str> {
+        let rec = crate::fixtures::session(
+            mast_domain::session::SessionStatus::Idle,
+            &Default::default(),
+            false,
+        );
+        let mut body: SessionBody = serde_json::from_str(&rec.body).unwrap();
+        let line = "You are a careful assistant working in a customer's repository. \
+            Read before you write, explain what you change, and keep answers short.\n";
+        body.agent.system = Some(line.repeat(20 * 1024 / line.len() + 1));
+        body.agent.tools = (0..10)
+            .map(|i| {
+                serde_json::from_value(serde_json::json!({"type": "custom", "name": format!("tool_{i}"),
+                    "description": format!("Tool number {i}: looks things up in the customer's systems and returns what it found, as JSON, with sources."),
+                    "input_schema": {"type": "object", "properties": {
+                        "query": {"type": "string", "description": "What to look for."},
+                        "limit": {"type": "integer", "description": "At most this many results."},
+                        "since": {"type": "string", "description": "Only results after this RFC 3339 time."},
+                        "fields": {"type": "array", "items": {"type": "string"}, "description": "Fields to return."}
+                    }, "required": ["query"]}}))
+                .unwrap()
+            })
+            .collect();
+        serde_json::to_string(&body).unwrap().into()
+    }
+
+    #[test]
+    fn an_entry_counts_the_heap_it_holds() {
+        for (what, text) in [("small", body("one")), ("realistic", realistic())] {
+            let (_entry, real) = crate::heap_size::tests::measured(|| {
+                let text: Arc<str> = text.to_string().into();
+                let parsed = Arc::new(serde_json::from_str::<SessionBody>(&text).unwrap());
+                (text, parsed)
+            });
+            let counted = size(&text, &serde_json::from_str(&text).unwrap());
+            eprintln!(
+                "SIZE {what}: text {} counted {counted} real {real}",
+                text.len()
+            );
+            assert!(
+                crate::heap_size::tests::close(counted, real, 0.15),
+                "{what} body of {} bytes: counted {counted}, allocated {real}",
+                text.len()
+            );
+        }
     }
 }

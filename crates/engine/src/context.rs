@@ -18,6 +18,8 @@ use mast_domain::events::kind;
 use mast_models::{Message, Role, SizedPrefix};
 use mast_store::EventRecord;
 
+use super::heap_size::HeapSize;
+
 /// The event types the loop reads: those that shape a thread's model context, and the tool
 /// uses and confirmations that decide which calls may run.
 pub const LOOP_KINDS: &[&str] = &[
@@ -100,6 +102,9 @@ pub struct Transcript {
     /// The JSON size of leading messages, at most [`Transcript::inlined`] of them (which no
     /// later request changes), so a request sizes only what is new.
     sized: SizedPrefix,
+    /// The heap of the leading messages no later request changes (how many, and their
+    /// bytes), so the history cache sizes only what is new ([`Transcript::heap_size`]).
+    heap_prefix: (usize, usize),
 }
 
 fn push(messages: &mut Vec<Message>, role: Role, mut content: Vec<Value>) {
@@ -394,6 +399,7 @@ impl Transcript {
         self.compactions_in_row += 1;
         self.inlined = 0;
         self.sized = SizedPrefix::default();
+        self.heap_prefix = (0, 0);
     }
 
     /// The closed messages and what the context appends to them (results of answered calls,
@@ -504,6 +510,39 @@ impl Transcript {
             last.content.truncate(last_len);
         }
         self.messages = messages;
+    }
+
+    /// The heap the transcript holds (`engine::heap_size`), for the history cache's budget.
+    /// The leading messages no later request changes ([`Transcript::inlined`]) are counted
+    /// once, so a turn deep into a long session sizes only its newest messages.
+    pub fn heap_size(&mut self) -> usize {
+        let upto = self.inlined.min(self.messages.len());
+        if self.heap_prefix.0 > upto {
+            self.heap_prefix = (0, 0);
+        }
+        let (from, bytes) = self.heap_prefix;
+        self.heap_prefix = (
+            upto,
+            bytes
+                + self.messages[from..upto]
+                    .iter()
+                    .map(HeapSize::heap_size)
+                    .sum::<usize>(),
+        );
+        self.heap_prefix.1
+            + self.messages.capacity() * std::mem::size_of::<Message>()
+            + self.messages[upto..]
+                .iter()
+                .map(HeapSize::heap_size)
+                .sum::<usize>()
+            + self.open.heap_size()
+            + self.results.heap_size()
+            + self.deferred.heap_size()
+            + self
+                .last_stop
+                .as_ref()
+                .map_or(0, |(s, d)| s.heap_size() + d.heap_size())
+            + self.started.heap_size()
     }
 
     /// What the context appends to the messages: the answered calls' results with the input

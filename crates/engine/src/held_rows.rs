@@ -8,7 +8,7 @@
 //! out when a write uses it (two writers never start from one copy), and only stores whose
 //! locking read costs a round trip keep any (`SessionTransactions::decides_on_held_rows`).
 //!
-//! The cache is bounded by entries and by the rows' text size, evicting the oldest put. A row
+//! The cache is bounded by entries and by the heap the rows hold, evicting the oldest put. A row
 //! with its agent snapshot is a few KB, so the default bound costs a few MB at most (the idle
 //! scenario in BENCHMARKS.md); input to a session whose copy was evicted simply takes the
 //! locking way, one round trip more.
@@ -21,7 +21,7 @@ use mast_store::SessionRecord;
 /// Default bound on the number of rows kept.
 pub const MAX_ROWS: usize = 1024;
 
-/// Default bound on the rows' text (body, engine state, usage) kept, in bytes.
+/// Default bound on the heap the kept rows hold (mostly their body, engine state and usage), in bytes.
 pub const DEFAULT_BUDGET: usize = 4 << 20;
 
 /// The rows this process committed last, by session id.
@@ -48,7 +48,7 @@ struct Held {
 }
 
 impl HeldRows {
-    /// A cache of at most `max_rows` rows and `budget` bytes of their text.
+    /// A cache of at most `max_rows` rows holding `budget` bytes of heap.
     pub fn new(max_rows: usize, budget: usize) -> Self {
         HeldRows {
             max_rows,
@@ -118,16 +118,16 @@ impl HeldRows {
     }
 }
 
-/// What a row's text weighs, for the budget.
+/// What a row holds on the heap, for the budget.
 fn size_of(rec: &SessionRecord) -> usize {
-    256 + rec.body.len() + rec.engine.len() + rec.usage.len()
+    super::heap_size::session_record_bytes(rec)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A session row of id `id` whose text weighs `256 + body` (see `size_of`).
+    /// A session row of id `id` whose body is `body` bytes long.
     fn row(id: &str, body: usize) -> SessionRecord {
         let mut rec = crate::fixtures::session(
             mast_domain::session::SessionStatus::Idle,
@@ -171,7 +171,7 @@ mod tests {
         assert!(rows.take("s2").is_some() && rows.take("s3").is_some());
 
         // A budget of about two rows of this size.
-        let rows = HeldRows::new(100, 2 * (256 + 1000) + 10);
+        let rows = HeldRows::new(100, 2 * size_of(&row("s1", 1000)) + 10);
         rows.put(row("s1", 1000));
         rows.put(row("s2", 1000));
         // s1 put again is the newest; s2 is now the oldest.
@@ -182,6 +182,18 @@ mod tests {
         // A row larger than the whole budget is not kept.
         rows.put(row("big", 10_000));
         assert_eq!(rows.len(), 0);
+    }
+
+    #[test]
+    fn a_row_counts_the_heap_it_holds() {
+        for body in [10, 25_000] {
+            let (rec, real) = crate::heap_size::tests::measured(|| Box::new(row("s1", body)));
+            let counted = size_of(&rec);
+            assert!(
+                crate::heap_size::tests::close(counted, real, 0.1),
+                "body of {body} bytes: counted {counted}, allocated {real}"
+            );
+        }
     }
 
     #[test]

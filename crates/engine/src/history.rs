@@ -23,20 +23,20 @@
 //! conversation in the log's transaction; this cache costs nothing on the write path, and a
 //! miss (a fresh process, an evicted entry) only means reading the log as before.
 //!
-//! The cache is bounded by an estimate of its entries' size and by a number of entries, and
-//! evicts the least recently used. The count bounds what many small entries cost (sessions
-//! idle after a turn or two, whose JSON values weigh more in memory than the estimate says):
-//! a replica with more recently used threads than that reads the older ones' logs again.
+//! The cache is bounded by the heap its entries hold (`engine::heap_size`, held to a counting
+//! allocator by the tests) and by a number of entries, and evicts the least recently used.
+//! The count bounds what many small entries cost (sessions idle after a turn or two): a
+//! replica with more recently used threads than that reads the older ones' logs again. An
+//! entry holds what follows the thread's last compaction boundary (`engine::trim`), so a long
+//! session that compacts keeps a bounded entry.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use serde_json::Value;
-
 use super::context::Transcript;
 use mast_store::EventRecord;
 
-/// Default bound on the bytes (estimated) the cache holds.
+/// Default bound on the heap the cache's entries hold, in bytes.
 pub const DEFAULT_BUDGET: usize = 64 << 20;
 
 /// Bound on the number of entries the cache holds.
@@ -45,15 +45,18 @@ pub const MAX_ENTRIES: usize = 4096;
 /// A thread's log as one loop left it.
 #[derive(Debug, Clone, Default)]
 pub struct Known {
-    /// The thread's events of the loop kinds, in sequence order.
+    /// The thread's events of the loop kinds, in sequence order, from the last compaction
+    /// boundary on (see `engine::trim`).
     pub events: Vec<EventRecord>,
     /// The highest sequence number read (of any thread of the session).
     pub last_seq: i64,
     /// `events` folded.
     pub transcript: Transcript,
-    /// The estimated size of `events` (see [`event_size`]), kept as events are added so an
-    /// entry's size costs nothing to know.
+    /// The heap of `events`' contents (their slots in the vector aside), kept as events are
+    /// added so it costs nothing to know.
     pub bytes: usize,
+    /// The whole entry's heap ([`Known::heap_size`]) as of when it was put in the cache.
+    pub size: usize,
 }
 
 impl Known {
@@ -61,25 +64,12 @@ impl Known {
     pub fn settled(&self) -> bool {
         self.events.iter().all(|e| e.processed_at.is_some())
     }
-}
 
-/// A rough size in bytes of an event and the transcript's copy of its content.
-pub fn event_size(e: &EventRecord) -> usize {
-    256 + 2 * (approx_size(&e.body) + e.internal.as_ref().map_or(0, approx_size))
-}
-
-/// A cheap estimate of a JSON value's size in memory.
-fn approx_size(v: &Value) -> usize {
-    match v {
-        Value::String(s) => 32 + s.len(),
-        Value::Array(a) => 32 + a.iter().map(approx_size).sum::<usize>(),
-        Value::Object(o) => {
-            32 + o
-                .iter()
-                .map(|(k, v)| 32 + k.len() + approx_size(v))
-                .sum::<usize>()
-        }
-        _ => 16,
+    /// The heap the entry holds: its events and its transcript.
+    pub fn heap_size(&mut self) -> usize {
+        self.bytes
+            + self.events.capacity() * std::mem::size_of::<EventRecord>()
+            + self.transcript.heap_size()
     }
 }
 
@@ -137,7 +127,7 @@ impl History {
             .entries
             .remove(&(session.to_string(), thread.to_string()))?;
         s.order.remove(&e.used);
-        s.bytes -= e.known.bytes;
+        s.bytes -= e.known.size;
         Some(e.known)
     }
 
@@ -152,12 +142,13 @@ impl History {
         })
     }
 
-    /// Keeps what a loop knows of its thread, when it is settled and fits the budget.
+    /// Keeps what a loop knows of its thread, when it is settled and fits the budget; its
+    /// size is [`Known::size`].
     pub fn put(&self, session: &str, thread: &str, known: Known) {
         if !known.settled() {
             return;
         }
-        let size = known.bytes;
+        let size = known.size;
         if size > self.budget / 4 {
             return;
         }
@@ -167,14 +158,14 @@ impl History {
         let used = s.tick;
         if let Some(old) = s.entries.remove(&key) {
             s.order.remove(&old.used);
-            s.bytes -= old.known.bytes;
+            s.bytes -= old.known.size;
         }
         while s.bytes + size > self.budget || s.entries.len() >= self.max_entries {
             let Some((_, oldest)) = s.order.pop_first() else {
                 break;
             };
             if let Some(e) = s.entries.remove(&oldest) {
-                s.bytes -= e.known.bytes;
+                s.bytes -= e.known.size;
             }
         }
         s.order.insert(used, key.clone());
@@ -182,7 +173,7 @@ impl History {
         s.bytes += size;
     }
 
-    /// Estimated bytes held.
+    /// The heap the entries hold, in bytes.
     pub fn bytes(&self) -> usize {
         self.state.lock().expect("history lock").bytes
     }
@@ -190,9 +181,10 @@ impl History {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
+    use crate::heap_size::HeapSize;
 
     fn known(seq: i64, processed: bool) -> Known {
         let mut k = Known {
@@ -210,8 +202,10 @@ mod tests {
             last_seq: seq,
             transcript: Transcript::default(),
             bytes: 0,
+            size: 0,
         };
-        k.bytes = k.events.iter().map(event_size).sum();
+        k.bytes = k.events.iter().map(HeapSize::heap_size).sum();
+        k.size = k.heap_size();
         k
     }
 
@@ -228,7 +222,7 @@ mod tests {
 
     #[test]
     fn an_entry_over_a_quarter_of_the_budget_is_not_kept() {
-        let one = known(1, true).bytes;
+        let one = known(1, true).size;
         let h = History::new(one * 4);
         h.put("s", "t", known(1, true));
         assert!(h.take("s", "t").is_some(), "a quarter of the budget fits");
@@ -257,7 +251,7 @@ mod tests {
 
     #[test]
     fn least_recently_used_entries_go_first() {
-        let one = known(1, true).bytes;
+        let one = known(1, true).size;
         let h = History::new(one * 4);
         for s in ["a", "b", "c", "d"] {
             h.put(s, "t", known(1, true));
@@ -271,5 +265,81 @@ mod tests {
             assert!(h.take(s, "t").is_some(), "{s} kept");
         }
         assert_eq!(h.bytes(), 0);
+    }
+
+    /// The next event of a session's log, numbered after `seq`.
+    fn logged(seq: &mut i64, kind: &str, body: Value, internal: Option<Value>) -> EventRecord {
+        *seq += 1;
+        EventRecord {
+            session_id: "sesn_011CZkZmKVhYR6EdVzQ1vH3a".into(),
+            seq: *seq,
+            id: format!("sevt_011CZkZmKVhYR6Ed{seq:08}"),
+            thread_id: None,
+            kind: kind.into(),
+            body,
+            internal,
+            processed_at: Some(1_765_000_000_000_000),
+            created_at: 1_765_000_000_000_000,
+        }
+    }
+
+    /// A model response's `span.model_request_end`, with its content kept privately.
+    fn response(seq: &mut i64, start: &str, content: Value, stop: &str) -> EventRecord {
+        logged(
+            seq,
+            "span.model_request_end",
+            json!({"model_request_start_id": start, "is_error": false,
+                "model_usage": {"input_tokens": 1200, "output_tokens": 20,
+                "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}),
+            Some(json!({"content": content, "stop_reason": stop})),
+        )
+    }
+
+    /// What a loop knows after `n` custom-tool round trips, folded as a loop folds them.
+    fn round_trips(n: i64) -> Known {
+        let mut k = Known::default();
+        let mut seq = 0;
+        for _ in 0..n {
+            let text = json!({"type": "text", "text": "call get_weather {}\n---\nsay {{result}}"});
+            let after = json!({"after_seq": seq});
+            let input = logged(
+                &mut seq,
+                "user.message",
+                json!({"content": [text]}),
+                Some(after),
+            );
+            let start = logged(&mut seq, "span.model_request_start", json!({}), None);
+            let use_id = format!("sevt_use_{seq}");
+            let call =
+                json!([{"type": "tool_use", "id": use_id, "name": "get_weather", "input": {}}]);
+            let call = response(&mut seq, &start.id, call, "tool_use");
+            let result = logged(
+                &mut seq,
+                "user.custom_tool_result",
+                json!({"custom_tool_use_id": use_id, "content": [{"type": "text", "text": "sunny, 21 degrees"}]}),
+                None,
+            );
+            let again = logged(&mut seq, "span.model_request_start", json!({}), None);
+            let said = json!([{"type": "text", "text": "sunny, 21 degrees"}]);
+            let answer = response(&mut seq, &again.id, said, "end_turn");
+            for e in [input, start, call, result, again, answer] {
+                k.transcript.apply(&e);
+                k.bytes += e.heap_size();
+                k.events.push(e);
+            }
+        }
+        k
+    }
+
+    #[test]
+    fn an_entry_counts_the_heap_it_holds() {
+        for n in [1, 50, 500] {
+            let (mut k, real) = crate::heap_size::tests::measured(|| round_trips(n));
+            let counted = k.heap_size();
+            assert!(
+                crate::heap_size::tests::close(counted, real, 0.1),
+                "{n} round trips: counted {counted}, allocated {real}"
+            );
+        }
     }
 }

@@ -211,6 +211,7 @@ pub mod files;
 #[cfg(test)]
 mod fixtures;
 pub mod fork_point;
+pub mod heap_size;
 pub mod held_rows;
 pub mod history;
 /// The hooks service.
@@ -233,6 +234,7 @@ pub mod skills;
 pub mod standard_webhooks;
 pub mod state;
 pub mod telemetry;
+mod trim;
 mod turn_end;
 mod usage_report;
 pub mod vaults;

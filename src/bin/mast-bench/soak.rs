@@ -8,13 +8,62 @@
 //! bounded and whose allocator gives memory back levels off, a leak keeps climbing), the RSS
 //! after the rest, and whether the highest RSS seen stayed under the ceiling — the run fails
 //! (a non-zero exit) when it did not.
+//!
+//! A long session compacts its context: on a real model's window, once it passes the
+//! threshold (`MAST_COMPACTION_THRESHOLD`, 0.8 of the window). The scripted model's default
+//! window (200,000 tokens) would take well over a thousand round trips per session to fill, longer
+//! than a soak runs, so the scenario's server gives it a [`WINDOW`]-token window: every
+//! session compacts about every hundred round trips, and the memory measured is that of
+//! sessions as long sessions are — compacting — rather than of logs no real context holds.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::api::{Agent, Api, row};
+use crate::api::{Agent, Api, Events, row};
 use crate::server::Server;
+
+/// The scripted model's context window on the scenario's server, in tokens: a session
+/// compacts at 12,800 tokens (0.8 of it), about every 120 round trips once under way (the
+/// newest quarter of the window stays verbatim).
+pub const WINDOW: u64 = 16_000;
+
+/// The server environment the scenario needs.
+pub fn server_env() -> Vec<(&'static str, String)> {
+    vec![(
+        "MAST_CONTEXT_WINDOWS",
+        format!("{{\"mast-scripted\": {WINDOW}}}"),
+    )]
+}
+
+/// Reads events until the session idles: the idle event, and how many compaction boundaries
+/// came before it.
+async fn until_idle(rx: &mut Events) -> (serde_json::Value, u64) {
+    let mut compactions = 0;
+    loop {
+        let (_, v) = tokio::time::timeout(Duration::from_secs(60), rx.recv())
+            .await
+            .expect("idle in time")
+            .expect("stream open");
+        if v["type"] == "agent.thread_context_compacted" {
+            compactions += 1;
+        }
+        if v["type"] == "session.status_idle" {
+            return (v, compactions);
+        }
+    }
+}
+
+/// One custom-tool round trip (as `Api::tool_round_trip`); how many compactions it made.
+async fn round_trip(api: &Api, sid: &str, rx: &mut Events) -> u64 {
+    api.say(sid, "call get_weather {}\n---\nsay {{result}}")
+        .await;
+    let (idle, first) = until_idle(rx).await;
+    api.answer(sid, idle["stop_reason"]["event_ids"][0].as_str().unwrap())
+        .await;
+    let (_, second) = until_idle(rx).await;
+    first + second
+}
 
 /// What a soak run does and what it holds the server to.
 pub struct Options {
@@ -91,17 +140,20 @@ pub async fn run(api: &Api, server: &Server, o: &Options) -> bool {
     let pid = server.pid();
     let start = read(pid, 0.0, 0);
     let turns = Arc::new(AtomicU64::new(0));
+    let compactions = Arc::new(AtomicU64::new(0));
     let t0 = Instant::now();
     let deadline = t0 + o.duration;
     let mut tasks = Vec::new();
     for _ in 0..o.sessions {
-        let (api, agent, env, turns) = (api.clone(), agent.clone(), env.clone(), turns.clone());
+        let (api, agent, env) = (api.clone(), agent.clone(), env.clone());
+        let (turns, compactions) = (turns.clone(), compactions.clone());
         tasks.push(tokio::spawn(async move {
             let sid = api.session(&agent, &env).await;
             let mut rx = api.stream(&sid).await;
-            let (mut n, mut mine) = (0, 0u64);
+            let mut mine = 0u64;
             while Instant::now() < deadline {
-                api.tool_round_trip(&sid, &mut rx, &mut n).await;
+                let compacted = round_trip(&api, &sid, &mut rx).await;
+                compactions.fetch_add(compacted, Ordering::Relaxed);
                 turns.fetch_add(1, Ordering::Relaxed);
                 mine += 1;
             }
@@ -176,10 +228,11 @@ pub async fn run(api: &Api, server: &Server, o: &Options) -> bool {
             server.backend
         ),
         format!(
-            "{total} round trips, {:.0}/s; per session {}–{}",
+            "{total} round trips, {:.0}/s; per session {}–{}; {} compactions",
             total as f64 / stopped,
             per_session.first().unwrap_or(&0),
-            per_session.last().unwrap_or(&0)
+            per_session.last().unwrap_or(&0),
+            compactions.load(Ordering::Relaxed)
         ),
         "—",
     );

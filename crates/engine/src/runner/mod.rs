@@ -141,7 +141,8 @@ struct Scope {
 
 /// What the loop has read of its thread's log.
 struct View {
-    /// This thread's events, in sequence order.
+    /// This thread's events, in sequence order, from its last compaction boundary on (and
+    /// the few before it `engine::trim` keeps).
     events: Vec<EventRecord>,
     /// The highest sequence number read (of any thread of the session).
     last_seq: i64,
@@ -177,7 +178,8 @@ struct Kit {
 /// against the log or the row before it is trusted, and `MAST_CACHES=off` turns off the
 /// caches they come from.
 struct Shortcuts {
-    /// The estimated size of `View::events`, for the history cache's bound.
+    /// The heap of `View::events`' contents (`engine::heap_size`), for the history cache's
+    /// bound.
     known_bytes: usize,
     /// This loop consumed queued input (so what it knows is not kept; see `engine::history`).
     consumed_here: bool,

@@ -8,9 +8,11 @@ use serde_json::json;
 use super::tool_step::ToolStep;
 use super::{Ended, Loop, Role, RunError, Waited, store_err};
 use crate::context::{self, Tail};
+use crate::heap_size::HeapSize;
 use crate::history::Known;
 use crate::intake::server_event;
 use crate::state::{EngineState, LeaseGrant, ThreadStatus, set_status, status_of};
+use crate::trim;
 use mast_domain::events::{self, StopReason, kind};
 use mast_domain::session::{ModelUsage, SessionStatus};
 use mast_models::ModelStop;
@@ -58,12 +60,14 @@ impl Loop<'_> {
                 self.view.last_seq = c.last_seq;
                 self.absorb(c.fresh);
             }
-            let known = Known {
+            let mut known = Known {
                 events: std::mem::take(&mut self.view.events),
                 last_seq: self.view.last_seq,
                 transcript: std::mem::take(&mut self.view.transcript),
                 bytes: self.fast.known_bytes,
+                size: 0,
             };
+            known.size = known.heap_size();
             self.inner
                 .history
                 .put(&self.scope.sid, &self.scope.thread, known);
@@ -377,9 +381,17 @@ impl Loop<'_> {
         // was consumed, all of which has now been read.
         for e in context::in_order(&fresh) {
             self.view.transcript.apply(e);
-            self.fast.known_bytes += crate::history::event_size(e);
+            self.fast.known_bytes += e.heap_size();
         }
+        let boundary = trim::last_boundary(&fresh);
         self.view.events.append(&mut fresh);
+        // Past a compaction boundary the transcript no longer needs what came before it,
+        // and the look-ups need only what `engine::trim` keeps.
+        if let Some(b) = boundary
+            && !trim::before_boundary(&mut self.view.events, b).is_empty()
+        {
+            self.fast.known_bytes = self.view.events.iter().map(HeapSize::heap_size).sum();
+        }
     }
 
     /// Back to running after a retry delay.
