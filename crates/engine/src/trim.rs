@@ -14,12 +14,20 @@
 //!   event before the boundary is kept, which is the one such a search would find there.
 //!
 //! Input not yet consumed is always kept (its place in the conversation is not known yet),
-//! and so is input consumed after the boundary, wherever its sequence number lies.
+//! and so is input consumed after the boundary, wherever its sequence number lies. Outcome
+//! definitions are kept too: the grader reads its rubric from the one it judges, and an
+//! outcome's iterations may run across any number of boundaries (they are a few per session).
 
 use mast_domain::events::kind;
 use mast_store::EventRecord;
 
 use super::context::position;
+
+/// Whether `e` stays whatever boundaries pass (`Loop::grader_input` reads the rubric of the
+/// outcome it judges from it).
+fn always_kept(e: &EventRecord) -> bool {
+    e.kind == kind::USER_DEFINE_OUTCOME
+}
 
 /// Whether `e` is what a delegate's reply searches back for (`Loop::final_message`).
 fn reply_mark(e: &EventRecord) -> bool {
@@ -48,7 +56,8 @@ pub fn last_boundary(events: &[EventRecord]) -> Option<(i64, i64)> {
 /// Drops from `events` (a thread's events in the order read) what lies before the boundary
 /// at `boundary` and no look-up needs any more; returns the dropped events.
 pub fn before_boundary(events: &mut Vec<EventRecord>, boundary: (i64, i64)) -> Vec<EventRecord> {
-    let droppable = |e: &EventRecord| e.processed_at.is_some() && position(e) < boundary;
+    let droppable =
+        |e: &EventRecord| e.processed_at.is_some() && position(e) < boundary && !always_kept(e);
     let newest =
         |mark: fn(&EventRecord) -> bool| events.iter().rposition(|e| droppable(e) && mark(e));
     let keep = [newest(reply_mark), newest(checkpoint_mark)];
@@ -121,6 +130,23 @@ mod tests {
         assert_eq!(seqs(&events), [4, 5, 6, 8, 9, 10]);
         // Nothing more to drop.
         assert!(before_boundary(&mut events, boundary).is_empty());
+    }
+
+    #[test]
+    fn an_outcome_definition_outlives_every_boundary() {
+        let mut events = vec![
+            event(
+                1,
+                kind::USER_DEFINE_OUTCOME,
+                Some(json!({"after_seq": 0})),
+                true,
+            ),
+            event(2, kind::SPAN_START, None, true),
+            event(3, kind::AGENT_THREAD_CONTEXT_COMPACTED, None, true),
+        ];
+        let dropped = before_boundary(&mut events, (3, 0));
+        assert_eq!(seqs(&dropped), [2]);
+        assert_eq!(seqs(&events), [1, 3]);
     }
 
     #[test]
