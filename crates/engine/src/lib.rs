@@ -46,8 +46,11 @@
 //! - A thread's conversation is folded from its log event by event (`context.rs`, a `Transcript`);
 //!   each pass reads only the events appended since the last, and a model request borrows the
 //!   fold's messages rather than copying them. A loop that ends cleanly leaves its events and fold
-//!   in a per-replica cache (`history.rs`, bounded by size and by entries), so the next wake reads
-//!   only the log's tail; the module says why that is safe under lease loss and replicas. The fold
+//!   in a per-replica cache (`history.rs`, bounded by the heap its entries really take, counted
+//!   by `heap_size.rs`, and by entries), so the next wake reads only the log's tail; the module
+//!   says why that is safe under lease loss and replicas. Past a compaction boundary, a loop and
+//!   its entry keep only what follows it and the few events a look-up still needs (`trim.rs`),
+//!   so a long, compacting session's state stays bounded. The fold
 //!   also knows the JSON size of its leading messages and hands it to the provider
 //!   (`mast_models::SizedPrefix`), so sizing a request costs only its new messages.
 //! - A session's body (title, metadata, agent and environment snapshots) is parsed once per replica
