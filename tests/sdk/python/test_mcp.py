@@ -320,7 +320,7 @@ def test_a_silent_server_does_not_hold_back_another(client, environment, open_mc
 
 
 def test_readme_mcp_walkthrough(server, open_mcp):
-    (script,) = blocks("## MCP servers", "sh")
+    (script,) = blocks("docs/mcp.md", "# MCP servers", "sh")
     script = (script.replace("B=http://127.0.0.1:8080", f"B={server}")
               .replace("MCP_URL=https://mcp.example.com/mcp", f"MCP_URL={open_mcp.url}")
               .replace("TOOL=search_docs", "TOOL=ping"))

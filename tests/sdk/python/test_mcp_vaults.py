@@ -332,7 +332,7 @@ def test_readme_vaults_walkthrough(server, secure):
 
     token = secret("readme")
     Grants.token_file.write_text(token)
-    (code,) = blocks("## Vaults", "sh")
+    (code,) = blocks("docs/vaults.md", "# Vaults", "sh")
     code = (code.replace(f"B={DEFAULT}", f"B={server['base']}")
             .replace("MCP_URL=https://mcp.example.com/mcp", f"MCP_URL={secure.url}")
             .replace("TOKEN=my-token", f"TOKEN={token}")

@@ -264,7 +264,7 @@ def test_readme_vaults_example(vault_server):
     from test_readme import DEFAULT, blocks
 
     base, _, _ = vault_server
-    (code,) = blocks("## Vaults", "sh")
+    (code,) = blocks("docs/vaults.md", "# Vaults", "sh")
     code = code.replace(f"B={DEFAULT}", f"B={base}")
     out = subprocess.run(["bash", "-euo", "pipefail", "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
