@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashSet};
 use serde_json::{Value, json};
 
 use super::context::{json_bytes, message_bytes};
-use mast_models::{Block, Message};
+use mast_models::Message;
 
 /// The session error of a context that cannot be made to fit.
 pub const LIMIT_ERROR: &str = "compaction_limit_reached_error";
@@ -156,18 +156,6 @@ pub fn choose_cut(messages: &[Message], closing: &[Value], keep_bytes: usize) ->
 /// The boundary `agent.thread_context_compacted` records, privately.
 pub(crate) fn boundary(summary: &str, keep: usize, covers_to_seq: i64, pre_tokens: u64) -> Value {
     json!({ "summary": summary, "keep": keep, "covers_to_seq": covers_to_seq, "pre_compaction_tokens": pre_tokens })
-}
-
-/// The text of a response's text blocks.
-pub(crate) fn text_of(content: &[Value]) -> String {
-    content
-        .iter()
-        .filter_map(|b| match Block::of(b) {
-            Block::Text(t) => Some(t),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 #[cfg(test)]

@@ -20,6 +20,18 @@ use mast_store::EventRecord;
 
 use super::heap_size::HeapSize;
 
+/// The text of a response's text blocks, joined by newlines.
+pub(crate) fn text_of(content: &[Value]) -> String {
+    content
+        .iter()
+        .filter_map(|b| match mast_models::Block::of(b) {
+            mast_models::Block::Text(t) => Some(t),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The event types the loop reads: those that shape a thread's model context, and the tool
 /// uses and confirmations that decide which calls may run.
 pub const LOOP_KINDS: &[&str] = &[

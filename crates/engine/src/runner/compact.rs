@@ -6,9 +6,9 @@ use serde_json::{Value, json};
 
 use super::{Loop, RunError, Waited};
 use crate::compaction::{
-    KEEP_FRACTION, LIMIT_ERROR, MAX_IN_ROW, SUMMARY_MAX_TOKENS, boundary, choose_cut, text_of,
+    KEEP_FRACTION, LIMIT_ERROR, MAX_IN_ROW, SUMMARY_MAX_TOKENS, boundary, choose_cut,
 };
-use crate::context::{BYTES_PER_TOKEN, json_bytes, message_bytes};
+use crate::context::{BYTES_PER_TOKEN, json_bytes, message_bytes, text_of};
 use crate::intake::server_event;
 use mast_domain::events::{self, kind};
 use mast_domain::session::{ModelUsage, SessionUsage};

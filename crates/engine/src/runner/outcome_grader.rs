@@ -15,7 +15,7 @@ use crate::state::{self, EngineState};
 use mast_domain::events::{StopReason, kind};
 use mast_domain::outcome::{self, EndResult, Judgement, Outcome, Phase, Verdict};
 use mast_domain::session::{ModelUsage, SessionUsage};
-use mast_models::{Block, Message, ModelRequest, Role};
+use mast_models::{Message, ModelRequest, Role};
 use mast_store::Writer;
 
 /// Most characters of the transcript shown to the grader (its newest part is kept).
@@ -96,7 +96,7 @@ impl Loop<'_> {
             match waited {
                 Waited::Interrupted => return Ok(()),
                 Waited::Done(Ok(resp)) => {
-                    let text = answer_text(&resp.content);
+                    let text = crate::context::text_of(&resp.content);
                     let v = Verdict::parse(&text);
                     return self.conclude(&o, v, Some(resp.usage), &model).await;
                 }
@@ -246,18 +246,6 @@ async fn heartbeat(
             Err(e) => tracing::warn!(session_id = %sid, error = %e, "outcome heartbeat failed"),
         }
     }
-}
-
-/// The text blocks of the grader's answer.
-fn answer_text(content: &[Value]) -> String {
-    content
-        .iter()
-        .filter_map(|b| match Block::of(b) {
-            Block::Text(t) => Some(t),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The conversation as plain text for the grader: who said what, tool calls and results.

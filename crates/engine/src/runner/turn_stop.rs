@@ -9,7 +9,6 @@ use crate::intake::server_event;
 use crate::state::EngineState;
 use crate::turn_end::{self, Ender};
 use mast_domain::events::{self, Answer, StopReason, kind};
-use mast_models::Block;
 
 impl Loop<'_> {
     /// What ends this thread's turn, for a transaction.
@@ -35,16 +34,7 @@ impl Loop<'_> {
             .and_then(|e| e.internal.as_ref())
             .and_then(|i| i.get("content"))
             .and_then(Value::as_array)
-            .map(|blocks| {
-                blocks
-                    .iter()
-                    .filter_map(|b| match Block::of(b) {
-                        Block::Text(t) => Some(t),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
+            .map(|blocks| crate::context::text_of(blocks))
             .unwrap_or_default()
     }
 
