@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use mast_domain::session::SessionBody;
 use mast_domain::tools::{Tool, ToolDef};
 use mast_store::StoreError;
-use mast_store::lru::Lru;
+use mast_store::lru::{Lru, Slot};
 
 /// Default bound on the heap the cache's entries hold, in bytes.
 pub const DEFAULT_BUDGET: usize = 16 << 20;
@@ -120,7 +120,9 @@ impl Bodies {
             return tools;
         }
         let tools = Arc::new(build());
-        if let Some(entry) = same_entry(&mut self.inner.lock().expect("bodies"), session_id, body) {
+        if let Some(mut entry) =
+            same_entry(&mut self.inner.lock().expect("bodies"), session_id, body)
+        {
             entry.tools = Some(tools.clone());
         }
         tools
@@ -132,7 +134,7 @@ fn same_entry<'e>(
     e: &'e mut Lru<Entry>,
     session_id: &str,
     body: &Arc<SessionBody>,
-) -> Option<&'e mut Entry> {
+) -> Option<Slot<'e, Entry>> {
     e.get_mut(session_id)
         .filter(|entry| Arc::ptr_eq(&entry.parsed, body))
 }

@@ -54,7 +54,7 @@
 //!   also knows the JSON size of its leading messages and hands it to the provider
 //!   (`mast_models::SizedPrefix`), so sizing a request costs only its new messages.
 //! - A session's body (title, metadata, agent and environment snapshots) is parsed once per replica
-//!   and kept while its stored text is unchanged (`bodies.rs`, bounded by size, least recently used
+//!   and kept while its stored text is unchanged (`bodies.rs`, bounded by size, entries in use kept
 //!   first: `mast_store::lru`), with the tool definitions its agent offers. Creating a session
 //!   keeps the body it has just serialised; what reads only the body's head (streams, threads, the
 //!   intake) parses only that (`SessionBodyHead`); the primary thread's loop, the intake and every

@@ -48,7 +48,7 @@ impl KnownBodies {
             .lock()
             .expect("known bodies")
             .get_mut(session_id)
-            .cloned()
+            .map(|known| known.clone())
     }
 
     /// The revision to send with a read of `session_id` (`-1`, which no row has, when no
