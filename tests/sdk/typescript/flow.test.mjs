@@ -1,5 +1,7 @@
 // The basic custom-tool flow through the official TypeScript SDK against a real `mast serve`,
-// on SQLite and (when the run has a cluster) Postgres.
+// on SQLite and (when the run has a cluster) Postgres. MAST_TS_SDK names the package to test:
+// `@anthropic-ai/sdk` (the oldest release Mast supports) or `anthropic-sdk-newest` (the newest,
+// installed under that alias beside it), so one lock file pins both.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
@@ -7,7 +9,9 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import net from 'node:net';
-import Anthropic from '@anthropic-ai/sdk';
+
+const SDK = process.env.MAST_TS_SDK ?? '@anthropic-ai/sdk';
+const { default: Anthropic } = await import(SDK);
 
 const MAST_BIN = process.env.MAST_BIN ?? '../../../target/debug/mast';
 const PG = process.env.MAST_TEST_DATABASE_URL;
