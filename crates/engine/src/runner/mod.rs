@@ -9,10 +9,12 @@
 //!   engine tells a runner (input, interrupts, the waking transaction); `supervisor.rs`: the
 //!   primary's loop and a loop per working delegate, in one task.
 //! - This file: the loop's state, private to this module tree and grouped by what it is for.
-//!   `pass.rs` is one pass and its order of precedence; the steps are `model_step.rs`,
+//!   `pass.rs` is one pass and its order of precedence; the steps are `model_step.rs` (with
+//!   `call_sort.rs`, where a response's tool calls meet their policies),
 //!   `tool_step.rs` (with `hook_step.rs`, `hook_after.rs`), `turn_stop.rs`, `compact.rs` and
 //!   `outcome_grader.rs`; every write goes through `commit.rs`.
 
+mod call_sort;
 mod commit;
 mod compact;
 mod fork_checkpoint;
