@@ -17,7 +17,7 @@ import anthropic
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from conftest import BACKENDS, WEATHER_TOOL, free_port, fresh_postgres
+from conftest import BACKENDS, MAST_BIN, WEATHER_TOOL, free_port, fresh_postgres
 
 # Generous: a loaded CI machine is slow; the assertions wait on conditions, never on time.
 expect.set_options(timeout=15_000)
@@ -87,18 +87,31 @@ def env_id(sdk):
     return sdk.beta.environments.create(name="console-" + uuid.uuid4().hex[:8]).id
 
 
-def open_page(browser, srv, scheme="light"):
-    ctx = browser.new_context(base_url=srv.base, color_scheme=scheme, viewport={"width": 1280, "height": 860})
+def new_page(browser, srv, scheme="light", viewport=None):
+    ctx = browser.new_context(base_url=srv.base, color_scheme=scheme, viewport=viewport or {"width": 1280, "height": 860})
     page = ctx.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "Content Security Policy" in m.text else None)
     page.errors = errors
-    page.goto("/console/")
-    page.get_by_label("API key").fill("console-test")
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
     return page
+
+
+def open_page(browser, srv, scheme="light", viewport=None):
+    """The console on the sessions list. The suite's servers run open (loopback, no key), so
+    the list comes without a key prompt."""
+    page = new_page(browser, srv, scheme, viewport)
+    page.goto("/console/")
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+    assert page.locator("#api-key").count() == 0
+    return page
+
+
+def create_key(server):
+    """Creates an API key in a SQLite server's store (the server is open no more)."""
+    made = subprocess.run([MAST_BIN, "keys", "create", "--data-dir", server.data_dir], env=server.env,
+                          capture_output=True, text=True, check=True)
+    return made.stdout.strip()
 
 
 def events_of(page, type_):
@@ -383,6 +396,48 @@ def test_a_5000_event_session_stays_responsive(browser, srv, sdk, env_id):
     page.get_by_label("Message").fill("still responsive")
     expect(page.get_by_label("Message")).to_have_value("still responsive", timeout=5000)
     assert time.time() - t0 < 10, "a click on a 5,000-event page answers quickly (loose bound)"
+    page.context.close()
+
+
+@pytest.fixture
+def own_server(messages_api):
+    """A SQLite server of the test's own, for a test that creates a key (which closes open mode
+    for good)."""
+    s = Server("sqlite", messages_api)
+    yield s
+    s.stop()
+    shutil.rmtree(s.data_dir, ignore_errors=True)
+
+
+def test_open_mode_needs_no_key_until_one_is_created(browser, own_server):
+    page = open_page(browser, own_server)
+    expect(page.locator("#open-mode")).to_be_visible()
+    expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
+    assert page.evaluate("sessionStorage.length") == 0
+    page.get_by_role("link", name="Agents").click()
+    expect(page.get_by_role("heading", name="Agents")).to_be_visible()
+    page.get_by_role("link", name="Sessions").click()
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+    # A key created while the list is open ends open mode: its next poll asks for the key.
+    key = create_key(own_server)
+    message = page.locator(".signin .err")
+    expect(message).to_have_text("This server now requires an API key: one has been created.")
+    page.get_by_label("API key").fill("not-" + key)
+    page.get_by_role("button", name="Sign in").click()
+    expect(message).to_have_text("The API key was rejected.")
+    expect(page.get_by_label("API key")).to_be_focused()
+    page.get_by_label("API key").fill(key)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    expect(page.locator("#open-mode")).to_be_hidden()
+    # A new tab on the keyed server asks at once.
+    fresh = new_page(browser, own_server)
+    fresh.goto("/console/")
+    expect(fresh.get_by_role("heading", name="Sign in")).to_be_visible()
+    expect(fresh.locator(".signin .err")).to_be_hidden()
+    assert page.errors == [] and fresh.errors == []
+    fresh.context.close()
     page.context.close()
 
 
