@@ -17,7 +17,7 @@ import anthropic
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from conftest import BACKENDS, MAST_BIN, WEATHER_TOOL, free_port, fresh_postgres
+from conftest import BACKENDS, MAST_BIN, WEATHER_TOOL, free_port, fresh_postgres, run
 
 # Generous: a loaded CI machine is slow; the assertions wait on conditions, never on time.
 expect.set_options(timeout=15_000)
@@ -112,6 +112,16 @@ def create_key(server):
     made = subprocess.run([MAST_BIN, "keys", "create", "--data-dir", server.data_dir], env=server.env,
                           capture_output=True, text=True, check=True)
     return made.stdout.strip()
+
+
+def idle_after(sdk, sid, events):
+    """Sends `events` and returns the session's next `session.status_idle`."""
+    with sdk.beta.sessions.events.stream(sid) as st:
+        sdk.beta.sessions.events.send(sid, events=events)
+        for ev in st:
+            if ev.type == "session.status_idle":
+                return ev
+    raise AssertionError("the stream ended before the session went idle")
 
 
 def events_of(page, type_):
@@ -438,6 +448,44 @@ def test_open_mode_needs_no_key_until_one_is_created(browser, own_server):
     expect(fresh.locator(".signin .err")).to_be_hidden()
     assert page.errors == [] and fresh.errors == []
     fresh.context.close()
+    page.context.close()
+
+
+def test_sessions_waiting_on_the_user_are_marked_and_filtered(browser, srv, sdk, env_id):
+    agent = scripted(sdk, "waiter", tools=[WEATHER_TOOL])
+    tag = uuid.uuid4().hex[:6]
+    waits = sdk.beta.sessions.create(agent=agent.id, environment_id=env_id, title=f"Waits {tag}")
+    done = sdk.beta.sessions.create(agent=agent.id, environment_id=env_id, title=f"Done {tag}")
+    stop = idle_after(sdk, waits.id, [{"type": "user.message", "content": [
+        {"type": "text", "text": 'call get_weather {"city":"Paris"}\n---\nsay It is {{result}}.'}]}]).stop_reason
+    assert stop.type == "requires_action"
+    assert run(sdk, done.id, ["say hello"])[-1].stop_reason.type == "end_turn"
+
+    page = open_page(browser, srv)
+    rows = page.locator("#sessions tr")
+    waiting_row = rows.filter(has=page.get_by_role("link", name=f"Waits {tag}"))
+    done_row = rows.filter(has=page.get_by_role("link", name=f"Done {tag}"))
+    # A text marker beside the status, so a screen reader reads it with the row.
+    expect(waiting_row.get_by_role("cell").nth(2)).to_have_text(re.compile(r"^idle\s+waiting on you$"))
+    expect(done_row.get_by_role("cell").nth(2)).to_have_text("idle")
+    assert waiting_row.locator(".waiting").get_attribute("aria-hidden") is None
+
+    page.get_by_label("Status").select_option(label="waiting on you")
+    expect(page.locator("#waiting-note")).to_be_visible()
+    expect(done_row).to_have_count(0)
+    expect(waiting_row).to_have_count(1)
+    # Only sessions that wait are left (other tests' sessions included).
+    expect(page.locator("#sessions tr:not(:has(.waiting))")).to_have_count(0)
+
+    # Answered, it leaves the filtered list on a later poll.
+    idle = idle_after(sdk, waits.id, [{"type": "user.custom_tool_result", "custom_tool_use_id": stop.event_ids[0],
+                                       "content": [{"type": "text", "text": "sunny"}]}])
+    assert idle.stop_reason.type == "end_turn"
+    expect(waiting_row).to_have_count(0)
+    page.get_by_label("Status").select_option(label="any status")
+    expect(page.locator("#waiting-note")).to_be_hidden()
+    expect(waiting_row.get_by_role("cell").nth(2)).to_have_text("idle")
+    assert page.errors == []
     page.context.close()
 
 
