@@ -335,6 +335,11 @@ def test_interrupt_a_slow_turn(browser, srv, sdk, env_id):
     page.context.close()
 
 
+# The transcript's width as a share of the session page's.
+TRANSCRIPT_SHARE = """() => document.querySelector(".scroller").getBoundingClientRect().width
+  / document.querySelector(".session-body").getBoundingClientRect().width"""
+
+
 def test_open_a_delegate_thread(browser, srv, sdk, env_id):
     analyst = scripted(sdk, "analyst")
     coord = scripted(sdk, "lead", multiagent={"type": "coordinator", "agents": [analyst.id]})
@@ -347,11 +352,16 @@ def test_open_a_delegate_thread(browser, srv, sdk, env_id):
     page.get_by_label("Message").press("Control+Enter")
     expect(events_of(page, "agent.message").last).to_contain_text("summary:")
     expect(events_of(page, "session.thread_created")).to_contain_text("analyst")
+    expect(page.locator("#threads li")).to_have_count(2)
+    # The thread list is a narrow column beside the transcript, which keeps most of the width.
+    assert page.evaluate(TRANSCRIPT_SHARE) >= 0.7
     page.locator("#threads").get_by_role("link", name="analyst").click()
     expect(page).to_have_url(re.compile(r"/threads/sthr_"))
     expect(page.locator("#conn")).to_have_text("live")
     expect(events_of(page, "agent.message")).to_contain_text("numbers look fine")
     expect(page.locator(".session-head .title")).to_contain_text("analyst")
+    expect(page.locator("#threads li")).to_have_count(2)
+    assert page.evaluate(TRANSCRIPT_SHARE) >= 0.7
     page.context.close()
 
 
