@@ -499,6 +499,63 @@ def test_sessions_waiting_on_the_user_are_marked_and_filtered(browser, srv, sdk,
     page.context.close()
 
 
+# Elements of the page that overflow the viewport, and text squeezed to a word per line: for
+# every element with three or more words of its own text, its lines (the distinct tops of its
+# text's line boxes) must be fewer than its words.
+LAYOUT_PROBLEMS = """() => {
+  const out = [];
+  const w = document.documentElement.clientWidth;
+  if (document.documentElement.scrollWidth > innerWidth) out.push(`page scrolls sideways: ${document.documentElement.scrollWidth} > ${innerWidth}`);
+  const name = (e) => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") + (e.className && typeof e.className === "string" ? "." + e.className.trim().split(/\\s+/).join(".") : "");
+  for (const e of document.querySelectorAll("#view *, header.top *")) {
+    const r = e.getBoundingClientRect();
+    if (!r.width) continue;
+    if (r.right > w + 1 || r.left < -1) out.push(`${name(e)} spans ${Math.round(r.left)}..${Math.round(r.right)} of ${w}`);
+    const texts = [...e.childNodes].filter((n) => n.nodeType === 3 && n.textContent.trim());
+    const words = texts.map((n) => n.textContent.trim().split(/\\s+/).length).reduce((a, b) => a + b, 0);
+    if (words < 3) continue;
+    const tops = [];
+    for (const n of texts) {
+      const range = document.createRange();
+      range.selectNodeContents(n);
+      for (const b of range.getClientRects()) if (b.width && !tops.some((t) => Math.abs(t - b.top) < 4)) tops.push(b.top);
+    }
+    if (tops.length >= words) out.push(`${name(e)}: ${words} words on ${tops.length} lines: ${e.textContent.trim().slice(0, 60)}`);
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("width,height", [(390, 844), (360, 740)])
+def test_phone_widths_keep_columns_readable(browser, srv, sdk, env_id, width, height):
+    agent = scripted(sdk, "phone-agent-with-a-long-name", tools=[WEATHER_TOOL])
+    titled = sdk.beta.sessions.create(agent=agent.id, environment_id=env_id, title="The weather in Paris, on a phone")
+    untitled = sdk.beta.sessions.create(agent=agent.id, environment_id=env_id)
+    run(sdk, titled.id, ["say " + "A long answer with many words to wrap over lines. " * 6])
+    assert idle_after(sdk, untitled.id, [{"type": "user.message", "content": [
+        {"type": "text", "text": 'call get_weather {"city":"Paris"}'}]}]).stop_reason.type == "requires_action"
+
+    page = open_page(browser, srv, viewport={"width": width, "height": height})
+    expect(page.locator(f'#sessions a[href="#/sessions/{titled.id}"]')).to_have_text("The weather in Paris, on a phone")
+    # An untitled session shows its id, one long word.
+    expect(page.get_by_role("link", name=untitled.id)).to_be_visible()
+    expect(page.locator("#sessions .waiting").first).to_be_visible()
+    assert page.evaluate(LAYOUT_PROBLEMS) == []
+
+    page.goto(f"/console/#/sessions/{titled.id}")
+    expect(page.locator("#conn")).to_have_text("live")
+    expect(events_of(page, "agent.message")).to_contain_text("many words")
+    expect(page.locator("#usage")).to_contain_text("tokens in")
+    assert page.evaluate(LAYOUT_PROBLEMS) == []
+
+    page.goto(f"/console/#/sessions/{untitled.id}")
+    expect(page.locator("#conn")).to_have_text("live")
+    expect(events_of(page, "agent.custom_tool_use").locator(".pending-label")).to_have_text("Waiting for your result")
+    assert page.evaluate(LAYOUT_PROBLEMS) == []
+    assert page.errors == []
+    page.context.close()
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_screenshots(browser, srv, sdk, env_id, scheme):
     agent = scripted(sdk, "weather-bot", tools=[WEATHER_TOOL], system="You report the weather.")
