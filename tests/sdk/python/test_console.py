@@ -586,9 +586,17 @@ def test_screenshots(browser, srv, sdk, env_id, scheme):
     page.screenshot(path=os.path.join(SHOTS, f"session-pending-{scheme}.png"))
     call.get_by_role("button", name="Send result").click()
     expect(events_of(page, "agent.message").last).to_contain_text("It is sunny")
+    # The header's figures come from a retrieve that may have started before the last usage
+    # event; the picture waits for them to agree.
+    expect(events_of(page, "session.status_idle").last).to_contain_text("end turn")
+    u = [e for e in sdk.beta.sessions.events.list(sess.id, limit=1000) if e.type == "session.usage"][-1].usage
+    expect(page.locator("#usage")).to_contain_text(f"tokens in {u.input_tokens} / out {u.output_tokens}")
     page.screenshot(path=os.path.join(SHOTS, f"session-{scheme}.png"))
+    rome = sdk.beta.sessions.create(agent=agent.id, environment_id=env_id, title="Weather in Rome")
+    idle_after(sdk, rome.id, [{"type": "user.message", "content": [{"type": "text", "text": 'call get_weather {"city":"Rome"}'}]}])
     page.goto("/console/#/sessions")
     expect(page.locator("#sessions")).to_contain_text("Weather in Paris")
+    expect(page.locator("#sessions tr", has_text="Weather in Rome").first.locator(".waiting")).to_be_visible()
     page.screenshot(path=os.path.join(SHOTS, f"sessions-{scheme}.png"))
     page.goto(f"/console/#/agents/{agent.id}")
     expect(page.locator("#diff")).to_contain_text("+ You report the weather, briefly.")
