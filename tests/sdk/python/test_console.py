@@ -17,7 +17,7 @@ import anthropic
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from conftest import BACKENDS, WEATHER_TOOL, free_port, fresh_postgres
+from conftest import BACKENDS, MAST_BIN, WEATHER_TOOL, free_port, fresh_postgres, run
 
 # Generous: a loaded CI machine is slow; the assertions wait on conditions, never on time.
 expect.set_options(timeout=15_000)
@@ -87,18 +87,41 @@ def env_id(sdk):
     return sdk.beta.environments.create(name="console-" + uuid.uuid4().hex[:8]).id
 
 
-def open_page(browser, srv, scheme="light"):
-    ctx = browser.new_context(base_url=srv.base, color_scheme=scheme, viewport={"width": 1280, "height": 860})
+def new_page(browser, srv, scheme="light", viewport=None):
+    ctx = browser.new_context(base_url=srv.base, color_scheme=scheme, viewport=viewport or {"width": 1280, "height": 860})
     page = ctx.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "Content Security Policy" in m.text else None)
     page.errors = errors
-    page.goto("/console/")
-    page.get_by_label("API key").fill("console-test")
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
     return page
+
+
+def open_page(browser, srv, scheme="light", viewport=None):
+    """The console on the sessions list. The suite's servers run open (loopback, no key), so
+    the list comes without a key prompt."""
+    page = new_page(browser, srv, scheme, viewport)
+    page.goto("/console/")
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+    assert page.locator("#api-key").count() == 0
+    return page
+
+
+def create_key(server):
+    """Creates an API key in a SQLite server's store (the server is open no more)."""
+    made = subprocess.run([MAST_BIN, "keys", "create", "--data-dir", server.data_dir], env=server.env,
+                          capture_output=True, text=True, check=True)
+    return made.stdout.strip()
+
+
+def idle_after(sdk, sid, events):
+    """Sends `events` and returns the session's next `session.status_idle`."""
+    with sdk.beta.sessions.events.stream(sid) as st:
+        sdk.beta.sessions.events.send(sid, events=events)
+        for ev in st:
+            if ev.type == "session.status_idle":
+                return ev
+    raise AssertionError("the stream ended before the session went idle")
 
 
 def events_of(page, type_):
@@ -312,6 +335,11 @@ def test_interrupt_a_slow_turn(browser, srv, sdk, env_id):
     page.context.close()
 
 
+# The transcript's width as a share of the session page's.
+TRANSCRIPT_SHARE = """() => document.querySelector(".scroller").getBoundingClientRect().width
+  / document.querySelector(".session-body").getBoundingClientRect().width"""
+
+
 def test_open_a_delegate_thread(browser, srv, sdk, env_id):
     analyst = scripted(sdk, "analyst")
     coord = scripted(sdk, "lead", multiagent={"type": "coordinator", "agents": [analyst.id]})
@@ -324,11 +352,16 @@ def test_open_a_delegate_thread(browser, srv, sdk, env_id):
     page.get_by_label("Message").press("Control+Enter")
     expect(events_of(page, "agent.message").last).to_contain_text("summary:")
     expect(events_of(page, "session.thread_created")).to_contain_text("analyst")
+    expect(page.locator("#threads li")).to_have_count(2)
+    # The thread list is a narrow column beside the transcript, which keeps most of the width.
+    assert page.evaluate(TRANSCRIPT_SHARE) >= 0.7
     page.locator("#threads").get_by_role("link", name="analyst").click()
     expect(page).to_have_url(re.compile(r"/threads/sthr_"))
     expect(page.locator("#conn")).to_have_text("live")
     expect(events_of(page, "agent.message")).to_contain_text("numbers look fine")
     expect(page.locator(".session-head .title")).to_contain_text("analyst")
+    expect(page.locator("#threads li")).to_have_count(2)
+    assert page.evaluate(TRANSCRIPT_SHARE) >= 0.7
     page.context.close()
 
 
@@ -366,8 +399,10 @@ def test_a_5000_event_session_stays_responsive(browser, srv, sdk, env_id):
         for ev in st:
             if ev.type == "session.status_idle" and sdk.beta.sessions.retrieve(sess.id).status == "idle":
                 break
-    total = len(list(sdk.beta.sessions.events.list(sess.id, limit=1000)))
-    assert total >= 5000
+    listed = list(sdk.beta.sessions.events.list(sess.id, limit=1000))
+    assert len(listed) >= 5000
+    # A model request's start shows no row, so it is not counted as an earlier row either.
+    rows = len([e for e in listed if e.type != "span.model_request_start"])
     page = open_page(browser, srv)
     page.goto(f"/console/#/sessions/{sess.id}")
     expect(page.locator("#conn")).to_have_text("live", timeout=30000)
@@ -377,12 +412,162 @@ def test_a_5000_event_session_stays_responsive(browser, srv, sdk, env_id):
     more = page.get_by_role("button", name="Show earlier")
     expect(more).to_be_visible()
     before = page.locator("#transcript li").count()
+    expect(more).to_have_text(f"Show earlier ({rows - before} more)")
     t0 = time.time()
     more.click()
     expect(page.locator("#transcript li")).not_to_have_count(before, timeout=5000)
     page.get_by_label("Message").fill("still responsive")
     expect(page.get_by_label("Message")).to_have_value("still responsive", timeout=5000)
     assert time.time() - t0 < 10, "a click on a 5,000-event page answers quickly (loose bound)"
+    page.context.close()
+
+
+@pytest.fixture
+def own_server(messages_api):
+    """A SQLite server of the test's own, for a test that creates a key (which closes open mode
+    for good)."""
+    s = Server("sqlite", messages_api)
+    yield s
+    s.stop()
+    shutil.rmtree(s.data_dir, ignore_errors=True)
+
+
+def test_open_mode_needs_no_key_until_one_is_created(browser, own_server):
+    page = open_page(browser, own_server)
+    expect(page.locator("#open-mode")).to_be_visible()
+    expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
+    assert page.evaluate("sessionStorage.length") == 0
+    page.get_by_role("link", name="Agents").click()
+    expect(page.get_by_role("heading", name="Agents")).to_be_visible()
+    page.get_by_role("link", name="Sessions").click()
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+    # A key created while the list is open ends open mode: its next poll asks for the key.
+    key = create_key(own_server)
+    message = page.locator(".signin .err")
+    expect(message).to_have_text("This server now requires an API key: one has been created.")
+    page.get_by_label("API key").fill("not-" + key)
+    page.get_by_role("button", name="Sign in").click()
+    expect(message).to_have_text("The API key was rejected.")
+    expect(page.get_by_label("API key")).to_be_focused()
+    page.get_by_label("API key").fill(key)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    expect(page.locator("#open-mode")).to_be_hidden()
+    # A new tab on the keyed server asks at once.
+    fresh = new_page(browser, own_server)
+    fresh.goto("/console/")
+    expect(fresh.get_by_role("heading", name="Sign in")).to_be_visible()
+    expect(fresh.locator(".signin .err")).to_be_hidden()
+    assert page.errors == [] and fresh.errors == []
+    fresh.context.close()
+    page.context.close()
+
+
+def test_sessions_waiting_on_the_user_are_marked_and_filtered(browser, srv, sdk, env_id):
+    agent = scripted(sdk, "waiter", tools=[WEATHER_TOOL])
+    tag = uuid.uuid4().hex[:6]
+    waits = sdk.beta.sessions.create(agent=agent.id, environment_id=env_id, title=f"Waits {tag}")
+    done = sdk.beta.sessions.create(agent=agent.id, environment_id=env_id, title=f"Done {tag}")
+    stop = idle_after(sdk, waits.id, [{"type": "user.message", "content": [
+        {"type": "text", "text": 'call get_weather {"city":"Paris"}\n---\nsay It is {{result}}.'}]}]).stop_reason
+    assert stop.type == "requires_action"
+    assert run(sdk, done.id, ["say hello"])[-1].stop_reason.type == "end_turn"
+
+    page = open_page(browser, srv)
+    rows = page.locator("#sessions tr")
+    waiting_row = rows.filter(has=page.get_by_role("link", name=f"Waits {tag}"))
+    done_row = rows.filter(has=page.get_by_role("link", name=f"Done {tag}"))
+    # A text marker beside the status, so a screen reader reads it with the row.
+    expect(waiting_row.get_by_role("cell").nth(2)).to_have_text(re.compile(r"^idle\s+waiting on you$"))
+    expect(done_row.get_by_role("cell").nth(2)).to_have_text("idle")
+    assert waiting_row.locator(".waiting").get_attribute("aria-hidden") is None
+
+    page.get_by_label("Status").select_option(label="waiting on you")
+    expect(page.locator("#waiting-note")).to_be_visible()
+    expect(done_row).to_have_count(0)
+    expect(waiting_row).to_have_count(1)
+    # Only sessions that wait are left (other tests' sessions included).
+    expect(page.locator("#sessions tr:not(:has(.waiting))")).to_have_count(0)
+
+    # Answered, it leaves the filtered list on a later poll.
+    idle = idle_after(sdk, waits.id, [{"type": "user.custom_tool_result", "custom_tool_use_id": stop.event_ids[0],
+                                       "content": [{"type": "text", "text": "sunny"}]}])
+    assert idle.stop_reason.type == "end_turn"
+    expect(waiting_row).to_have_count(0)
+    page.get_by_label("Status").select_option(label="any status")
+    expect(page.locator("#waiting-note")).to_be_hidden()
+    expect(waiting_row.get_by_role("cell").nth(2)).to_have_text("idle")
+    assert page.errors == []
+    page.context.close()
+
+
+# Elements of the page that overflow the viewport, and text squeezed to a word per line: for
+# every element with three or more words of its own text, its lines (the distinct tops of its
+# text's line boxes) must be fewer than its words.
+LAYOUT_PROBLEMS = """() => {
+  const out = [];
+  const w = document.documentElement.clientWidth;
+  if (document.documentElement.scrollWidth > innerWidth) out.push(`page scrolls sideways: ${document.documentElement.scrollWidth} > ${innerWidth}`);
+  const name = (e) => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") + (e.className && typeof e.className === "string" ? "." + e.className.trim().split(/\\s+/).join(".") : "");
+  for (const e of document.querySelectorAll("#view *, header.top *")) {
+    const r = e.getBoundingClientRect();
+    if (!r.width) continue;
+    if (r.right > w + 1 || r.left < -1) out.push(`${name(e)} spans ${Math.round(r.left)}..${Math.round(r.right)} of ${w}`);
+    const texts = [...e.childNodes].filter((n) => n.nodeType === 3 && n.textContent.trim());
+    const words = texts.map((n) => n.textContent.trim().split(/\\s+/).length).reduce((a, b) => a + b, 0);
+    if (words < 3) continue;
+    const tops = [];
+    for (const n of texts) {
+      const range = document.createRange();
+      range.selectNodeContents(n);
+      for (const b of range.getClientRects()) if (b.width && !tops.some((t) => Math.abs(t - b.top) < 4)) tops.push(b.top);
+    }
+    if (tops.length >= words) out.push(`${name(e)}: ${words} words on ${tops.length} lines: ${e.textContent.trim().slice(0, 60)}`);
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("width,height", [(390, 844), (360, 740)])
+def test_phone_widths_keep_columns_readable(browser, srv, sdk, env_id, width, height):
+    agent = scripted(sdk, "phone-agent-with-a-long-name", tools=[WEATHER_TOOL])
+    titled = sdk.beta.sessions.create(agent=agent.id, environment_id=env_id, title="The weather in Paris, on a phone")
+    untitled = sdk.beta.sessions.create(agent=agent.id, environment_id=env_id)
+    run(sdk, titled.id, ["say " + "A long answer with many words to wrap over lines. " * 6])
+    assert idle_after(sdk, untitled.id, [{"type": "user.message", "content": [
+        {"type": "text", "text": 'call get_weather {"city":"Paris"}'}]}]).stop_reason.type == "requires_action"
+
+    page = open_page(browser, srv, viewport={"width": width, "height": height})
+    expect(page.locator(f'#sessions a[href="#/sessions/{titled.id}"]')).to_have_text("The weather in Paris, on a phone")
+    # An untitled session shows its id, one long word.
+    expect(page.get_by_role("link", name=untitled.id)).to_be_visible()
+    expect(page.locator("#sessions .waiting").first).to_be_visible()
+    assert page.evaluate(LAYOUT_PROBLEMS) == []
+
+    page.goto(f"/console/#/sessions/{titled.id}")
+    expect(page.locator("#conn")).to_have_text("live")
+    expect(events_of(page, "agent.message")).to_contain_text("many words")
+    expect(page.locator("#usage")).to_contain_text("tokens in")
+    assert page.evaluate(LAYOUT_PROBLEMS) == []
+
+    page.goto(f"/console/#/sessions/{untitled.id}")
+    expect(page.locator("#conn")).to_have_text("live")
+    expect(events_of(page, "agent.custom_tool_use").locator(".pending-label")).to_have_text("Waiting for your result")
+    assert page.evaluate(LAYOUT_PROBLEMS) == []
+    assert page.errors == []
+    page.context.close()
+
+
+def test_a_short_session_has_no_show_earlier(browser, srv, sdk, env_id):
+    sess = sdk.beta.sessions.create(agent=scripted(sdk, "short").id, environment_id=env_id)
+    run(sdk, sess.id, ["say hi"])
+    page = open_page(browser, srv)
+    page.goto(f"/console/#/sessions/{sess.id}")
+    expect(page.locator("#conn")).to_have_text("live")
+    expect(events_of(page, "agent.message")).to_have_text(re.compile("hi"))
+    expect(page.locator("#show-earlier")).to_be_hidden()
+    expect(page.get_by_role("button", name=re.compile("Show earlier"))).to_have_count(0)
     page.context.close()
 
 
@@ -401,9 +586,17 @@ def test_screenshots(browser, srv, sdk, env_id, scheme):
     page.screenshot(path=os.path.join(SHOTS, f"session-pending-{scheme}.png"))
     call.get_by_role("button", name="Send result").click()
     expect(events_of(page, "agent.message").last).to_contain_text("It is sunny")
+    # The header's figures come from a retrieve that may have started before the last usage
+    # event; the picture waits for them to agree.
+    expect(events_of(page, "session.status_idle").last).to_contain_text("end turn")
+    u = [e for e in sdk.beta.sessions.events.list(sess.id, limit=1000) if e.type == "session.usage"][-1].usage
+    expect(page.locator("#usage")).to_contain_text(f"tokens in {u.input_tokens} / out {u.output_tokens}")
     page.screenshot(path=os.path.join(SHOTS, f"session-{scheme}.png"))
+    rome = sdk.beta.sessions.create(agent=agent.id, environment_id=env_id, title="Weather in Rome")
+    idle_after(sdk, rome.id, [{"type": "user.message", "content": [{"type": "text", "text": 'call get_weather {"city":"Rome"}'}]}])
     page.goto("/console/#/sessions")
     expect(page.locator("#sessions")).to_contain_text("Weather in Paris")
+    expect(page.locator("#sessions tr", has_text="Weather in Rome").first.locator(".waiting")).to_be_visible()
     page.screenshot(path=os.path.join(SHOTS, f"sessions-{scheme}.png"))
     page.goto(f"/console/#/agents/{agent.id}")
     expect(page.locator("#diff")).to_contain_text("+ You report the weather, briefly.")

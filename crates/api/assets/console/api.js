@@ -22,7 +22,23 @@ export class ApiError extends Error {
 }
 
 function headers(extra = {}) {
-  return { "x-api-key": getKey() || "", "anthropic-version": VERSION, "anthropic-beta": BETA, ...extra };
+  const key = getKey();
+  return { ...(key ? { "x-api-key": key } : {}), "anthropic-version": VERSION, "anthropic-beta": BETA, ...extra };
+}
+
+/**
+ * Whether the server takes requests without a key (open mode: no key created yet, on loopback),
+ * found by reading without one. It is decided by the server alone (`api::auth`), so asking is
+ * the only way to know; a 401 here is the expected answer of a keyed server, not a rejected
+ * key, so it does not sign anyone out. Other failures throw ApiError.
+ */
+export async function probeOpen() {
+  const res = await fetch(url("/v1/agents", { limit: 1 }), { headers: { "anthropic-version": VERSION, "anthropic-beta": BETA }, cache: "no-store" });
+  if (res.ok) return true;
+  if (res.status === 401) return false;
+  let body = null;
+  try { body = await res.json(); } catch { /* not JSON */ }
+  throw new ApiError(res.status, body);
 }
 
 /** `path` plus a query: arrays repeat bracket-style keys (`statuses[]=a&statuses[]=b`). */

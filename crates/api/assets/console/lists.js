@@ -5,13 +5,49 @@ import { h, replace, badge, when, pre } from "./dom.js";
 import { lineDiff, agentText } from "./diff.js";
 
 const STATUSES = ["idle", "running", "rescheduling", "terminated"];
+// Not a status of the API: idle sessions whose last stop asks the user for something.
+const WAITING = "requires_action";
+const WAITING_TITLE = "Idle until you answer: a custom tool result or a tool confirmation";
+
+/**
+ * Whether each idle session waits on the user (its last `session.status_idle` stopped with
+ * `requires_action`). The session object does not carry its stop reason, so this reads each
+ * idle session's newest idle event; an answer is kept until the session's `updated_at` moves
+ * (every status change moves it), so the 3-second poll costs nothing for sessions that rest.
+ */
+const waitingCache = new Map();
+async function markWaiting(sessions) {
+  await Promise.all(sessions.map(async (s) => {
+    if (s.status !== "idle" || s.archived_at) { waitingCache.delete(s.id); return; }
+    const known = waitingCache.get(s.id);
+    if (known && known.updated_at === s.updated_at) { s.waiting = known.waiting; return; }
+    try {
+      const r = await api("GET", `/v1/sessions/${encodeURIComponent(s.id)}/events`, {
+        query: { limit: 1, order: "desc", "types[]": ["session.status_idle"] },
+      });
+      const last = r.data[0];
+      s.waiting = !!(last && last.stop_reason && last.stop_reason.type === WAITING);
+      waitingCache.set(s.id, { updated_at: s.updated_at, waiting: s.waiting });
+    } catch {
+      // A session deleted since the list was read: the next poll drops its row.
+    }
+  }));
+}
+
+function statusCell(s) {
+  return h("td", {}, badge(s.archived_at ? "archived" : s.status),
+    s.waiting ? [" ", h("span", { class: "badge st-waiting waiting", title: WAITING_TITLE }, "waiting on you")] : null);
+}
 
 function errorBox() { return h("div", { class: "err", role: "alert" }); }
 
 /** Sessions: newest first, polled every few seconds for live status. */
 export function sessionsPage(root) {
   let page = null, timer = null, stopped = false;
-  const status = h("select", { id: "f-status", "aria-label": "Status" }, h("option", { value: "" }, "any status"), STATUSES.map((s) => h("option", { value: s }, s)));
+  const status = h("select", { id: "f-status", "aria-label": "Status" }, h("option", { value: "" }, "any status"), STATUSES.map((s) => h("option", { value: s }, s)),
+    h("option", { value: WAITING }, "waiting on you"));
+  const note = h("p", { id: "waiting-note", class: "muted note", hidden: true },
+    "Waiting on you: the idle sessions of this page (up to 100) that wait for a tool result or a confirmation, picked out in the browser.");
   const agent = h("select", { id: "f-agent", "aria-label": "Agent" }, h("option", { value: "" }, "any agent"));
   const archived = h("input", { type: "checkbox", id: "f-archived" });
   const rows = h("tbody", { id: "sessions" });
@@ -32,18 +68,24 @@ export function sessionsPage(root) {
 
   async function load() {
     clearTimeout(timer);
+    // The API has no filter on stop reasons: this one asks for idle sessions, a larger page
+    // so fewer pages come back empty, and keeps those that wait.
+    const waitingOnly = status.value === WAITING;
+    note.hidden = !waitingOnly;
     try {
       const r = await api("GET", "/v1/sessions", { query: {
-        limit: 20, page, agent_id: agent.value, include_archived: archived.checked ? "true" : null,
-        "statuses[]": status.value ? [status.value] : null,
+        limit: waitingOnly ? 100 : 20, page, agent_id: agent.value, include_archived: archived.checked ? "true" : null,
+        "statuses[]": waitingOnly ? ["idle"] : status.value ? [status.value] : null,
       } });
+      await markWaiting(r.data);
       if (stopped) return;
       err.textContent = "";
-      replace(rows, r.data.length ? r.data.map((s) => h("tr", {},
+      const shown = waitingOnly ? r.data.filter((s) => s.waiting) : r.data;
+      replace(rows, shown.length ? shown.map((s) => h("tr", {},
         h("td", {}, h("a", { href: `#/sessions/${s.id}` }, s.title || s.id)),
         h("td", {}, (s.agent && s.agent.name) || ""),
-        h("td", {}, badge(s.archived_at ? "archived" : s.status)),
-        h("td", { class: "muted" }, when(s.created_at)))) : h("tr", {}, h("td", { colspan: 4, class: "muted" }, "No sessions.")));
+        statusCell(s),
+        h("td", { class: "muted" }, when(s.created_at)))) : h("tr", {}, h("td", { colspan: 4, class: "muted" }, waitingOnly ? "No session on this page waits on you." : "No sessions.")));
       prev.disabled = !r.prev_page; prev.onclick = () => { page = r.prev_page; load(); };
       next.disabled = !r.next_page; next.onclick = () => { page = r.next_page; load(); };
     } catch (e) { err.textContent = e.message; }
@@ -56,7 +98,7 @@ export function sessionsPage(root) {
     h("details", { class: "card", id: "new-session" }, h("summary", {}, "New session"),
       h("div", { class: "row wrap" }, cAgent, cEnv, cTitle, create), cErr),
     h("div", { class: "row wrap filters" }, status, agent, h("label", {}, archived, " include archived")),
-    err,
+    note, err,
     h("table", { class: "grid" }, h("thead", {}, h("tr", {}, h("th", {}, "Session"), h("th", {}, "Agent"), h("th", {}, "Status"), h("th", {}, "Created"))), rows),
     h("div", { class: "row" }, prev, next)));
 

@@ -1,10 +1,10 @@
 // The session page: history from the events list, then live over SSE; on a dropped
 // connection it reopens the stream, re-reads the history and skips ids already shown, so
-// nothing is missed or shown twice (the reconnect rule the SDK's tool runner follows). Only the newest WINDOW rows are in the
-// DOM; "Show earlier" adds more, so thousands of events stay cheap.
+// nothing is missed or shown twice (the reconnect rule the SDK's tool runner follows). Only the
+// newest WINDOW rows are in the DOM; "Show earlier" adds more, so thousands of events stay cheap.
 import { api, listAll, openStream, ApiError } from "./api.js";
 import { h, replace, badge, sleep } from "./dom.js";
-import { renderEvent, setSession, cost } from "./transcript.js";
+import { renderEvent, hasRow, setSession, cost } from "./transcript.js";
 
 const WINDOW = 200;
 
@@ -135,8 +135,16 @@ export function sessionPage(root, sessionId, threadId) {
     if (state.atBottom) scroller.scrollTop = scroller.scrollHeight;
   }
 
+  // The index where the WINDOW rows before `end` begin. Rows, not events: some events show
+  // nothing, and counting them offered "earlier" rows that were not there.
+  function windowStart(end) {
+    let i = end, rows = 0;
+    while (i > 0 && rows < WINDOW) { i -= 1; if (hasRow(state.events[i])) rows += 1; }
+    return i;
+  }
+
   function renderWindow() {
-    state.start = Math.max(0, state.events.length - WINDOW);
+    state.start = windowStart(state.events.length);
     const frag = document.createDocumentFragment();
     for (const ev of state.events.slice(state.start)) { const n = nodeFor(ev); if (n) frag.append(n); }
     list.replaceChildren(frag);
@@ -145,7 +153,7 @@ export function sessionPage(root, sessionId, threadId) {
   }
 
   function showEarlier() {
-    const from = Math.max(0, state.start - WINDOW);
+    const from = windowStart(state.start);
     const frag = document.createDocumentFragment();
     for (const ev of state.events.slice(from, state.start)) { const n = nodeFor(ev); if (n) frag.append(n); }
     const keep = scroller.scrollHeight - scroller.scrollTop;
@@ -156,8 +164,10 @@ export function sessionPage(root, sessionId, threadId) {
   }
 
   function updateEarlier() {
-    earlier.hidden = state.start === 0;
-    earlier.textContent = `Show earlier (${state.start} more)`;
+    let more = 0;
+    for (let i = 0; i < state.start; i += 1) if (hasRow(state.events[i])) more += 1;
+    earlier.hidden = more === 0;
+    earlier.textContent = more ? `Show earlier (${more} more)` : "";
   }
 
   function fillActions(box, ev) {

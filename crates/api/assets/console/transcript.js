@@ -48,6 +48,11 @@ function stopReason(sr) {
   return sr.type.replace(/_/g, " ");
 }
 
+/** Whether `renderEvent` gives the event a row (a model request's start has none). */
+export function hasRow(ev) {
+  return ev.type !== "span.model_request_start";
+}
+
 /** Renders one event; `actions` is an empty box the session page fills for pending calls. */
 export function renderEvent(ev, actions) {
   const t = ev.type;
@@ -111,7 +116,7 @@ export function renderEvent(ev, actions) {
         h("div", { class: "text" }, `${e.type || "error"}: ${e.message || ""}`));
     }
     case "span.model_request_start":
-      return null;
+      return null; // see hasRow
     case "span.model_request_end":
       return row("usage", ev, `model request${ev.is_error ? " (error)" : ""}: ${usage(ev.model_usage)}`);
     case "session.usage":
