@@ -133,6 +133,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let providers_env = std::env::var("MAST_PROVIDERS").ok();
             config.providers =
                 mast::models::registry::load_providers(providers_env.as_deref(), file.as_deref())?;
+            config.provider_sources = mast::models::registry::ProviderSources {
+                env: providers_env.is_some_and(|j| !j.trim().is_empty()),
+                // Absolute, so a message read elsewhere (an API client's) names the file.
+                file: file
+                    .as_deref()
+                    .map(|f| std::path::absolute(f).unwrap_or(f.to_path_buf())),
+            };
             let prices_env = std::env::var("MAST_PRICES").ok();
             config.engine.prices =
                 mast::config::load_prices(prices_env.as_deref(), file.as_deref())?;
