@@ -197,6 +197,23 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Agents {
             command: AgentsCommand::Apply { file, server },
         } => return mast::cli::agents::apply(&server, &file).await,
+        Command::Agents {
+            command:
+                AgentsCommand::List {
+                    limit,
+                    json,
+                    server,
+                },
+        } => mast::cli::agents::list(&server, limit, json).await?,
+        Command::Sessions {
+            command: SessionsCommand::Create { args, server },
+        } => mast::cli::session_create::create(&server, &args).await?,
+        Command::Sessions {
+            command: SessionsCommand::List { args, server },
+        } => mast::cli::session_list::list(&server, &args).await?,
+        Command::Sessions {
+            command: SessionsCommand::Answer { args, server },
+        } => return mast::cli::answer::answer(&server, &args).await,
         Command::Sessions {
             command:
                 SessionsCommand::Tail {
