@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::engine::EngineConfig;
 use crate::models::anthropic::AnthropicConfig;
-use crate::models::registry::ProviderConfig;
+use crate::models::registry::{ProviderConfig, ProviderSources};
 
 /// Everything `mast serve` needs.
 #[derive(Debug, Clone)]
@@ -35,6 +35,8 @@ pub struct Config {
     pub anthropic: AnthropicConfig,
     /// Model providers beyond the built-in ones.
     pub providers: Vec<ProviderConfig>,
+    /// Where `providers` were read from: named when no provider serves a model.
+    pub provider_sources: ProviderSources,
     /// Built-in tools: sandbox override, search provider, limits.
     pub tools: crate::tools::ToolsConfig,
     /// How long shutdown waits for runners to hand their sessions back.
@@ -111,6 +113,7 @@ impl Config {
             engine: EngineConfig::default(),
             anthropic: AnthropicConfig::from_env(),
             providers: Vec::new(),
+            provider_sources: ProviderSources::default(),
             tools: crate::tools::ToolsConfig::default(),
             shutdown_grace: Duration::from_secs(10),
             work_leases: crate::engine::work::LeaseTerms::default(),

@@ -292,7 +292,10 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     let mut engine_config = config.engine.clone();
     engine_config.single_replica = config.database_url.is_none();
     let hub = Arc::new(Hub::default());
-    let models = Arc::new(Models::new(config.anthropic.clone(), &config.providers)?);
+    let models = Arc::new(
+        Models::new(config.anthropic.clone(), &config.providers)?
+            .configured_in(config.provider_sources.clone()),
+    );
     models.check_not_self(addr, tools::netguard::is_local)?;
     let shutdown = CancellationToken::new();
     {

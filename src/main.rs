@@ -133,6 +133,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let providers_env = std::env::var("MAST_PROVIDERS").ok();
             config.providers =
                 mast::models::registry::load_providers(providers_env.as_deref(), file.as_deref())?;
+            config.provider_sources = mast::models::registry::ProviderSources {
+                env: providers_env.is_some_and(|j| !j.trim().is_empty()),
+                // Absolute, so a message read elsewhere (an API client's) names the file.
+                file: file
+                    .as_deref()
+                    .map(|f| std::path::absolute(f).unwrap_or(f.to_path_buf())),
+            };
             let prices_env = std::env::var("MAST_PRICES").ok();
             config.engine.prices =
                 mast::config::load_prices(prices_env.as_deref(), file.as_deref())?;
@@ -190,6 +197,23 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Agents {
             command: AgentsCommand::Apply { file, server },
         } => return mast::cli::agents::apply(&server, &file).await,
+        Command::Agents {
+            command:
+                AgentsCommand::List {
+                    limit,
+                    json,
+                    server,
+                },
+        } => mast::cli::agents::list(&server, limit, json).await?,
+        Command::Sessions {
+            command: SessionsCommand::Create { args, server },
+        } => mast::cli::session_create::create(&server, &args).await?,
+        Command::Sessions {
+            command: SessionsCommand::List { args, server },
+        } => mast::cli::session_list::list(&server, &args).await?,
+        Command::Sessions {
+            command: SessionsCommand::Answer { args, server },
+        } => return mast::cli::answer::answer(&server, &args).await,
         Command::Sessions {
             command:
                 SessionsCommand::Tail {

@@ -275,6 +275,52 @@ pub async fn apply(server: &ServerArgs, path: &Path) -> anyhow::Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
+/// An agent's model id: the API gives a model config (`{"id": …}`); a bare string is read too.
+fn model_id(agent: &Value) -> &str {
+    agent["model"]["id"]
+        .as_str()
+        .or(agent["model"].as_str())
+        .unwrap_or("?")
+}
+
+/// `mast agents list`: the workspace's agents as a table (id, name, latest version, model,
+/// last update), or with `json` the API's agent objects as one array; every page, or the
+/// first `limit` agents.
+pub async fn list(server: &ServerArgs, limit: Option<u32>, json: bool) -> anyhow::Result<()> {
+    let api = Api::new(server)?;
+    let agents = api
+        .list("/v1/agents", &[], 100, limit.map(|l| l as usize))
+        .await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&agents)?);
+        return Ok(());
+    }
+    if agents.is_empty() {
+        eprintln!(
+            "no agents on {}; `mast agents apply FILE` creates them",
+            api.base()
+        );
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = agents
+        .iter()
+        .map(|a| {
+            vec![
+                a["id"].as_str().unwrap_or("?").to_string(),
+                super::table::cell(a["name"].as_str().unwrap_or_default(), 40),
+                format!("v{}", a["version"]),
+                model_id(a).to_string(),
+                super::table::short_time(a["updated_at"].as_str().unwrap_or_default()),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        super::table::render(&["ID", "NAME", "VERSION", "MODEL", "UPDATED"], &rows)
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -144,20 +144,61 @@ impl Api {
     /// Every item of a paginated list at `path` (which has no query yet), following pages of
     /// `limit` items (each list has its own maximum).
     pub async fn list_all(&self, path: &str, limit: u32) -> Result<Vec<Value>, CallError> {
+        self.list(path, &[], limit, None).await
+    }
+
+    /// One page of the list at `path` with `query` (pairs, encoded here; `types[]` and the
+    /// like as the SDK sends them), after the cursor `page`: its items and the next cursor.
+    pub async fn page(
+        &self,
+        path: &str,
+        query: &[(&str, &str)],
+        page: Option<&str>,
+    ) -> Result<(Vec<Value>, Option<String>), CallError> {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        q.extend_pairs(query);
+        if let Some(p) = page {
+            q.append_pair("page", p);
+        }
+        let body = self.get(&format!("{path}?{}", q.finish())).await?;
+        let items = body["data"].as_array().cloned().unwrap_or_default();
+        let next = body["next_page"]
+            .as_str()
+            .filter(|p| !p.is_empty())
+            .map(str::to_string);
+        Ok((items, next))
+    }
+
+    /// The items of the list at `path` with `query`, following pages of `page_size` items to
+    /// the end, or until `max` items are in hand.
+    pub async fn list(
+        &self,
+        path: &str,
+        query: &[(&str, &str)],
+        page_size: u32,
+        max: Option<usize>,
+    ) -> Result<Vec<Value>, CallError> {
         let mut out = Vec::new();
-        let mut page: Option<String> = None;
+        let mut cursor: Option<String> = None;
         loop {
-            let url = match &page {
-                Some(p) => {
-                    let p: String = form_urlencoded::byte_serialize(p.as_bytes()).collect();
-                    format!("{path}?limit={limit}&page={p}")
-                }
-                None => format!("{path}?limit={limit}"),
+            // The last page asks for no more than is still wanted.
+            let size = match max {
+                Some(m) => page_size.min(u32::try_from(m - out.len()).unwrap_or(u32::MAX)),
+                None => page_size,
             };
-            let body = self.get(&url).await?;
-            out.extend(body["data"].as_array().cloned().unwrap_or_default());
-            match body["next_page"].as_str() {
-                Some(p) => page = Some(p.to_string()),
+            let size = size.to_string();
+            let mut q = query.to_vec();
+            q.push(("limit", &size));
+            let (items, next) = self.page(path, &q, cursor.as_deref()).await?;
+            out.extend(items);
+            if let Some(m) = max
+                && out.len() >= m
+            {
+                out.truncate(m);
+                return Ok(out);
+            }
+            match next {
+                Some(p) => cursor = Some(p),
                 None => return Ok(out),
             }
         }

@@ -64,16 +64,12 @@ fn key_json(k: &KeyRecord) -> serde_json::Value {
 
 /// A time for a table: to the second, UTC.
 fn short_time(micros: i64) -> String {
-    let t = time::format(micros);
-    match t.split_once('.') {
-        Some((secs, _)) => format!("{}Z", secs.replace('T', " ")),
-        None => t.replace('T', " "),
-    }
+    super::table::short_time(&time::format(micros))
 }
 
 /// The table `keys list` prints.
 pub fn table(keys: &[KeyRecord]) -> String {
-    let rows: Vec<[String; 4]> = keys
+    let rows: Vec<Vec<String>> = keys
         .iter()
         .map(|k| {
             let status = match (&k.kind, k.revoked_at) {
@@ -83,7 +79,7 @@ pub fn table(keys: &[KeyRecord]) -> String {
                     format!("worker key of {environment_id}")
                 }
             };
-            [
+            vec![
                 k.id.clone(),
                 k.workspace_name.clone(),
                 short_time(k.created_at),
@@ -91,25 +87,7 @@ pub fn table(keys: &[KeyRecord]) -> String {
             ]
         })
         .collect();
-    let header = ["ID", "WORKSPACE", "CREATED", "STATUS"].map(String::from);
-    let mut widths = [0usize; 4];
-    for row in std::iter::once(&header).chain(&rows) {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in std::iter::once(&header).chain(&rows) {
-        let line = row
-            .iter()
-            .zip(widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ");
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    super::table::render(&["ID", "WORKSPACE", "CREATED", "STATUS"], &rows)
 }
 
 /// `mast keys list`.

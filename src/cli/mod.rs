@@ -1,6 +1,6 @@
 //! Command-line interface: the server (`serve`, `migrate`), admin commands that work on the
 //! store directly (`keys`, `doctor`), and client commands that talk to a running server over
-//! its HTTP API like any SDK would (`agents apply`, `sessions tail`, `send`).
+//! its HTTP API like any SDK would (`agents`, `sessions`, `send`, `hooks`, `webhooks`).
 //!
 //! Results go to stdout (so `KEY=$(mast keys create)` and pipes keep working); where a command
 //! wrote, warnings and progress go to stderr.
@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 pub mod agents;
+pub mod answer;
 pub mod client;
 pub mod doctor;
 pub mod environments;
@@ -18,9 +19,13 @@ pub mod health;
 // Hooks.
 pub mod hooks;
 pub mod keys;
+pub mod names;
+pub mod session_create;
+pub mod session_list;
 pub mod sessions;
 pub mod skills;
 pub mod store;
+pub mod table;
 pub mod webhooks;
 
 /// Mast: a self-hostable server for the Claude Managed Agents API.
@@ -98,7 +103,7 @@ pub enum Command {
         #[command(subcommand)]
         command: SkillsCommand,
     },
-    /// Follow sessions on a running server.
+    /// Create, list, follow and answer sessions on a running server.
     Sessions {
         #[command(subcommand)]
         command: SessionsCommand,
@@ -330,11 +335,37 @@ pub enum AgentsCommand {
         #[command(flatten)]
         server: ServerArgs,
     },
+    /// List the workspace's agents: id, name, latest version, model, last update.
+    List {
+        /// At most this many; all of them when left out.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        limit: Option<u32>,
+        /// Print the API's agent objects as one JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
 }
 
 /// `mast sessions ...`.
 #[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
+    /// Start a session of an agent (id or name) in an environment; prints its id.
+    Create {
+        #[command(flatten)]
+        args: session_create::CreateArgs,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// List sessions, newest first: status, why each idle one stopped (marking those that
+    /// wait on you), agent, title, last update.
+    List {
+        #[command(flatten)]
+        args: session_list::ListArgs,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
     /// Follow a session's events, one readable line each, reconnecting without gap or
     /// duplicate when the connection drops; Ctrl-C stops.
     Tail {
@@ -346,6 +377,14 @@ pub enum SessionsCommand {
         /// Print raw events, one JSON object a line.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Answer a tool call the session waits on: a custom tool's result (`--result`), or a
+    /// confirmation (`--allow` / `--deny`); without TOOL_USE_ID, the one call waiting.
+    Answer {
+        #[command(flatten)]
+        args: answer::AnswerArgs,
         #[command(flatten)]
         server: ServerArgs,
     },

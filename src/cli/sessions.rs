@@ -1,5 +1,7 @@
 //! `mast sessions tail` and `mast send`: a session's events in the terminal, one readable
-//! line each (or raw JSON), followed over the server's event stream.
+//! line each (or raw JSON), followed over the server's event stream. `sessions answer
+//! --wait` follows with the same code, and what a session waits on (its latest status event)
+//! is read here for `send`, `sessions list` and `sessions answer` alike.
 //!
 //! The follower keeps the id of the last event it printed and resumes after it
 //! (`Last-Event-ID`) whenever the connection drops or the server restarts, so nothing is
@@ -244,18 +246,8 @@ pub async fn send(
     if wait {
         // A session waiting on tool results or confirmations takes the message up only once
         // they arrive: say so rather than seem to hang.
-        let last = api
-            .get(&format!(
-                "/v1/sessions/{session_id}/events?order=desc&limit=1&types%5B%5D=session.status_idle\
-                 &types%5B%5D=session.status_running&types%5B%5D=session.status_terminated"
-            ))
-            .await?;
-        let stop = &last["data"][0]["stop_reason"];
-        if last["data"][0]["type"] == "session.status_idle" && stop["type"] == "requires_action" {
-            let ids: Vec<&str> = stop["event_ids"]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
+        let ids = waiting_on(latest_status(&api, session_id).await?.as_ref());
+        if !ids.is_empty() {
             eprintln!(
                 "mast: the session waits for answers to {}; the message is handled after them",
                 ids.join(", ")
@@ -275,13 +267,26 @@ pub async fn send(
         println!("{id}");
         return Ok(ExitCode::SUCCESS);
     }
+    follow_until_idle(api, session_id, id, json).await
+}
+
+/// Follows a session after the event `after` (what the caller just sent) until it is idle
+/// again: exit 0, or 1 when the turn ran out of retries or the session was terminated or
+/// deleted, so a script waiting on the turn does not read a failure as success; Ctrl-C
+/// exits 130.
+pub async fn follow_until_idle(
+    api: Api,
+    session_id: &str,
+    after: String,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     until_interrupted(async {
         let mut f = Follower {
             api,
             session_id: session_id.to_string(),
             json,
             until_idle: true,
-            cursor: Some(id),
+            cursor: Some(after),
         };
         Ok(match f.run().await? {
             // The turn gave up on the model: a script waiting on it must not read success.
@@ -301,6 +306,39 @@ pub async fn send(
         })
     })
     .await
+}
+
+/// The session's latest status event (`session.status_idle`, `…_running` or
+/// `…_terminated`), if it has one: what it is doing now, and when idle, why.
+pub async fn latest_status(api: &Api, session_id: &str) -> Result<Option<Value>, CallError> {
+    let page = api
+        .get(&format!(
+            "/v1/sessions/{session_id}/events?order=desc&limit=1&types%5B%5D=session.status_idle\
+             &types%5B%5D=session.status_running&types%5B%5D=session.status_terminated"
+        ))
+        .await?;
+    Ok(page["data"].get(0).cloned())
+}
+
+/// The ids of the events a session waits on (its tool calls needing a result or a
+/// confirmation), given its latest status event: none unless it is idle in
+/// `requires_action`.
+pub fn waiting_on(status: Option<&Value>) -> Vec<String> {
+    let Some(e) = status else {
+        return Vec::new();
+    };
+    if e["type"] != "session.status_idle" || e["stop_reason"]["type"] != "requires_action" {
+        return Vec::new();
+    }
+    e["stop_reason"]["event_ids"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The text of content blocks (`[{"type": "text", "text": …}, …]`), or a string.

@@ -1,6 +1,6 @@
-//! The client commands through the real binary against real servers: `agents apply`,
-//! `send`, and `sessions tail` resuming without gap or duplicate after a dropped connection
-//! and after a server restart.
+//! The client commands through the real binary against real servers: `agents apply` and
+//! `list`, `sessions create`, `list` and `answer`, `send`, and `sessions tail` resuming
+//! without gap or duplicate after a dropped connection and after a server restart.
 
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -531,6 +531,9 @@ backend_tests!(
     tail_resumes_after_a_server_restart,
     tail_resumes_after_a_dropped_connection,
     webhooks_and_hooks_are_managed_from_the_command_line,
+    a_session_is_created_listed_and_its_tool_call_answered,
+    confirmations_are_denied_one_call_at_a_time,
+    agents_and_environments_are_named_by_id_or_name,
 );
 
 /// `mast health` (the compose file's health check) passes on a ready server and says why
@@ -660,4 +663,454 @@ async fn webhooks_and_hooks_are_managed_from_the_command_line(b: Backend) {
     );
     let gone = run(&s.url, None, &["webhooks", "list"]).await;
     assert!(stdout(&gone).is_empty());
+}
+
+/// `mast ARGS` with `input` on its stdin.
+async fn run_with_stdin(url: &str, args: &[&str], input: &str) -> Output {
+    use tokio::io::AsyncWriteExt as _;
+    let mut child = command(url, None, args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).await.unwrap();
+    drop(stdin);
+    child.wait_with_output().await.unwrap()
+}
+
+/// The table row of `id` in a list's output.
+fn row<'a>(table: &'a str, id: &str) -> &'a str {
+    table
+        .lines()
+        .find(|l| l.starts_with(id))
+        .unwrap_or_else(|| panic!("no row for {id} in:\n{table}"))
+}
+
+/// A session's whole life from the command line: create by names, list, a custom tool's
+/// call, the list marking the session as waiting, the answer, the turn's end.
+async fn a_session_is_created_listed_and_its_tool_call_answered(b: Backend) {
+    let s = TestServer::start(b).await;
+    let u = s.url.as_str();
+    let agent = s
+        .client
+        .post(
+            "/v1/agents",
+            json!({"name": "forecaster", "model": "mast-scripted",
+                   "tools": [crate::support::http::weather_tool()]}),
+        )
+        .await
+        .ok();
+    let agent_id = agent["id"].as_str().unwrap();
+    let env = s.client.environment().await;
+    let env_name = env["name"].as_str().unwrap();
+
+    let out = run(u, None, &["agents", "list"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("ID "), "{text}");
+    let line = row(&text, agent_id);
+    assert!(
+        line.contains(" forecaster ") && line.contains(" v1 ") && line.contains(" mast-scripted "),
+        "{line}"
+    );
+    let out = run(u, None, &["agents", "list", "--json"]).await;
+    let listed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(listed[0]["id"], agent_id);
+
+    // By names, with a title; and by id with the environment left out (there is only one).
+    let out = run(
+        u,
+        None,
+        &[
+            "sessions",
+            "create",
+            "--agent",
+            "forecaster",
+            "--environment",
+            env_name,
+            "--title",
+            "Oslo weather",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sid = stdout(&out).trim().to_string();
+    assert!(sid.starts_with("sesn_") && !sid.contains('\n'), "{sid}");
+    assert!(
+        stderr(&out).contains(&format!(
+            "created session {sid} of agent `forecaster` v1 in environment `{env_name}`"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(
+        u,
+        None,
+        &["sessions", "create", "--agent", agent_id, "--json"],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let other: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(other["environment_id"], env["id"]);
+    let other = other["id"].as_str().unwrap().to_string();
+    let session = s.client.get(&format!("/v1/sessions/{sid}")).await.ok();
+    assert_eq!(session["title"], "Oslo weather");
+
+    let script = "call get_weather {\"city\": \"Oslo\"}\n---\nsay It is {{result}} in Oslo.";
+    let out = run(u, None, &["send", &sid, script, "--wait"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("idle (requires_action: sevt_"),
+        "{}",
+        stdout(&out)
+    );
+
+    // The waiting session is marked; the other has not run.
+    let out = run(u, None, &["sessions", "list"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("ID "), "{text}");
+    let line = row(&text, &sid);
+    assert!(
+        line.contains(" idle ")
+            && line.contains(" WAITING ON YOU (1 call) ")
+            && line.contains(" forecaster ")
+            && line.contains(" Oslo weather "),
+        "{line}"
+    );
+    assert!(row(&text, &other).contains(" idle    -  "), "{text}");
+    assert!(
+        stderr(&out).contains("1 session waits on you"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(
+        u,
+        None,
+        &["sessions", "list", "--agent", "forecaster", "--json"],
+    )
+    .await;
+    let listed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    let out = run(
+        u,
+        None,
+        &["sessions", "list", "--status", "running", "--json"],
+    )
+    .await;
+    assert_eq!(stdout(&out).trim(), "[]");
+    let out = run(u, None, &["sessions", "list", "--limit", "1", "--json"]).await;
+    let listed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+
+    // The wrong kind of answer is refused, saying what the call needs.
+    let out = run(u, None, &["sessions", "answer", &sid, "--allow"]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("the session waits on sevt_")
+            && stderr(&out)
+                .contains("get_weather {\"city\":\"Oslo\"}; a custom tool's result: --result TEXT"),
+        "{}",
+        stderr(&out)
+    );
+
+    // The one waiting call, its result read from stdin; then the turn runs to its end.
+    let out = run_with_stdin(
+        u,
+        &["sessions", "answer", &sid, "--result", "-", "--wait"],
+        "sunny",
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("mast: answering sevt_"),
+        "{}",
+        stderr(&out)
+    );
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.ends_with("  agent     It is sunny in Oslo.")),
+        "{text}"
+    );
+    assert!(
+        lines
+            .last()
+            .unwrap()
+            .ends_with("  status    idle (end_turn)"),
+        "{text}"
+    );
+    let log = s.client.all_events(&sid).await;
+    let answered = log
+        .iter()
+        .find(|e| e["type"] == "user.custom_tool_result")
+        .unwrap();
+    assert_eq!(
+        answered["content"],
+        json!([{"type": "text", "text": "sunny"}])
+    );
+    let call = log
+        .iter()
+        .find(|e| e["type"] == "agent.custom_tool_use")
+        .unwrap();
+    assert_eq!(answered["custom_tool_use_id"], call["id"]);
+
+    let out = run(u, None, &["sessions", "answer", &sid, "--result", "again"]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("nothing waits for an answer: the session is idle (end_turn)"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(u, None, &["sessions", "list"]).await;
+    assert!(
+        row(&stdout(&out), &sid).contains(" end_turn "),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+}
+
+/// Two calls wait for permission: answering without naming one is refused; each is denied
+/// with its own message, the second with `--wait`, which follows to the turn's end.
+async fn confirmations_are_denied_one_call_at_a_time(b: Backend) {
+    let s = TestServer::start(b).await;
+    let u = s.url.as_str();
+    let agent = s
+        .client
+        .agent(json!([{"type": "agent_toolset_20260401",
+            "default_config": {"permission_policy": {"type": "always_ask"}}}]))
+        .await;
+    let sid = s.client.session(&agent).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let script = "call bash {\"command\": \"echo one\"}\ncall bash {\"command\": \"echo two\"}\n---\nsay {{result}}";
+    let out = run(u, None, &["send", &sid, script, "--wait"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = s.client.all_events(&sid).await;
+    let calls: Vec<String> = log
+        .iter()
+        .filter(|e| e["type"] == "agent.tool_use")
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(calls.len(), 2, "{log:?}");
+
+    let out = run(u, None, &["sessions", "answer", &sid, "--deny"]).await;
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("the session waits on 2 calls")
+            && err.contains(&calls[0])
+            && err.contains(&calls[1])
+            && err.contains("a confirmation: --allow or --deny"),
+        "{err}"
+    );
+    let out = run(
+        u,
+        None,
+        &["sessions", "answer", &sid, &calls[0], "--result", "x"],
+    )
+    .await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!(
+            "{} waits for a confirmation: --allow or --deny",
+            calls[0]
+        )),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = run(
+        u,
+        None,
+        &[
+            "sessions",
+            "answer",
+            &sid,
+            &calls[0],
+            "--deny",
+            "--message",
+            "not now",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).trim().starts_with("sevt_"), "{}", stdout(&out));
+    // The other call is the only one left: it needs no id.
+    let out = run(
+        u,
+        None,
+        &[
+            "sessions",
+            "answer",
+            &sid,
+            "--deny",
+            "--message",
+            "nor this",
+            "--wait",
+            "--json",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let seen: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let last = seen.last().unwrap();
+    assert_eq!(last["type"], "session.status_idle", "{seen:?}");
+    assert_eq!(last["stop_reason"]["type"], "end_turn", "{seen:?}");
+    let log = s.client.all_events(&sid).await;
+    let denials: Vec<(Value, Value, Value)> = log
+        .iter()
+        .filter(|e| e["type"] == "user.tool_confirmation")
+        .map(|e| {
+            (
+                e["tool_use_id"].clone(),
+                e["result"].clone(),
+                e["deny_message"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        denials,
+        vec![
+            (json!(calls[0]), json!("deny"), json!("not now")),
+            (json!(calls[1]), json!("deny"), json!("nor this")),
+        ]
+    );
+    // Neither call ran: each result is the denial, with its message, for the model.
+    let results: Vec<(Value, Value)> = log
+        .iter()
+        .filter(|e| e["type"] == "agent.tool_result")
+        .map(|e| (e["tool_use_id"].clone(), e["content"][0]["text"].clone()))
+        .collect();
+    assert_eq!(
+        results,
+        vec![
+            (
+                json!(calls[0]),
+                json!("The user denied this tool call: not now")
+            ),
+            (
+                json!(calls[1]),
+                json!("The user denied this tool call: nor this")
+            ),
+        ]
+    );
+}
+
+/// Ids and names resolve; a name that matches nothing or several things, and a missing
+/// environment, are refused with what there is to choose from.
+async fn agents_and_environments_are_named_by_id_or_name(b: Backend) {
+    let s = TestServer::start(b).await;
+    let u = s.url.as_str();
+    let twin = |c: Client| async move {
+        c.post(
+            "/v1/agents",
+            json!({"name": "twin", "model": "mast-scripted"}),
+        )
+        .await
+        .ok()
+    };
+    let first = twin(s.client.clone()).await;
+    let first_id = first["id"].as_str().unwrap();
+    let refused = |args: Vec<String>| async move {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(u, None, &args).await;
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        stderr(&out)
+    };
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+
+    let err = refused(args(&["sessions", "create", "--agent", "twin"])).await;
+    assert!(
+        err.contains("the server has no environment to run a session in"),
+        "{err}"
+    );
+    let dev = s
+        .client
+        .post("/v1/environments", json!({"name": "dev"}))
+        .await
+        .ok();
+    s.client
+        .post("/v1/environments", json!({"name": "prod"}))
+        .await
+        .ok();
+    let err = refused(args(&["sessions", "create", "--agent", "twin"])).await;
+    assert!(
+        err.contains("pass --environment: the server has 2 environments (dev, prod)"),
+        "{err}"
+    );
+    let err = refused(args(&[
+        "sessions",
+        "create",
+        "--agent",
+        "twin",
+        "--environment",
+        "staging",
+    ]))
+    .await;
+    assert!(
+        err.contains("no environment has the id or name `staging` (environments: dev, prod)"),
+        "{err}"
+    );
+    let out = run(
+        u,
+        None,
+        &[
+            "sessions",
+            "create",
+            "--agent",
+            "twin",
+            "--environment",
+            dev["id"].as_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let second = twin(s.client.clone()).await;
+    let err = refused(args(&[
+        "sessions",
+        "create",
+        "--agent",
+        "twin",
+        "--environment",
+        "dev",
+    ]))
+    .await;
+    assert!(
+        err.contains(&format!(
+            "2 agents are named `twin` ({first_id}, {}): give the id instead",
+            second["id"].as_str().unwrap()
+        )),
+        "{err}"
+    );
+    for ghost in ["nobody", "agent_ghost"] {
+        let err = refused(args(&["sessions", "list", "--agent", ghost])).await;
+        assert!(
+            err.contains(&format!(
+                "no agent has the id or name `{ghost}` (agents: twin)"
+            )),
+            "{err}"
+        );
+    }
+    let out = run(
+        u,
+        None,
+        &["sessions", "list", "--agent", first_id, "--json"],
+    )
+    .await;
+    let listed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let out = run(u, None, &["agents", "list", "--limit", "1", "--json"]).await;
+    let listed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
 }

@@ -190,7 +190,14 @@ async fn routing_and_models_catalog(b: Backend) {
     let r = c
         .post("/v1/agents", json!({"name": "x", "model": "gpt-4o"}))
         .await;
-    assert!(r.err(400).contains("no model provider serves `gpt-4o`"));
+    // The provider serves `oai/…` ids: the message says so, and where providers come from.
+    let e = r.err(400);
+    assert!(
+        e.contains("no model provider serves `gpt-4o` (did you mean `oai/gpt-4o`?)")
+            && e.contains("`oai/…` via `test-openai`")
+            && e.contains("MAST_PROVIDERS"),
+        "{e}"
+    );
     let a = c
         .post("/v1/agents", json!({"name": "x", "model": "oai/anything"}))
         .await

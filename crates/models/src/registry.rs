@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -110,6 +111,67 @@ pub struct Models {
     /// What the built-in Anthropic endpoint offers (`GET /v1/models`), or why it could not be
     /// read; refreshed by [`Models::refresh`].
     claude: Mutex<Option<(Instant, ModelList)>>,
+    /// Where the providers were configured, named when no provider serves a model.
+    sources: ProviderSources,
+}
+
+/// Where provider configuration was read from. A refused model id names both places
+/// providers can be configured, and which of them this server read, so the operator knows
+/// where to add one; the binary reads the configuration and this crate only says so.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProviderSources {
+    /// Whether `MAST_PROVIDERS` was set.
+    pub env: bool,
+    /// The config file whose `[[providers]]` tables were read, if one was.
+    pub file: Option<PathBuf>,
+}
+
+impl ProviderSources {
+    /// Where providers were read from, as the tail of a message.
+    fn describe(&self) -> String {
+        let env = if self.env {
+            "MAST_PROVIDERS"
+        } else {
+            "MAST_PROVIDERS (unset here)"
+        };
+        match &self.file {
+            Some(file) => format!(
+                "providers are configured in {env} and in the `[[providers]]` tables of {}",
+                file.display()
+            ),
+            None => format!(
+                "providers are configured in {env} and in the `[[providers]]` tables of a config file \
+                 (./mast.toml, or the file of --config / MAST_CONFIG; none was read)"
+            ),
+        }
+    }
+}
+
+/// What a configured provider serves, for messages: its listed ids and its prefix.
+fn serves(p: &ProviderConfig) -> String {
+    const SHOWN: usize = 5;
+    let mut ids: Vec<String> = p
+        .models
+        .iter()
+        .take(SHOWN)
+        .map(|m| format!("`{m}`"))
+        .collect();
+    if p.models.len() > SHOWN {
+        ids.push("…".into());
+    }
+    if let Some(prefix) = p.model_prefix.as_deref().filter(|x| !x.is_empty()) {
+        ids.push(format!("`{prefix}…`"));
+    }
+    ids.join(", ")
+}
+
+/// `a`, `a or b`, `a, b or c`.
+fn one_of(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
 }
 
 /// A provider's model ids, or why they could not be read.
@@ -214,7 +276,14 @@ impl Models {
                 .expect("http client"),
             remote: Mutex::new(None),
             claude: Mutex::new(None),
+            sources: ProviderSources::default(),
         })
+    }
+
+    /// Says where the configured providers were read from (see [`ProviderSources`]).
+    pub fn configured_in(mut self, sources: ProviderSources) -> Self {
+        self.sources = sources;
+        self
     }
 
     /// Refuses provider endpoints that are this server itself (listening on `listen`): a shell
@@ -282,14 +351,54 @@ impl Models {
         out
     }
 
-    /// The provider for a model id.
+    /// The provider for a model id, or why none serves it: what to use instead, where
+    /// providers are configured and, when a configured provider would serve the id with its
+    /// prefix, that id.
     pub fn route(&self, model_id: &str) -> Result<Route, String> {
+        if let Some(route) = self.lookup(model_id) {
+            return Ok(route);
+        }
+        let sources = self.sources.describe();
+        if model_id.starts_with("claude-") && self.anthropic.is_none() {
+            return Err(format!(
+                "no model provider serves `{model_id}`: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL) to use Claude models, \
+                 or configure a provider that serves it; {sources}"
+            ));
+        }
+        let hint = match self.suggestions(model_id).as_slice() {
+            [] => String::new(),
+            ids => format!(
+                " (did you mean {}?)",
+                one_of(&ids.iter().map(|id| format!("`{id}`")).collect::<Vec<_>>())
+            ),
+        };
+        let configured = self
+            .providers
+            .iter()
+            .map(|p| format!("{} via `{}`", serves(&p.config), p.config.name))
+            .collect::<Vec<_>>();
+        let others = if configured.is_empty() {
+            "or configure a provider that serves it".to_string()
+        } else {
+            format!(
+                "or a model of a configured provider ({})",
+                configured.join("; ")
+            )
+        };
+        Err(format!(
+            "no model provider serves `{model_id}`{hint}: use a Claude model id, `{}`, {others}; {sources}",
+            scripted::MODEL_ID
+        ))
+    }
+
+    /// The provider that serves a model id, if one does.
+    fn lookup(&self, model_id: &str) -> Option<Route> {
         if let Some(p) = self
             .providers
             .iter()
             .find(|p| p.config.models.iter().any(|m| m == model_id))
         {
-            return Ok(Route {
+            return Some(Route {
                 client: p.client.clone(),
                 upstream_model: model_id.to_string(),
                 provider: p.config.name.clone(),
@@ -313,7 +422,7 @@ impl Models {
                 model_id
             };
             if !upstream.is_empty() {
-                return Ok(Route {
+                return Some(Route {
                     client: p.client.clone(),
                     upstream_model: upstream.to_string(),
                     provider: p.config.name.clone(),
@@ -321,29 +430,58 @@ impl Models {
             }
         }
         if model_id == scripted::MODEL_ID {
-            return Ok(Route {
+            return Some(Route {
                 client: self.scripted.clone(),
                 upstream_model: model_id.into(),
                 provider: "scripted".into(),
             });
         }
-        if model_id.starts_with("claude-") {
-            return match &self.anthropic {
-                Some(a) => Ok(Route {
-                    client: a.clone(),
-                    upstream_model: model_id.into(),
-                    provider: "anthropic".into(),
-                }),
-                None => Err(format!(
-                    "no model provider serves `{model_id}`: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL) to use Claude models, \
-                     or configure a provider in MAST_PROVIDERS"
-                )),
-            };
+        match &self.anthropic {
+            Some(a) if model_id.starts_with("claude-") => Some(Route {
+                client: a.clone(),
+                upstream_model: model_id.into(),
+                provider: "anthropic".into(),
+            }),
+            _ => None,
         }
-        Err(format!(
-            "no model provider serves `{model_id}`: use a Claude model id, `{}`, or a model of a provider configured in MAST_PROVIDERS",
-            scripted::MODEL_ID
-        ))
+    }
+
+    /// Ids a configured provider serves that name this model the way its provider does: the
+    /// id under a prefix the provider strips or that ends in `/` (`llama3.2` →
+    /// `ollama/llama3.2`), or a listed id whose last path segment it is. A prefix that is
+    /// kept and is not a path (`gpt-`) is left out: `gpt-` + `4o` is a guess, not the same
+    /// model under another name.
+    fn suggestions(&self, model_id: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        if model_id.is_empty() {
+            return out;
+        }
+        for p in &self.providers {
+            if let Some(prefix) = p.config.model_prefix.as_deref()
+                && !prefix.is_empty()
+                && (p.config.strip_prefix || prefix.ends_with('/'))
+            {
+                let id = format!("{prefix}{model_id}");
+                // A longer prefix of another provider may take the id: only one that
+                // reaches this provider is what the provider serves.
+                if self
+                    .lookup(&id)
+                    .is_some_and(|r| r.provider == p.config.name)
+                {
+                    out.push(id);
+                }
+            }
+            out.extend(
+                p.config
+                    .models
+                    .iter()
+                    .filter(|m| m.rsplit_once('/').is_some_and(|(_, last)| last == model_id))
+                    .cloned(),
+            );
+        }
+        let mut seen = BTreeSet::new();
+        out.retain(|id| seen.insert(id.clone()));
+        out
     }
 
     /// Fails with a clear message when no provider serves the id. A Claude id for the built-in
@@ -603,6 +741,86 @@ mod tests {
         assert!(m.route("gpt-4o").is_err());
         let m = Models::new(anthropic(true), &[]).unwrap();
         assert_eq!(m.route("claude-opus-4-7").unwrap().provider, "anthropic");
+    }
+
+    #[test]
+    fn a_refused_model_suggests_the_id_a_provider_serves_it_under() {
+        let ollama = r#"{"name":"ollama","kind":"openai","base_url":"http://h/v1","model_prefix":"ollama/","strip_prefix":true}"#;
+        let lab = r#"{"name":"lab","kind":"openai","base_url":"http://h/v1","model_prefix":"lab/","strip_prefix":true}"#;
+        let kept_path = r#"{"name":"router","kind":"openai","base_url":"http://h/v1","model_prefix":"openrouter/"}"#;
+        let kept_word =
+            r#"{"name":"oai","kind":"openai","base_url":"http://h/v1","model_prefix":"gpt-"}"#;
+        let listed = r#"{"name":"vllm","kind":"openai","base_url":"http://h/v1","models":["meta/llama-3-8b","qwen"]}"#;
+        let longer = r#"{"name":"big","kind":"openai","base_url":"http://h/v1","model_prefix":"ollama/big-"}"#;
+        // (providers, the id written, the hint)
+        let table: &[(&[&str], &str, Option<&str>)] = &[
+            (&[ollama], "llama3.2", Some("`ollama/llama3.2`")),
+            (
+                &[ollama, lab],
+                "qwen3",
+                Some("`ollama/qwen3` or `lab/qwen3`"),
+            ),
+            (&[kept_path], "llama3.2", Some("`openrouter/llama3.2`")),
+            (&[kept_word], "4o", None),
+            (&[listed], "llama-3-8b", Some("`meta/llama-3-8b`")),
+            (&[listed], "llama", None),
+            // `ollama/big-one` goes to `big`, which keeps its prefix: not what `ollama` serves.
+            (&[ollama, longer], "big-one", None),
+            (&[], "llama3.2", None),
+        ];
+        for (providers, id, hint) in table {
+            let json = format!("[{}]", providers.join(","));
+            let m = Models::new(
+                anthropic(false),
+                &load_providers(Some(&json), None).unwrap(),
+            )
+            .unwrap();
+            let e = m.route(id).err().expect(id);
+            assert!(
+                e.starts_with(&format!("no model provider serves `{id}`")),
+                "{e}"
+            );
+            match hint {
+                Some(h) => assert!(e.contains(&format!("(did you mean {h}?)")), "{id}: {e}"),
+                None => assert!(!e.contains("did you mean"), "{id}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_refused_model_says_where_providers_are_configured() {
+        let p = load_providers(
+            Some(r#"[{"name":"ollama","kind":"openai","base_url":"http://h/v1","model_prefix":"ollama/","strip_prefix":true},
+                     {"name":"vllm","kind":"openai","base_url":"http://h/v1","models":["qwen"]}]"#),
+            None,
+        )
+        .unwrap();
+        let read = ProviderSources {
+            env: true,
+            file: Some(PathBuf::from("/etc/mast/mast.toml")),
+        };
+        let m = Models::new(anthropic(false), &p)
+            .unwrap()
+            .configured_in(read);
+        assert_eq!(
+            m.route("llama3.2").err().unwrap(),
+            "no model provider serves `llama3.2` (did you mean `ollama/llama3.2`?): use a Claude model id, \
+             `mast-scripted`, or a model of a configured provider (`ollama/…` via `ollama`; `qwen` via `vllm`); \
+             providers are configured in MAST_PROVIDERS and in the `[[providers]]` tables of /etc/mast/mast.toml"
+        );
+        let e = m.route("claude-opus-4-7").err().unwrap();
+        assert!(
+            e.contains("ANTHROPIC_API_KEY") && e.ends_with("tables of /etc/mast/mast.toml"),
+            "{e}"
+        );
+        // Nothing read: both places are named, and that neither was used.
+        let m = Models::new(anthropic(false), &[]).unwrap();
+        let e = m.route("gpt-4o").err().unwrap();
+        assert!(
+            e.contains("`mast-scripted`, or configure a provider that serves it; providers are configured in MAST_PROVIDERS (unset here)")
+                && e.contains("(./mast.toml, or the file of --config / MAST_CONFIG; none was read)"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@ FORK = blocks("docs/fork.md", "# Session fork (beyond the upstream API)", "pytho
 MCP = blocks("docs/mcp.md", "# MCP servers", "sh")
 VAULTS = blocks("docs/vaults.md", "# Vaults", "sh")
 SKILLS = blocks("docs/skills-and-packages.md", "## Skills", "sh")
+CLI_SESSION = blocks("docs/configuration.md", "### Sessions from the command line", "sh")
 TYPESCRIPT = blocks("README.md", "### With the TypeScript SDK", "js")
 TS_DIR = ROOT / "tests" / "sdk" / "typescript"
 
@@ -183,6 +184,17 @@ def test_skills(server, tmp_path):
     assert out.rstrip().splitlines()[-1].startswith("AGENT=agent_"), out
     import zipfile
     assert "invoice-parser/SKILL.md" in zipfile.ZipFile(tmp_path / "skill.zip").namelist()
+
+
+def test_cli_session(server, environment, tmp_path):
+    from conftest import MAST_BIN
+    path = os.path.dirname(os.path.abspath(MAST_BIN))
+    out = bash(f'export PATH="{path}:$PATH" MAST_URL={server}\nENV={environment.name}\n' + CLI_SESSION[0],
+               cwd=tmp_path)
+    assert "idle (requires_action: sevt_" in out, out
+    assert "WAITING ON YOU (1 call)" in out, out
+    assert "  agent     It is sunny in Paris." in out, out
+    assert out.rstrip().endswith("  status    idle (end_turn)"), out
 
 
 def test_typescript_quickstart(server):
