@@ -135,9 +135,14 @@ impl ProviderSources {
             "MAST_PROVIDERS (unset here)"
         };
         match &self.file {
+            // The file's name only: this message reaches API clients, who need not learn the
+            // server's directory layout; the operator knows where their config file is.
             Some(file) => format!(
-                "providers are configured in {env} and in the `[[providers]]` tables of {}",
-                file.display()
+                "providers are configured in {env} and in the `[[providers]]` tables of the server's config file `{}`",
+                file.file_name().map_or_else(
+                    || file.display().to_string(),
+                    |n| n.to_string_lossy().into_owned()
+                )
             ),
             None => format!(
                 "providers are configured in {env} and in the `[[providers]]` tables of a config file \
@@ -806,11 +811,12 @@ mod tests {
             m.route("llama3.2").err().unwrap(),
             "no model provider serves `llama3.2` (did you mean `ollama/llama3.2`?): use a Claude model id, \
              `mast-scripted`, or a model of a configured provider (`ollama/…` via `ollama`; `qwen` via `vllm`); \
-             providers are configured in MAST_PROVIDERS and in the `[[providers]]` tables of /etc/mast/mast.toml"
+             providers are configured in MAST_PROVIDERS and in the `[[providers]]` tables of the server's config file `mast.toml`"
         );
         let e = m.route("claude-opus-4-7").err().unwrap();
         assert!(
-            e.contains("ANTHROPIC_API_KEY") && e.ends_with("tables of /etc/mast/mast.toml"),
+            e.contains("ANTHROPIC_API_KEY")
+                && e.ends_with("tables of the server's config file `mast.toml`"),
             "{e}"
         );
         // Nothing read: both places are named, and that neither was used.
