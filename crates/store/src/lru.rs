@@ -30,17 +30,18 @@ impl<V> Weighter<String, (V, usize)> for ByEstimate {
     }
 }
 
+/// The cache's own borrow of one entry, named once so [`Slot`] stays readable.
+type EntryRef<'a, V> = unsync::RefMut<
+    'a,
+    String,
+    (V, usize),
+    ByEstimate,
+    DefaultHashBuilder,
+    unsync::DefaultLifecycle<String, (V, usize)>,
+>;
+
 /// A value kept in an [`Lru`], borrowed for change.
-pub struct Slot<'a, V>(
-    unsync::RefMut<
-        'a,
-        String,
-        (V, usize),
-        ByEstimate,
-        DefaultHashBuilder,
-        unsync::DefaultLifecycle<String, (V, usize)>,
-    >,
-);
+pub struct Slot<'a, V>(EntryRef<'a, V>);
 
 impl<V> Deref for Slot<'_, V> {
     type Target = V;
