@@ -299,7 +299,7 @@ pub fn caches_from_env() -> anyhow::Result<Option<bool>> {
 
 /// The price table: built-in Claude prices, under the `[prices]` table of the config file,
 /// under `MAST_PRICES` (JSON: model id → `{"input", "output", "cache_write_5m"?,
-/// "cache_write_1h"?, "cache_read"?}` in dollars per million tokens).
+/// "cache_write_1h"?, "cache_read"?, "long_prompt"?}` in dollars per million tokens).
 pub fn load_prices(
     env_json: Option<&str>,
     file: Option<&std::path::Path>,

@@ -23,9 +23,9 @@ pub const WEB_SEARCH_NANOS: Nanos = 10_000_000;
 /// Runtime: $0.08 per hour of session activity.
 pub const RUNTIME_NANOS_PER_HOUR: i128 = 80_000_000;
 
-/// One model's list prices, in nanodollars per token (dollars per million tokens × 1000).
+/// One price band's rates, in nanodollars per token (dollars per million tokens × 1000).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ModelPrice {
+pub struct Rates {
     pub input: Nanos,
     pub output: Nanos,
     /// Prompt-cache writes kept five minutes.
@@ -35,57 +35,110 @@ pub struct ModelPrice {
     pub cache_read: Nanos,
 }
 
+impl Rates {
+    /// Anthropic's usual ratios from the input and output prices: cache writes at 1.25×
+    /// (5 minutes) and 2× (1 hour) the input price, cache reads at 0.1×.
+    const fn usual(input: Nanos, output: Nanos) -> Self {
+        Rates {
+            input,
+            output,
+            cache_write_5m: input * 5 / 4,
+            cache_write_1h: input * 2,
+            cache_read: input / 10,
+        }
+    }
+}
+
+/// The rates of a request whose prompt is over a size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LongPrompt {
+    /// Prompt tokens (input, cache writes and cache reads) a request must exceed.
+    pub over_tokens: i64,
+    /// The rates of every token of such a request, output included.
+    pub rates: Rates,
+}
+
+/// One model's list prices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelPrice {
+    /// The rates of a request within the model's usual prompt size.
+    pub rates: Rates,
+    /// Dearer rates past a prompt size, for models priced in bands.
+    pub long_prompt: Option<LongPrompt>,
+}
+
 impl ModelPrice {
-    /// Anthropic's usual ratios from the input and output prices ($/MTok): cache writes at
-    /// 1.25× (5 minutes) and 2× (1 hour) the input price, cache reads at 0.1×.
-    const fn claude(input_milli: Nanos, output_milli: Nanos) -> Self {
-        ModelPrice {
-            input: input_milli,
-            output: output_milli,
-            cache_write_5m: input_milli * 5 / 4,
-            cache_write_1h: input_milli * 2,
-            cache_read: input_milli / 10,
+    /// The rates one request is charged at: its prompt size picks the band.
+    pub fn rates_for(&self, u: &ModelUsage) -> Rates {
+        let prompt = u.input_tokens.max(0)
+            + u.cache_creation_input_tokens.max(0)
+            + u.cache_read_input_tokens.max(0);
+        match self.long_prompt {
+            Some(long) if prompt > long.over_tokens => long.rates,
+            _ => self.rates,
         }
     }
 
     /// What one request's usage costs.
     pub fn cost(&self, u: &ModelUsage) -> Nanos {
+        let r = self.rates_for(u);
         let one_hour = u
             .ephemeral_1h_input_tokens
             .clamp(0, u.cache_creation_input_tokens.max(0));
         let five_min = u.cache_creation_input_tokens.max(0) - one_hour;
-        u.input_tokens.max(0) * self.input
-            + u.output_tokens.max(0) * self.output
-            + five_min * self.cache_write_5m
-            + one_hour * self.cache_write_1h
-            + u.cache_read_input_tokens.max(0) * self.cache_read
+        u.input_tokens.max(0) * r.input
+            + u.output_tokens.max(0) * r.output
+            + five_min * r.cache_write_5m
+            + one_hour * r.cache_write_1h
+            + u.cache_read_input_tokens.max(0) * r.cache_read
     }
 }
 
-/// Built-in list prices of Claude models ($/MTok × 1000), matched by id or by id plus a date
-/// or `-latest` suffix. Models not listed (and every other provider's) have a price once it is
-/// configured (`MAST_PRICES` or `[prices]` in the config file).
-const CLAUDE_PRICES: &[(&str, Nanos, Nanos)] = &[
-    ("claude-opus-4-5", 5_000, 25_000),
-    ("claude-opus-4-1", 15_000, 75_000),
-    ("claude-opus-4-0", 15_000, 75_000),
-    ("claude-opus-4", 15_000, 75_000),
-    ("claude-sonnet-4-5", 3_000, 15_000),
-    ("claude-sonnet-4-0", 3_000, 15_000),
-    ("claude-sonnet-4", 3_000, 15_000),
-    ("claude-3-7-sonnet", 3_000, 15_000),
-    ("claude-3-5-sonnet", 3_000, 15_000),
-    ("claude-haiku-4-5", 1_000, 5_000),
-    ("claude-3-5-haiku", 800, 4_000),
-    ("claude-3-haiku", 250, 1_250),
-    ("claude-3-opus", 15_000, 75_000),
-];
+/// The built-in list prices of Claude models: a data file in the shape of the config file's
+/// `[prices]`, so an operator can copy an entry and change it.
+const CLAUDE_PRICES_TOML: &str = include_str!("claude_prices.toml");
 
-/// A configured price, in dollars per million tokens (numbers or decimal strings). Cache
-/// prices left out are derived from `input` as for Claude models.
+/// The built-in table, read once; the data file is checked by this crate's tests.
+static CLAUDE_PRICES: std::sync::LazyLock<BTreeMap<String, ModelPrice>> =
+    std::sync::LazyLock::new(|| {
+        built_in(CLAUDE_PRICES_TOML).expect("the built-in Claude price table is valid")
+    });
+
+/// Reads a price table written as the config file's `[prices]`.
+fn built_in(text: &str) -> Result<BTreeMap<String, ModelPrice>, String> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct File {
+        prices: BTreeMap<String, PriceConfig>,
+    }
+    let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
+    Ok(Prices::parse(file.prices)?.configured)
+}
+
+/// A configured price, in dollars per million tokens (numbers or decimal strings): the usual
+/// rates and, for a model priced in bands, the rates past a prompt size. Cache prices left
+/// out are derived from `input` at the usual ratios.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PriceConfig {
+    pub input: Value,
+    pub output: Value,
+    #[serde(default)]
+    pub cache_write_5m: Option<Value>,
+    #[serde(default)]
+    pub cache_write_1h: Option<Value>,
+    #[serde(default)]
+    pub cache_read: Option<Value>,
+    /// `{over_tokens, input, output, cache_…?}`: the band past `over_tokens` prompt tokens.
+    #[serde(default)]
+    pub long_prompt: Option<LongPromptConfig>,
+}
+
+/// A configured band past a prompt size.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LongPromptConfig {
+    pub over_tokens: u32,
     pub input: Value,
     pub output: Value,
     #[serde(default)]
@@ -112,32 +165,35 @@ impl Prices {
     pub fn parse(entries: BTreeMap<String, PriceConfig>) -> Result<Self, String> {
         let mut configured = BTreeMap::new();
         for (model, c) in entries {
-            let field = |name: &str, v: &Value| {
-                per_token(v).map_err(|e| format!("price of `{model}`: `{name}` {e}"))
+            let rates = parse_rates(
+                "",
+                [
+                    Some(&c.input),
+                    Some(&c.output),
+                    c.cache_write_5m.as_ref(),
+                    c.cache_write_1h.as_ref(),
+                    c.cache_read.as_ref(),
+                ],
+            )
+            .map_err(|e| format!("price of `{model}`: {e}"))?;
+            let long_prompt = match &c.long_prompt {
+                None => None,
+                Some(l) => Some(LongPrompt {
+                    over_tokens: i64::from(l.over_tokens),
+                    rates: parse_rates(
+                        "long_prompt.",
+                        [
+                            Some(&l.input),
+                            Some(&l.output),
+                            l.cache_write_5m.as_ref(),
+                            l.cache_write_1h.as_ref(),
+                            l.cache_read.as_ref(),
+                        ],
+                    )
+                    .map_err(|e| format!("price of `{model}`: {e}"))?,
+                }),
             };
-            let input = field("input", &c.input)?;
-            let derived = ModelPrice::claude(input, field("output", &c.output)?);
-            let opt = |name: &str, v: &Option<Value>, default: Nanos| match v {
-                Some(v) => field(name, v),
-                None => Ok(default),
-            };
-            configured.insert(
-                model.clone(),
-                ModelPrice {
-                    cache_write_5m: opt(
-                        "cache_write_5m",
-                        &c.cache_write_5m,
-                        derived.cache_write_5m,
-                    )?,
-                    cache_write_1h: opt(
-                        "cache_write_1h",
-                        &c.cache_write_1h,
-                        derived.cache_write_1h,
-                    )?,
-                    cache_read: opt("cache_read", &c.cache_read, derived.cache_read)?,
-                    ..derived
-                },
-            );
+            configured.insert(model, ModelPrice { rates, long_prompt });
         }
         Ok(Prices { configured })
     }
@@ -149,14 +205,39 @@ impl Prices {
         }
         CLAUDE_PRICES
             .iter()
-            .find(|(id, _, _)| matches_id(model, id))
-            .map(|(_, i, o)| ModelPrice::claude(*i, *o))
+            .find(|(id, _)| matches_id(model, id))
+            .map(|(_, p)| *p)
     }
 
     /// What one request of `model` cost; None for a model with no price.
     pub fn cost(&self, model: &str, u: &ModelUsage) -> Option<Nanos> {
         self.of(model).map(|p| p.cost(u))
     }
+}
+
+/// One band's rates from its configured fields (input, output, cache writes 5 m and 1 h,
+/// cache reads); `prefix` names the band in errors.
+fn parse_rates(prefix: &str, fields: [Option<&Value>; 5]) -> Result<Rates, String> {
+    const NAMES: [&str; 5] = [
+        "input",
+        "output",
+        "cache_write_5m",
+        "cache_write_1h",
+        "cache_read",
+    ];
+    let mut parsed = [None; 5];
+    for (i, v) in fields.iter().enumerate() {
+        if let Some(v) = v {
+            parsed[i] = Some(per_token(v).map_err(|e| format!("`{prefix}{}` {e}", NAMES[i]))?);
+        }
+    }
+    let usual = Rates::usual(parsed[0].unwrap_or(0), parsed[1].unwrap_or(0));
+    Ok(Rates {
+        cache_write_5m: parsed[2].unwrap_or(usual.cache_write_5m),
+        cache_write_1h: parsed[3].unwrap_or(usual.cache_write_1h),
+        cache_read: parsed[4].unwrap_or(usual.cache_read),
+        ..usual
+    })
 }
 
 /// `model` is `id`, or `id` with a date (`-20250929`) or `-latest` suffix.
@@ -252,26 +333,104 @@ mod tests {
         }
     }
 
+    fn rates(p: &ModelPrice) -> (Nanos, Nanos, Nanos, Nanos, Nanos) {
+        let r = p.rates;
+        (
+            r.input,
+            r.output,
+            r.cache_write_5m,
+            r.cache_write_1h,
+            r.cache_read,
+        )
+    }
+
     #[test]
     fn claude_prices_match_ids_with_dates_and_aliases_only() {
         let p = Prices::default();
         let sonnet = p.of("claude-sonnet-4-5-20250929").unwrap();
-        assert_eq!(
-            (
-                sonnet.input,
-                sonnet.output,
-                sonnet.cache_write_5m,
-                sonnet.cache_write_1h,
-                sonnet.cache_read
-            ),
-            (3_000, 15_000, 3_750, 6_000, 300)
-        );
-        assert_eq!(p.of("claude-opus-4-20250514").unwrap().input, 15_000);
-        assert_eq!(p.of("claude-opus-4-5").unwrap().input, 5_000);
-        assert_eq!(p.of("claude-3-5-haiku-latest").unwrap().cache_read, 80);
+        assert_eq!(rates(&sonnet), (3_000, 15_000, 3_750, 6_000, 300));
+        assert_eq!(p.of("claude-opus-4-20250514").unwrap().rates.input, 15_000);
+        assert_eq!(p.of("claude-opus-4-5").unwrap().rates.input, 5_000);
+        assert_eq!(p.of("claude-3-5-haiku-latest").unwrap().rates.cache_read, 80);
         // A longer id is another model, not a dated one.
-        assert_eq!(p.of("claude-opus-4-8"), None);
+        assert_eq!(p.of("claude-opus-4-9"), None);
+        assert_eq!(p.of("claude-opus-5-5-extra"), None);
         assert_eq!(p.of("gpt-4o"), None);
+        // Opus 5 and Opus 5.5 are different models with different prices.
+        assert_eq!(p.of("claude-opus-5").unwrap().rates.input, 5_000);
+        assert_eq!(p.of("claude-opus-5-5").unwrap().rates.input, 4_000);
+    }
+
+    #[test]
+    fn every_current_claude_model_has_a_price() {
+        let p = Prices::default();
+        for model in [
+            "claude-fable-5-2",
+            "claude-mythos-5-2",
+            "claude-fable-5-1",
+            "claude-mythos-5-1",
+            "claude-fable-5",
+            "claude-mythos-5",
+            "claude-opus-5-5",
+            "claude-opus-5",
+            "claude-opus-4-8",
+            "claude-opus-4-7",
+            "claude-opus-4-6",
+            "claude-opus-4-5",
+            "claude-sonnet-5-5",
+            "claude-sonnet-5",
+            "claude-sonnet-4-6",
+            "claude-sonnet-4-5",
+            "claude-haiku-5-5",
+            "claude-haiku-4-5",
+        ] {
+            assert!(p.of(model).is_some(), "{model} has no built-in price");
+        }
+        // Cache reads that depart from a tenth of the input price.
+        assert_eq!(
+            rates(&p.of("claude-opus-5-5").unwrap()),
+            (4_000, 20_000, 5_000, 8_000, 200)
+        );
+        assert_eq!(
+            rates(&p.of("claude-sonnet-5-5").unwrap()),
+            (2_000, 10_000, 2_500, 4_000, 100)
+        );
+        assert_eq!(p.of("claude-fable-5-1").unwrap().rates.cache_read, 250);
+        assert_eq!(p.of("claude-fable-5").unwrap().rates.cache_read, 1_000);
+        assert_eq!(
+            rates(&p.of("claude-3-haiku").unwrap()),
+            (250, 1_250, 300, 500, 30)
+        );
+    }
+
+    #[test]
+    fn a_long_prompt_moves_every_token_of_its_request_to_the_dearer_band() {
+        let haiku = Prices::default().of("claude-haiku-5-5").unwrap();
+        assert_eq!(rates(&haiku), (100, 500, 125, 200, 10));
+        // 60K input + 20K cache writes + 20K cache reads is exactly 100K: the lower band.
+        let at = usage(60_000, 1_000, 20_000, 0, 20_000);
+        assert_eq!(
+            haiku.cost(&at),
+            60_000 * 100 + 1_000 * 500 + 20_000 * 125 + 20_000 * 10
+        );
+        // One token more and the whole request, output included, is at the upper band.
+        let over = usage(60_001, 1_000, 20_000, 0, 20_000);
+        assert_eq!(
+            haiku.cost(&over),
+            60_001 * 500 + 1_000 * 2_500 + 20_000 * 625 + 20_000 * 50
+        );
+        let sonnet = Prices::default().of("claude-sonnet-4-5").unwrap();
+        assert_eq!(
+            sonnet.cost(&usage(200_001, 10, 0, 0, 0)),
+            200_001 * 6_000 + 10 * 22_500
+        );
+        assert_eq!(
+            sonnet.cost(&usage(200_000, 10, 0, 0, 0)),
+            200_000 * 3_000 + 10 * 15_000
+        );
+        // Sonnet 4.6 has no long-context surcharge.
+        let s46 = Prices::default().of("claude-sonnet-4-6").unwrap();
+        assert_eq!(s46.long_prompt, None);
     }
 
     #[test]
@@ -290,26 +449,43 @@ mod tests {
     fn configured_prices_override_and_extend_the_table() {
         let entries: BTreeMap<String, PriceConfig> = serde_json::from_str(
             r#"{"gpt-4o": {"input": "2.50", "output": 10, "cache_read": "1.25"},
-                "claude-sonnet-4-5": {"input": 1, "output": 2}}"#,
+                "claude-sonnet-4-5": {"input": 1, "output": 2},
+                "banded": {"input": 1, "output": 2,
+                           "long_prompt": {"over_tokens": 10, "input": 3, "output": "4.5"}}}"#,
         )
         .unwrap();
         let p = Prices::parse(entries).unwrap();
         let gpt = p.of("gpt-4o").unwrap();
+        assert_eq!(rates(&gpt), (2_500, 10_000, 3_125, 5_000, 1_250));
+        assert_eq!(p.of("claude-sonnet-4-5").unwrap().rates.output, 2_000);
         assert_eq!(
-            (gpt.input, gpt.output, gpt.cache_read, gpt.cache_write_5m),
-            (2_500, 10_000, 1_250, 3_125)
+            p.of("claude-sonnet-4-5-20250929").unwrap().rates.output,
+            15_000
         );
-        assert_eq!(p.of("claude-sonnet-4-5").unwrap().output, 2_000);
-        assert_eq!(p.of("claude-sonnet-4-5-20250929").unwrap().output, 15_000);
-        for bad in [
-            r#"{"m": {"input": "1.2345", "output": 1}}"#,
-            r#"{"m": {"input": -1, "output": 1}}"#,
-            r#"{"m": {"input": "x", "output": 1}}"#,
+        let banded = p.of("banded").unwrap();
+        assert_eq!(banded.cost(&usage(10, 1, 0, 0, 0)), 10 * 1_000 + 2_000);
+        assert_eq!(banded.cost(&usage(11, 1, 0, 0, 0)), 11 * 3_000 + 4_500);
+        for (bad, field) in [
+            (r#"{"m": {"input": "1.2345", "output": 1}}"#, "`input`"),
+            (r#"{"m": {"input": -1, "output": 1}}"#, "`input`"),
+            (r#"{"m": {"input": "x", "output": 1}}"#, "`input`"),
+            (
+                r#"{"m": {"input": 1, "output": 1, "long_prompt": {"over_tokens": 5, "input": "y", "output": 1}}}"#,
+                "`long_prompt.input`",
+            ),
         ] {
             let e: BTreeMap<String, PriceConfig> = serde_json::from_str(bad).unwrap();
             let err = Prices::parse(e).unwrap_err();
-            assert!(err.contains("price of `m`: `input`"), "{err}");
+            assert!(err.contains(&format!("price of `m`: {field}")), "{err}");
         }
+    }
+
+    #[test]
+    fn the_built_in_table_is_written_as_the_config_file_writes_prices() {
+        // The data file reads with the operator's own parser; an unknown field fails.
+        assert!(built_in(CLAUDE_PRICES_TOML).unwrap().len() >= 18);
+        let err = built_in("[prices.m]\ninput = 1\noutput = 1\ncache_reads = 1\n").unwrap_err();
+        assert!(err.contains("cache_reads"), "{err}");
     }
 
     #[test]

@@ -21,7 +21,7 @@ SERVER_ENV = {
     "MAST_MAX_TURNS": str(MAX_TURNS),
     # The usage reported below (270,000 tokens a request) would pass the 200,000-token
     # window's compaction threshold: a 1M window keeps these turns free of summarisations.
-    "MAST_CONTEXT_WINDOWS": json.dumps({"claude-sonnet-4-5": 1_000_000}),
+    "MAST_CONTEXT_WINDOWS": json.dumps({"claude-sonnet-4-6": 1_000_000, "claude-sonnet-4-5": 1_000_000}),
 }
 
 # What the Messages API below reports for every request: cache writes split by lifetime.
@@ -29,9 +29,12 @@ USAGE = {"input_tokens": 100_000, "cache_creation_input_tokens": 50_000,
          "cache_creation": {"ephemeral_5m_input_tokens": 40_000, "ephemeral_1h_input_tokens": 10_000},
          "cache_read_input_tokens": 100_000}
 OUTPUT_TOKENS = 20_000
-# claude-sonnet-4-5's list prices in nanodollars per token: input, output, 5m and 1h cache
-# writes, cache reads ($3, $15, $3.75, $6, $0.30 per million tokens).
+# claude-sonnet-4-6's list prices in nanodollars per token: input, output, 5m and 1h cache
+# writes, cache reads ($3, $15, $3.75, $6, $0.30 per million tokens), at any prompt size.
 SONNET = {"input": 3_000, "output": 15_000, "5m": 3_750, "1h": 6_000, "read": 300}
+# claude-sonnet-4-5's prices for a prompt over 200,000 tokens, as every request below has:
+# $6, $22.50, $7.50, $12, $0.60 per million tokens.
+SONNET_45_LONG = {"input": 6_000, "output": 22_500, "5m": 7_500, "1h": 12_000, "read": 600}
 GONE = "claude-gone"
 
 
@@ -50,7 +53,7 @@ class Messages(BaseHTTPRequestHandler):
 
     def do_GET(self):
         models = [{"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
-                  for m in ("claude-sonnet-4-5", GONE)]
+                  for m in ("claude-sonnet-4-6", "claude-sonnet-4-5", GONE)]
         self.reply(200, json.dumps({"data": models, "has_more": False, "first_id": None, "last_id": None}).encode())
 
     def do_POST(self):
@@ -98,6 +101,12 @@ def runtime_nanos(active_seconds):
     return round(active_seconds * 1_000_000) * 80_000_000 // 3_600_000_000
 
 
+def request_nanos(price):
+    """What one request's USAGE and OUTPUT_TOKENS cost at `price`."""
+    return (USAGE["input_tokens"] * price["input"] + OUTPUT_TOKENS * price["output"]
+            + 40_000 * price["5m"] + 10_000 * price["1h"] + USAGE["cache_read_input_tokens"] * price["read"])
+
+
 def scripted_nanos(events):
     """What the scripted model's requests in `events` cost at SCRIPTED_PRICE."""
     ends = [e for e in events if e.type == "span.model_request_end" and not e.is_error]
@@ -123,12 +132,11 @@ def say(client, sid, text):
 
 
 def test_list_cost_is_exact_and_a_budget_stops_then_resumes(client, env):
-    agent = client.beta.agents.create(name="priced", model="claude-sonnet-4-5")
+    agent = client.beta.agents.create(name="priced", model="claude-sonnet-4-6")
     sess = client.beta.sessions.create(agent=agent.id, environment_id=env.id, budget=budget(100))
     assert sess.budget.max_list_cost.amount == "100" and sess.budget.type == "limit"
     assert sess.usage.list_cost.amount == "0" and sess.usage.list_cost.currency == "USD"
-    per_request = (USAGE["input_tokens"] * SONNET["input"] + OUTPUT_TOKENS * SONNET["output"]
-                   + 40_000 * SONNET["5m"] + 10_000 * SONNET["1h"] + USAGE["cache_read_input_tokens"] * SONNET["read"])
+    per_request = request_nanos(SONNET)
     assert per_request == 840_000_000  # 84 cents: under the cap
 
     first = say(client, sess.id, "one")
@@ -183,6 +191,18 @@ def test_list_cost_is_exact_and_a_budget_stops_then_resumes(client, env):
     with pytest.raises(anthropic.BadRequestError) as e:
         client.beta.sessions.update(sess.id, budget=budget(1000))
     assert e.value.body["error"]["details"]["error_code"] == "budget_create_only"
+
+
+def test_a_long_prompt_is_priced_in_its_models_upper_band(client, env):
+    # 250,000 prompt tokens (input, cache writes and reads): over claude-sonnet-4-5's
+    # 200,000, so every token of the request is at the long-context prices.
+    agent = client.beta.agents.create(name="long-prompt", model="claude-sonnet-4-5")
+    sess = client.beta.sessions.create(agent=agent.id, environment_id=env.id, budget=budget(1000))
+    assert say(client, sess.id, "one")[-1].stop_reason.type == "end_turn"
+    s = client.beta.sessions.retrieve(sess.id)
+    assert request_nanos(SONNET_45_LONG) == 1_530_000_000
+    expected = cents(request_nanos(SONNET_45_LONG) + runtime_nanos(s.usage.active_seconds))
+    assert s.usage.list_cost.amount == str(expected) == "153"
 
 
 def test_a_budget_needs_a_price_for_every_model(client, env):
