@@ -351,7 +351,10 @@ mod tests {
         assert_eq!(rates(&sonnet), (3_000, 15_000, 3_750, 6_000, 300));
         assert_eq!(p.of("claude-opus-4-20250514").unwrap().rates.input, 15_000);
         assert_eq!(p.of("claude-opus-4-5").unwrap().rates.input, 5_000);
-        assert_eq!(p.of("claude-3-5-haiku-latest").unwrap().rates.cache_read, 80);
+        assert_eq!(
+            p.of("claude-3-5-haiku-latest").unwrap().rates.cache_read,
+            80
+        );
         // A longer id is another model, not a dated one.
         assert_eq!(p.of("claude-opus-4-9"), None);
         assert_eq!(p.of("claude-opus-5-5-extra"), None);
