@@ -7,7 +7,9 @@
 //! key hashing (`keys`), list prices and money in integer nanodollars (`prices`), and what a list
 //! may ask for (`query`: page direction, scans, each resource's filters). Pure rules the layers
 //! above apply live here too: how hook verdicts combine (`hook_answer`), cron schedules
-//! (`schedule`), skill bundles (`skill_bundle`), outcome transitions (`outcome`).
+//! (`schedule`), skill bundles (`skill_bundle`), outcome transitions (`outcome`), workflow plans
+//! (`workflow`: the program a session's agent hands over to run many agents, checked before a
+//! run exists, and the templates, conditions and splits its interpreter applies).
 //!
 //! This crate depends on no other Mast crate; every other one depends on it. So it also holds two
 //! small helpers, which need nothing of Mast's, that the store, the sandbox, the models and the
@@ -56,5 +58,6 @@ pub mod time;
 pub mod tools;
 pub mod vault;
 pub mod work;
+pub mod workflow;
 // Webhooks (Mast's own management API).
 pub mod webhook;
