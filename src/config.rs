@@ -463,8 +463,8 @@ mod tests {
         )
         .unwrap();
         let p = load_prices(Some(r#"{"m": {"input": 4, "output": 8}}"#), Some(&path)).unwrap();
-        assert_eq!(p.of("gpt-4o").unwrap().input, 2_500);
-        assert_eq!(p.of("m").unwrap().output, 8_000);
+        assert_eq!(p.of("gpt-4o").unwrap().rates.input, 2_500);
+        assert_eq!(p.of("m").unwrap().rates.output, 8_000);
         let e = load_prices(Some(r#"{"m": {"input": 1}}"#), None).unwrap_err();
         assert!(format!("{e:#}").contains("MAST_PRICES"), "{e:#}");
     }
