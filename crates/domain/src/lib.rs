@@ -9,7 +9,7 @@
 //! above apply live here too: how hook verdicts combine (`hook_answer`), cron schedules
 //! (`schedule`), skill bundles (`skill_bundle`), outcome transitions (`outcome`), workflow plans
 //! (`workflow`: the program a session's agent hands over to run many agents, checked before a
-//! run exists, and the templates, conditions and splits its interpreter applies).
+//! run exists, and the interpreter that runs it as a state machine the engine drives).
 //!
 //! This crate depends on no other Mast crate; every other one depends on it. So it also holds two
 //! small helpers, which need nothing of Mast's, that the store, the sandbox, the models and the

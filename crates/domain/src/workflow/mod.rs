@@ -6,8 +6,10 @@
 //! the model ([`plan_schema`]), and holds the rules the interpreter applies at each step —
 //! rendering templates ([`Tmpl::render`]), evaluating conditions ([`Cond::holds`]), splitting
 //! text into lists ([`split`]), cutting long text ([`truncate`]) and the default result
-//! ([`default_result`], [`Plan::render_result`]). Running agents, persisting a run's state
-//! and emitting its events belong to the engine.
+//! ([`default_result`], [`Plan::render_result`]) — and the interpreter itself: a run's
+//! [`RunState`], which [`RunState::advance`] moves through the plan and turns into
+//! [`Action`]s. Creating the agents' threads, reading their results ([`Results`]),
+//! persisting the state, keeping time and emitting the events belong to the engine.
 //!
 //! A refused plan is a [`PlanError`]: its [`ErrorKind`] tells a size limit (`unknown_error`)
 //! from any other broken rule (`program_error`), and it converts into the [`Invalid`] every
@@ -24,6 +26,7 @@ mod limits;
 mod parse;
 mod plan;
 mod roster;
+mod run;
 mod schema;
 mod size;
 mod split;
@@ -43,6 +46,7 @@ pub use plan::{
     Plan, RepeatStep, SetStep, SplitBy, SplitStep, Step,
 };
 pub use roster::{ListedAgent, RosterEntry, Workflows};
+pub use run::{Action, Counts, Results, RunEnd, RunErrorKind, RunState};
 pub use schema::plan_schema;
 pub use split::{SplitError, split};
 pub use template::{Member, Piece, Tmpl};
