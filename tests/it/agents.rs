@@ -11,6 +11,7 @@ backend_tests!(
     archive_and_list_filters,
     list_pages_without_trailing_cursor,
     validation_errors_for_each_limit,
+    reserved_tool_names_are_refused_on_update,
     multiagent_rosters_are_resolved_and_checked,
 );
 
@@ -293,6 +294,35 @@ async fn list_pages_without_trailing_cursor(b: Backend) {
     assert_eq!(body["next_page"], Value::Null);
 }
 
+async fn reserved_tool_names_are_refused_on_update(b: Backend) {
+    let s = TestServer::start(b).await;
+    let custom = |name: &str| json!({"type": "custom", "name": name, "description": "d", "input_schema": {"type": "object"}});
+    // Only the prefix is reserved.
+    let ok = s
+        .client
+        .post(
+            "/v1/agents",
+            json!({"name": "a", "model": "mast-scripted", "tools": [custom("ant_ok")]}),
+        )
+        .await
+        .ok();
+    let aid = ok["id"].as_str().unwrap();
+    let e = s
+        .client
+        .post(
+            &format!("/v1/agents/{aid}"),
+            json!({"version": 1, "tools": [custom("ant_ok"), custom("ant__x")]}),
+        )
+        .await
+        .err(400);
+    assert!(e.contains("`tools[1].name`: custom tool `ant__x`"), "{e}");
+    let now = s.client.get(&format!("/v1/agents/{aid}")).await.ok();
+    assert_eq!(
+        (now["version"].as_i64(), now["tools"][0]["name"].as_str()),
+        (Some(1), Some("ant_ok"))
+    );
+}
+
 async fn validation_errors_for_each_limit(b: Backend) {
     let s = TestServer::start(b).await;
     let bad = |body: Value| {
@@ -318,6 +348,15 @@ async fn validation_errors_for_each_limit(b: Backend) {
     bad(json!({"name": "a", "model": "mast-scripted", "tools": [custom("dup"), custom("dup")]}))
         .await;
     bad(json!({"name": "a", "model": "mast-scripted", "tools": [{"type": "custom", "name": "x", "description": "d", "input_schema": {"type": "array"}}]})).await;
+    // The platform's own tool prefixes are reserved, on create and on update alike.
+    for reserved in ["ant__start_workflow_run", "mcp__linear__list"] {
+        let e =
+            bad(json!({"name": "a", "model": "mast-scripted", "tools": [custom(reserved)]})).await;
+        assert!(
+            e.contains(&format!("custom tool `{reserved}`")) && e.contains("reserved"),
+            "{e}"
+        );
+    }
     let domains: Vec<String> = (0..65).map(|i| format!("d{i}.com")).collect();
     bad(json!({"name": "a", "model": "mast-scripted", "tools": [{"type": "agent_toolset_20260401", "configs": [{"name": "web_fetch", "allowed_domains": domains}]}]})).await;
     bad(json!({"name": "a", "model": "mast-scripted", "tools": [{"type": "agent_toolset_20260401", "configs": [{"name": "nope"}]}]})).await;

@@ -333,6 +333,14 @@ impl AgentUpdate {
             Patch::Null => vec![],
             Patch::Value(v) => tools::resolve_tools_at("tools", &v)?,
         };
+        // A version stored before the prefixes were reserved: nothing else may change until
+        // the tool is renamed, so the agent cannot be carried further with it.
+        if let Some(name) = tools::reserved_custom_tool(&tools) {
+            return Err(Invalid::new(format!(
+                "`tools`: {}; the agent's current version holds it, so an update must send `tools` without it",
+                tools::reserved_name_message(name)
+            )));
+        }
         let skills = match &self.skills {
             Patch::Absent => current.skills.clone(),
             Patch::Null => vec![],
@@ -419,4 +427,73 @@ pub fn same_content(a: &Agent, b: &Agent) -> bool {
         && a.multiagent == b.multiagent
         && a.execution_identity == b.execution_identity
         && a.metadata == b.metadata
+}
+
+#[cfg(test)]
+mod reserved_tool_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// An agent version stored before custom tools' `ant__` / `mcp__` prefixes were reserved.
+    fn stored_with(tool_name: &str) -> Agent {
+        serde_json::from_value(json!({
+            "type": "agent", "id": "agent_1", "version": 1, "name": "a",
+            "description": null, "system": null,
+            "model": {"id": "mast-scripted", "speed": "standard"},
+            "tools": [{"type": "custom", "name": tool_name, "description": "d",
+                       "input_schema": {"type": "object"}}],
+            "mcp_servers": [], "skills": [], "multiagent": null,
+            "execution_identity": {"type": "service_account"}, "metadata": {},
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+            "archived_at": null
+        }))
+        .unwrap()
+    }
+
+    fn update(body: serde_json::Value) -> AgentUpdate {
+        serde_json::from_value(body).unwrap()
+    }
+
+    #[test]
+    fn an_agent_holding_a_reserved_tool_name_changes_only_by_dropping_it() {
+        let old = stored_with("ant__legacy");
+        let e = update(json!({"version": 1, "system": "new"}))
+            .apply(&old)
+            .unwrap_err();
+        assert!(
+            e.message.contains("custom tool `ant__legacy`"),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message.contains("send `tools` without it"),
+            "{}",
+            e.message
+        );
+        // Sending it again is refused as on create.
+        let again = update(
+            json!({"version": 1, "tools": [{"type": "custom", "name": "ant__legacy",
+            "description": "d", "input_schema": {"type": "object"}}]}),
+        );
+        assert!(
+            again
+                .apply(&old)
+                .unwrap_err()
+                .message
+                .contains("`tools[0].name`")
+        );
+        // Renaming it is the way on.
+        let renamed = update(
+            json!({"version": 1, "tools": [{"type": "custom", "name": "legacy",
+            "description": "d", "input_schema": {"type": "object"}}]}),
+        );
+        let spec = renamed.apply(&old).unwrap();
+        assert_eq!(tools::reserved_custom_tool(&spec.tools), None);
+        // An agent without one updates as before.
+        assert!(
+            update(json!({"version": 1, "system": "new"}))
+                .apply(&stored_with("fine"))
+                .is_ok()
+        );
+    }
 }

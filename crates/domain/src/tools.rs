@@ -419,6 +419,34 @@ fn is_custom_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// Name prefixes of the platform's own tools (workflow tools, MCP tools as the model sees
+/// them). A custom tool with one would be mistaken for them, so none may take one.
+pub const RESERVED_TOOL_PREFIXES: [&str; 2] = ["ant__", "mcp__"];
+
+/// The reserved prefix `name` starts with, if any.
+fn reserved_prefix(name: &str) -> Option<&'static str> {
+    RESERVED_TOOL_PREFIXES
+        .into_iter()
+        .find(|p| name.starts_with(p))
+}
+
+/// The first custom tool of `tools` whose name takes a reserved prefix: an agent version
+/// stored before the prefixes were reserved can still hold one.
+pub fn reserved_custom_tool(tools: &[Tool]) -> Option<&str> {
+    tools.iter().find_map(|t| match t {
+        Tool::Custom(c) if reserved_prefix(&c.name).is_some() => Some(c.name.as_str()),
+        _ => None,
+    })
+}
+
+/// The message refusing a custom tool named `name` with a reserved prefix.
+pub fn reserved_name_message(name: &str) -> String {
+    let prefix = reserved_prefix(name).unwrap_or("ant__");
+    format!(
+        "custom tool `{name}`: names starting with `{prefix}` are reserved for the platform's own tools (`ant__` and `mcp__` both are)"
+    )
+}
+
 fn resolve_custom(at: &str, v: &Value) -> Valid<CustomTool> {
     let o = Obj::new(
         at,
@@ -431,6 +459,12 @@ fn resolve_custom(at: &str, v: &Value) -> Valid<CustomTool> {
     if !is_custom_name(name) {
         return Err(Invalid::new(format!(
             "`{at}.name` must be 1-128 characters of letters, digits, `_` or `-` (got `{name}`)"
+        )));
+    }
+    if reserved_prefix(name).is_some() {
+        return Err(Invalid::new(format!(
+            "`{at}.name`: {}; rename it",
+            reserved_name_message(name)
         )));
     }
     let description = o
@@ -639,6 +673,28 @@ mod tests {
     #[test]
     fn rejects_bad_definitions() {
         let custom = |name: &str| json!({"type":"custom","name":name,"description":"d","input_schema":{"type":"object"}});
+        for reserved in [
+            "ant__start_workflow_run",
+            "ant__x",
+            "mcp__github__create_issue",
+        ] {
+            let e = resolve(vec![custom("ok"), custom(reserved)]).unwrap_err();
+            assert!(
+                e.message
+                    .contains(&format!("`tools[1].name`: custom tool `{reserved}`")),
+                "{}",
+                e.message
+            );
+            assert!(e.message.contains("reserved"), "{}", e.message);
+        }
+        // Only the prefix is reserved: the same letters elsewhere are a name like any other.
+        let ok = resolve(vec![
+            custom("ant_x"),
+            custom("my_ant__tool"),
+            custom("mcp_x"),
+        ])
+        .unwrap();
+        assert_eq!(reserved_custom_tool(&ok), None);
         assert!(resolve(vec![custom("bad name")]).is_err());
         assert!(resolve(vec![custom("a"), custom("a")]).is_err());
         assert!(resolve(vec![json!({"type":"custom","name":"a","description":"d","input_schema":{"type":"string"}})]).is_err());

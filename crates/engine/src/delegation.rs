@@ -33,6 +33,31 @@ pub struct RosterAgent {
     pub snapshot: SessionAgent,
 }
 
+/// Refuses a session whose agent, or an agent it may delegate to, holds a custom tool with
+/// a reserved name prefix (a version stored before the prefixes were reserved): the model
+/// would see it beside the platform's own tools of that prefix.
+pub fn refuse_reserved_tools(agent: &SessionAgent) -> Result<(), mast_domain::invalid::Invalid> {
+    let listed = Roster::of(agent).map(|r| r.agents).unwrap_or_default();
+    let holders = std::iter::once((None, &agent.tools)).chain(
+        listed
+            .iter()
+            .map(|a| (Some(a.name.as_str()), &a.snapshot.tools)),
+    );
+    for (member, tools) in holders {
+        if let Some(name) = mast_domain::tools::reserved_custom_tool(tools) {
+            let whose = match member {
+                None => "the session's agent".to_string(),
+                Some(m) => format!("agent `{m}`, which the session's agent may delegate to,"),
+            };
+            return Err(mast_domain::invalid::Invalid::new(format!(
+                "`agent`: {whose} holds {}; update that agent first",
+                mast_domain::tools::reserved_name_message(name)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Whom a coordinator may delegate to, from the session's resolved snapshot.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Roster {
@@ -587,5 +612,50 @@ fn st_advisor_agent(model: &str) -> SessionAgent {
         skills: vec![],
         execution_identity: mast_domain::agent::ExecutionIdentity::ServiceAccount,
         multiagent: None,
+    }
+}
+
+#[cfg(test)]
+mod reserved_tool_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn snapshot(id: &str, name: &str, tool: &str) -> Value {
+        json!({
+            "type": "agent", "id": id, "version": 1, "name": name,
+            "description": null, "system": null,
+            "model": {"id": "mast-scripted", "speed": "standard"},
+            "tools": [{"type": "custom", "name": tool, "description": "d",
+                       "input_schema": {"type": "object"}}],
+            "mcp_servers": [], "skills": [],
+            "execution_identity": {"type": "service_account"}
+        })
+    }
+
+    fn coordinator(own_tool: &str, member_tool: &str) -> SessionAgent {
+        let mut lead = snapshot("agent_lead", "lead", own_tool);
+        lead["multiagent"] = json!({"type": "coordinator",
+            "agents": [snapshot("agent_helper", "helper", member_tool)]});
+        serde_json::from_value(lead).unwrap()
+    }
+
+    #[test]
+    fn a_session_is_refused_while_its_agent_or_a_delegate_holds_a_reserved_name() {
+        assert!(refuse_reserved_tools(&coordinator("fine", "also_fine")).is_ok());
+        let own = refuse_reserved_tools(&coordinator("ant__old", "fine")).unwrap_err();
+        assert!(
+            own.message
+                .contains("the session's agent holds custom tool `ant__old`"),
+            "{}",
+            own.message
+        );
+        let member = refuse_reserved_tools(&coordinator("fine", "mcp__old")).unwrap_err();
+        assert!(
+            member
+                .message
+                .contains("agent `helper`, which the session's agent may delegate to, holds custom tool `mcp__old`"),
+            "{}",
+            member.message
+        );
     }
 }

@@ -187,6 +187,7 @@ impl Engine {
     async fn prepare(&self, ws: &str, req: SessionCreate) -> Result<Prepared, OpError> {
         let mut checked = Checked::of(req)?;
         let agent = self.resolve_agent(ws, &checked.agent).await?;
+        crate::delegation::refuse_reserved_tools(&agent.snapshot)?;
         if checked.budget_cents.is_some() {
             crate::budget::check_budgetable(&agent.snapshot, &self.inner.config.prices)?;
         }
