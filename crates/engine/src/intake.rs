@@ -264,6 +264,13 @@ impl<'a> Intake<'a> {
                     "`events[{i}].session_thread_id` `{t}` is not a thread of this session"
                 ))));
             }
+            Some(t) if t != self.primary && st.threads[t].status == ThreadStatus::Terminated => {
+                // Upstream refuses it too: a terminated thread has nothing left to stop, and
+                // accepting it would tell the client an interrupt took effect.
+                return Err(StoreError::Invalid(Invalid::new(format!(
+                    "`events[{i}].session_thread_id` `{t}` is terminated: there is nothing to interrupt"
+                ))));
+            }
             Some(t) if t != self.primary => {
                 let run = &st.threads[t];
                 if run.status.is_active() {

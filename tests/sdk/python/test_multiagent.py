@@ -5,6 +5,7 @@ the threads endpoints."""
 import json
 import uuid
 
+import anthropic
 import pytest
 
 from conftest import WEATHER_TOOL
@@ -74,6 +75,12 @@ def test_a_coordinator_delegates_in_parallel(client, env):
     assert own[0] == "session.thread_status_running" and "agent.message" in own
     archived = client.beta.sessions.threads.archive(child.id, session_id=sess.id)
     assert archived.status == "terminated" and archived.archived_at is not None
+    # An interrupt naming it now is refused, and the request changes nothing.
+    before = len(list(client.beta.sessions.events.list(sess.id)))
+    with pytest.raises(anthropic.BadRequestError) as e:
+        client.beta.sessions.events.send(sess.id, events=[{"type": "user.interrupt", "session_thread_id": child.id}])
+    assert f"`{child.id}` is terminated" in e.value.message
+    assert len(list(client.beta.sessions.events.list(sess.id))) == before
 
 
 def test_a_delegates_custom_tool_is_routed_back(client, env):
