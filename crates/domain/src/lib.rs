@@ -23,6 +23,7 @@ pub mod clock;
 pub mod content;
 pub mod credential;
 pub mod credential_validation;
+pub mod custom_tool;
 pub mod deployment;
 pub mod environment;
 pub mod error_chain;

@@ -134,7 +134,8 @@ pub struct PriceConfig {
     pub long_prompt: Option<LongPromptConfig>,
 }
 
-/// A configured band past a prompt size.
+/// A configured band past a prompt size. It repeats [`PriceConfig`]'s rate fields because
+/// serde cannot flatten a shared struct into one that refuses unknown keys.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LongPromptConfig {
