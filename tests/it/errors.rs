@@ -11,6 +11,7 @@ backend_tests!(
     limits_answer_clear_errors_and_change_nothing,
     bodies_must_be_objects,
     oversized_and_malformed_heads_get_the_api_shape,
+    an_unread_body_closes_the_connection,
 );
 
 async fn errors_have_the_api_shape(b: Backend) {
@@ -475,4 +476,28 @@ async fn oversized_and_malformed_heads_get_the_api_shape(b: Backend) {
     }
     // Ordinary requests are untouched.
     s.client.get("/v1/agents").await.ok();
+}
+
+/// A request answered before its body was read leaves that body on the connection, which the
+/// server then closes; the answer must say so, or a pooling client reuses a dying socket.
+async fn an_unread_body_closes_the_connection(b: Backend) {
+    let s = TestServer::start(b).await;
+    let body = format!("{{\"pad\": \"{}\"}}", "a".repeat(200_000));
+    let unread = format!(
+        "POST /v1/no-such-route HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let (head, answer) = raw_exchange(&s.url, unread.as_bytes()).await;
+    assert!(head.starts_with("HTTP/1.1 404 "), "{head}");
+    assert_eq!(answer["type"], "error");
+    assert!(head.contains("connection: close"), "{head}");
+    // A body the handler read keeps the connection open for the next request.
+    let small = r#"{"name": 5}"#;
+    let read = format!(
+        "POST /v1/agents HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{small}",
+        small.len()
+    );
+    let (head, _) = raw_exchange(&s.url, read.as_bytes()).await;
+    assert!(head.starts_with("HTTP/1.1 400 "), "{head}");
+    assert!(!head.contains("connection: close"), "{head}");
 }

@@ -33,6 +33,7 @@ pub mod sessions;
 pub mod skills;
 pub mod stream;
 pub mod threads;
+pub mod unread_body;
 pub mod vaults;
 // Hooks: Mast's own addition, under `/v1/mast/`.
 pub mod hooks;
@@ -155,6 +156,7 @@ pub fn router(state: AppState) -> Router {
     // route's endpoint, and a route's stack is cloned for every request it serves.
     let layered = tower::ServiceBuilder::new()
         .layer(middleware::from_fn(request_id::middleware))
+        .layer(middleware::from_fn(unread_body::middleware))
         .layer(middleware::from_fn(reject_nul))
         .layer(middleware::from_fn_with_state(
             state,
