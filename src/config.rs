@@ -178,6 +178,36 @@ impl Config {
         if let Some(n) = num("MAST_MAX_TOKENS")? {
             self.engine.max_tokens = n;
         }
+        if flag("MAST_WORKFLOWS_PREVIEW")? {
+            self.engine.workflows.preview = true;
+        }
+        let limits = &mut self.engine.workflows.limits;
+        for (name, slot) in [
+            ("MAST_WORKFLOW_MAX_OPEN_RUNS", &mut limits.max_open_runs),
+            (
+                "MAST_WORKFLOW_MAX_RUNNING_THREADS",
+                &mut limits.max_running_threads,
+            ),
+            ("MAST_WORKFLOW_MAX_AGENTS", &mut limits.max_agents_per_run),
+            (
+                "MAST_WORKFLOW_LIFETIME_SECONDS",
+                &mut limits.lifetime_seconds,
+            ),
+        ] {
+            if let Some(n) = num(name)? {
+                anyhow::ensure!(n >= 1, "{name} must be at least 1");
+                *slot = u64::from(n);
+            }
+        }
+        for (name, slot) in [
+            ("MAST_WORKFLOW_MAX_PLAN_BYTES", &mut limits.max_plan_bytes),
+            ("MAST_WORKFLOW_MAX_TEXT_CHARS", &mut limits.max_text_chars),
+        ] {
+            if let Some(n) = num(name)? {
+                anyhow::ensure!(n >= 1, "{name} must be at least 1");
+                *slot = n as usize;
+            }
+        }
         if flag("MAST_UNSAFE_UNSANDBOXED_TOOLS")? {
             self.tools.unsafe_unsandboxed = true;
         }

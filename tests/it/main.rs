@@ -44,3 +44,4 @@ mod usage;
 mod vaults;
 mod vaults_api;
 mod work;
+mod workflows;

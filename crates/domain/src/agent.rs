@@ -276,9 +276,6 @@ impl AgentCreate {
         let metadata = self.metadata.unwrap_or_default();
         metadata::validate(&metadata)?;
         let multiagent_request = self.multiagent.filter(|v| !v.is_null());
-        if let Some(m) = &multiagent_request {
-            super::multiagent::refuse_unsupported(m)?;
-        }
         Ok(AgentSpec {
             name: self.name.trim().to_string(),
             description: self.description,
@@ -362,7 +359,7 @@ impl AgentUpdate {
             Patch::Null => None,
             Patch::Value(v) if v.is_null() => None,
             Patch::Value(v) => {
-                super::multiagent::refuse_unsupported(&v)?;
+                super::multiagent::check_keys(&v)?;
                 Some(super::multiagent::merge_update(
                     &v,
                     current.multiagent.as_ref(),

@@ -46,6 +46,14 @@ pub mod kind {
     pub const OUTCOME_EVALUATION_END: &str = "span.outcome_evaluation_end";
     // Context compaction.
     pub const AGENT_THREAD_CONTEXT_COMPACTED: &str = "agent.thread_context_compacted";
+    // Workflow runs.
+    pub const WORKFLOW_RUN_CREATED: &str = "workflow_run.created";
+    pub const WORKFLOW_RUN_STATUS_RUNNING: &str = "workflow_run.status_running";
+    pub const WORKFLOW_RUN_STATUS_IDLE: &str = "workflow_run.status_idle";
+    pub const WORKFLOW_RUN_PHASE_STARTED: &str = "workflow_run.phase_started";
+    pub const WORKFLOW_RUN_PHASE_ENDED: &str = "workflow_run.phase_ended";
+    pub const WORKFLOW_RUN_ERROR: &str = "workflow_run.error";
+    pub const WORKFLOW_RUN_STATUS_ENDED: &str = "workflow_run.status_ended";
 }
 
 /// Every persisted event type clients may filter on (`types[]`); `session.deleted` is never

@@ -246,21 +246,30 @@ fn parse(v: &Value) -> Valid<Plan> {
     }
 }
 
-/// Refuses what a multiagent request asks for that Mast does not do: workflows. Checked on
-/// the request as sent, so versions saved before keep working when merged into an update.
-pub fn refuse_unsupported(req: &Value) -> Valid<()> {
+/// Refuses unknown keys of a `multiagent_20261001` request before it is merged into a stored
+/// one, so a typo is reported as one.
+pub fn check_keys(req: &Value) -> Valid<()> {
     if req.get("type").and_then(Value::as_str) != Some("multiagent_20261001") {
         return Ok(());
     }
-    // A typo next to `workflows` is still reported as a typo.
     Obj::new("multiagent", req, V2_WHAT, &V2_KEYS)?;
+    Ok(())
+}
+
+/// Refuses what a multiagent request asks for that this server does not do: workflow runs,
+/// unless the operator turned their preview on.
+pub fn refuse_unsupported(req: &Value) -> Valid<()> {
+    check_keys(req)?;
+    if req.get("type").and_then(Value::as_str) != Some("multiagent_20261001") {
+        return Ok(());
+    }
     if let Some(w) = req.get("workflows").and_then(Value::as_object)
         && w.get("type").and_then(Value::as_str) != Some("disabled")
     {
         return Err(Invalid::unsupported(
             "multiagent.workflows",
             "workflows",
-            "workflow runs are not implemented; omit `workflows` or send `{\"type\": \"disabled\"}`",
+            "workflow runs are a preview on this server (the operator turns them on with MAST_WORKFLOWS_PREVIEW=1); omit `workflows` or send `{\"type\": \"disabled\"}`",
         ));
     }
     Ok(())

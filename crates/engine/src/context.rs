@@ -50,6 +50,7 @@ pub const LOOP_KINDS: &[&str] = &[
     kind::USER_DEFINE_OUTCOME,
     kind::OUTCOME_EVALUATION_END,
     kind::AGENT_THREAD_CONTEXT_COMPACTED,
+    kind::WORKFLOW_RUN_STATUS_ENDED,
 ];
 
 /// How a thread's context ends, which decides the loop's next step.
@@ -96,6 +97,9 @@ pub struct Transcript {
     started: Option<String>,
     /// Whether the newest thing in the log is a model response (which may have no content).
     after_response: bool,
+    /// Workflow run notices logged while a model request was in flight: they follow its
+    /// response.
+    notices: Vec<Value>,
     /// The messages are lent out for a model request: how long they and the last one's
     /// content were, to take back off what [`Transcript::lend`] appended.
     lent: Option<(usize, usize)>,
@@ -259,7 +263,23 @@ impl Transcript {
                 self.outcome_input(text)
             }
             kind::AGENT_THREAD_CONTEXT_COMPACTED => self.compacted(ev),
+            kind::WORKFLOW_RUN_STATUS_ENDED => self.run_notice(ev),
             _ => {}
+        }
+    }
+
+    /// A workflow run's end, as the primary agent reads it: user input, after the response
+    /// of a model request in flight when the run ended (that request did not see it).
+    fn run_notice(&mut self, ev: &EventRecord) {
+        let Some(text) = crate::workflow_runs::notice_of(ev.internal.as_ref()) else {
+            return;
+        };
+        let block = json!({"type": "text", "text": text});
+        if self.started.is_some() {
+            self.notices.push(block);
+        } else {
+            self.stop_hook_active = false;
+            self.input_blocks(vec![block]);
         }
     }
 
@@ -368,6 +388,29 @@ impl Transcript {
         );
         self.added_bytes = 0;
         self.compactions_in_row = 0;
+        // Workflow platform calls were answered with the response, privately.
+        for call in internal
+            .get("platform_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(id) = call.get("id").and_then(Value::as_str) else {
+                continue;
+            };
+            let text = call.get("result").and_then(Value::as_str).unwrap_or("");
+            let mut b = json!({"type": "tool_result", "tool_use_id": id,
+                               "content": [{"type": "text", "text": text}]});
+            if call.get("is_error") == Some(&json!(true)) {
+                b["is_error"] = json!(true);
+            }
+            self.added_bytes += json_bytes(&b);
+            self.results.insert(id.to_string(), b);
+        }
+        if !self.notices.is_empty() {
+            let notices = std::mem::take(&mut self.notices);
+            self.input_blocks(notices);
+        }
         // A stop hook kept the turn going: its reason is the model's next input.
         if let Some(reason) = internal
             .get("stop_hook")
@@ -550,6 +593,7 @@ impl Transcript {
             + self.open.heap_size()
             + self.results.heap_size()
             + self.deferred.heap_size()
+            + self.notices.heap_size()
             + self
                 .last_stop
                 .as_ref()

@@ -441,6 +441,22 @@ pub fn archive_thread(
     if run.archived_at.is_some() {
         return Ok(Some((TxnOutput::default(), false)));
     }
+    if let Some(run_id) = &run.workflow_run
+        && st
+            .workflow_runs
+            .get(run_id)
+            .is_some_and(|r| r.status != crate::workflow_runs::RunStatus::Ended)
+    {
+        return Err(StoreError::Invalid(
+            mast_domain::invalid::Invalid::with_code(
+                "workflow_run_open",
+                format!(
+                    "session {} has an open workflow run ({run_id}); its threads are archived when they finish",
+                    rec.id
+                ),
+            ),
+        ));
+    }
     if run.status.is_active() {
         return Err(StoreError::Conflict(format!(
             "thread `{thread}` is running; interrupt it before archiving"

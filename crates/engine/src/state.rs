@@ -74,6 +74,13 @@ pub struct EngineState {
     /// Outcomes defined on the session, oldest first (see `engine::outcomes`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outcomes: Vec<mast_domain::outcome::Outcome>,
+    /// The session's workflow runs, open and ended, by id (see `engine::workflow_runs`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub workflow_runs: BTreeMap<String, crate::workflow_runs::Run>,
+    /// The primary thread ended its turn while a workflow run was running: the session
+    /// stays running without it until a run's end (or new input) gives it another turn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub primary_parked: bool,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -119,6 +126,9 @@ pub struct ThreadRun {
     /// Stopped at the session's budget: raising it resumes the thread.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub budget_paused: bool,
+    /// The workflow run whose agent this thread runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_run: Option<String>,
 }
 
 impl ThreadRun {
@@ -138,6 +148,7 @@ impl ThreadRun {
             archived_at: None,
             spend: Spend::default(),
             budget_paused: false,
+            workflow_run: None,
         }
     }
 
@@ -289,11 +300,13 @@ impl EngineState {
     }
 
     /// Delegate threads that count against the limit: not archived or terminated, and not
-    /// advisors.
+    /// advisors or a workflow run's.
     pub fn open_delegates(&self) -> usize {
         self.threads
             .values()
-            .filter(|t| !t.advisor && t.status != ThreadStatus::Terminated)
+            .filter(|t| {
+                !t.advisor && t.workflow_run.is_none() && t.status != ThreadStatus::Terminated
+            })
             .count()
     }
 

@@ -26,6 +26,8 @@ pub(super) struct Ender {
     pub reply: Option<String>,
     /// Where the time of the ending comes from (read under the row lock).
     pub clock: mast_domain::clock::Clock,
+    /// For a workflow run's thread: the session and what its run's transitions need.
+    pub runs: Option<(String, crate::workflow_runs::RunScope)>,
 }
 
 impl Ender {
@@ -62,6 +64,26 @@ impl Ender {
         }
         if st.children_active() {
             return Ok(vec![]);
+        }
+        if super::workflow_runs::any_running(st) {
+            // A running workflow run keeps the session running; only calls waiting on the
+            // client idle it, with every waiting id.
+            if st.pending.is_empty() {
+                return Ok(vec![]);
+            }
+            let reason = StopReason::RequiresAction(st.pending_ids());
+            let mut out = Vec::new();
+            if self.usage_at_start.as_deref() != Some(rec.usage.as_str()) {
+                st.usage_reported_at = Some(now);
+                out.push(server_event(
+                    kind::SESSION_USAGE,
+                    super::budget::usage_event(rec, st, now)?,
+                    &self.primary,
+                    now,
+                ));
+            }
+            out.extend(self.end(rec, st, reason, None, now));
+            return Ok(out);
         }
         let reason = match reason {
             StopReason::RequiresAction(_) if st.pending.is_empty() => return Ok(vec![]),
@@ -121,6 +143,11 @@ impl Ender {
                 let advisor = run.as_ref().is_some_and(|r| r.advisor);
                 if let Some(run) = run {
                     run.set_status(ThreadStatus::Idle, now);
+                }
+                if !blocked && let Some(how) = self.run_agent_end(st, &reason) {
+                    // A workflow run's agent returned (or failed): its run goes on.
+                    out.extend(self.run_transition(st, how, now));
+                    return out;
                 }
                 if !blocked {
                     let (text, is_error) = if refused {
@@ -197,6 +224,17 @@ impl Ender {
                     Some((&StopReason::RetriesExhausted, None)),
                     now,
                 ));
+                if self
+                    .run_agent_end(st, &StopReason::RetriesExhausted)
+                    .is_some()
+                {
+                    out.extend(self.run_transition(
+                        st,
+                        crate::workflow_runs::AgentEnd::Failed,
+                        now,
+                    ));
+                    return out;
+                }
                 let text = format!("The delegate thread failed and was stopped: {message}");
                 out.extend(reply(
                     st,
@@ -269,6 +307,40 @@ impl Ender {
             now,
         ));
         out
+    }
+
+    /// How a workflow run's thread ending its turn with `reason` ends its agent; None for
+    /// any other thread.
+    fn run_agent_end(
+        &self,
+        st: &EngineState,
+        reason: &StopReason,
+    ) -> Option<crate::workflow_runs::AgentEnd> {
+        st.threads.get(&self.thread)?.workflow_run.as_ref()?;
+        Some(match reason {
+            StopReason::EndTurn => crate::workflow_runs::AgentEnd::Returned,
+            _ => crate::workflow_runs::AgentEnd::Failed,
+        })
+    }
+
+    /// A run thread's end carried to its run: archived, and the run advanced.
+    fn run_transition(
+        &self,
+        st: &mut EngineState,
+        how: crate::workflow_runs::AgentEnd,
+        now: Micros,
+    ) -> Vec<NewEvent> {
+        let Some((sid, scope)) = &self.runs else {
+            tracing::error!(thread_id = %self.thread, "a workflow run's thread ended without its run's scope");
+            return vec![];
+        };
+        if how == crate::workflow_runs::AgentEnd::Returned {
+            scope
+                .texts
+                .put(&self.thread, self.reply.as_deref().unwrap_or(""));
+        }
+        let ctx = scope.ctx(sid, &self.primary, now);
+        crate::workflow_runs::agent_ended(st, &ctx, &self.thread, how)
     }
 
     /// Ends a delegate thread for good.
@@ -437,6 +509,7 @@ pub(super) fn stop_delegate(
         reply: None,
         // This whole decision happens at `now`.
         clock: mast_domain::clock::Clock::manual(now),
+        runs: None,
     };
     let waiting = st
         .threads

@@ -16,6 +16,7 @@ fn primary_ender(usage_at_start: Option<String>) -> Ender {
         usage_at_start,
         reply: None,
         clock: mast_domain::clock::Clock::system(),
+        runs: None,
     }
 }
 

@@ -3,6 +3,8 @@
 //!
 //! - No directive lines: it answers `You said: <text>`.
 //! - `say <text>`: answer text; `{{result}}` is replaced by the latest tool result's text.
+//!   Anywhere in the script, `{{result.KEY}}` is replaced by member `KEY` of that result read
+//!   as a JSON object (a string as it is, anything else as JSON; "" when there is none).
 //! - `think`: emit a thinking block first.
 //! - `call <tool> <json>`: call a tool with that input (several lines call in parallel).
 //! - `sleep <ms>`: stream slowly, spreading the answer over that many milliseconds.
@@ -134,6 +136,35 @@ fn script_and_step(req: &ModelRequest) -> (String, usize) {
     (String::new(), steps_done)
 }
 
+/// `script` with each `{{result.KEY}}` replaced by member `KEY` of `result` read as a JSON
+/// object, so a later call can pass on what an earlier one returned (an id, say).
+fn with_result_members(script: &str, result: Option<&str>) -> String {
+    const OPEN: &str = "{{result.";
+    if !script.contains(OPEN) {
+        return script.to_string();
+    }
+    let parsed: Option<Value> = result.and_then(|r| serde_json::from_str(r).ok());
+    let mut out = String::with_capacity(script.len());
+    let mut rest = script;
+    while let Some(at) = rest.find(OPEN) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + OPEN.len()..];
+        let Some(close) = after.find("}}") else {
+            out.push_str(&rest[at..]);
+            return out;
+        };
+        let member = parsed.as_ref().and_then(|v| v.get(&after[..close]));
+        match member {
+            Some(Value::String(s)) => out.push_str(s),
+            Some(v) => out.push_str(&v.to_string()),
+            None => {}
+        }
+        rest = &after[close + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The grader's answer when the request is an outcome's grading (its message opens with the
 /// `<outcome_evaluation iteration="n">` marker Mast's grader writes), from the rubric's
 /// `grade` lines, and how long to take over it.
@@ -223,6 +254,7 @@ impl ModelClient for Scripted {
             });
         }
         let result = latest_tool_result(req);
+        let script = with_result_members(&script, result.as_deref());
         let directive = script.lines().any(|l| is_directive(l.trim()));
         let step = if directive {
             let steps =
@@ -289,6 +321,23 @@ impl ModelClient for Scripted {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn result_members_pass_on_what_a_call_returned() {
+        let result = r#"{"id": "wrun_1", "n": 3}"#;
+        assert_eq!(
+            super::with_result_members(
+                "stop {{result.id}} of {{result.n}}{{result.none}}.",
+                Some(result)
+            ),
+            "stop wrun_1 of 3."
+        );
+        assert_eq!(super::with_result_members("x {{result.id}}", None), "x ");
+        assert_eq!(
+            super::with_result_members("say {{result}}", Some(result)),
+            "say {{result}}"
+        );
+    }
+
     #[test]
     fn plays_the_grader_from_the_rubric() {
         let req = |iteration: u32, rubric: &str| {

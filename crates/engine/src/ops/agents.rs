@@ -149,6 +149,13 @@ impl Engine {
     /// Refuses, at save time rather than at the first turn, a model no configured provider
     /// serves and skills the workspace does not have.
     async fn check_agent_spec(&self, ws: &str, spec: &AgentSpec) -> Result<(), OpError> {
+        if let Some(m) = &spec.multiagent_request {
+            if self.inner.config.workflows.preview {
+                multiagent::check_keys(m)?;
+            } else {
+                multiagent::refuse_unsupported(m)?;
+            }
+        }
         let models = &self.inner.models;
         models.refresh().await;
         models

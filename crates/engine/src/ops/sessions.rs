@@ -108,6 +108,11 @@ impl Engine {
             if rec.archived_at.is_some() {
                 return Err(intake::archived(&rec.id, "cannot be updated").into());
             }
+            if agent_update.is_some() {
+                // A run's threads run the agent the session had when it started.
+                crate::workflow_runs::refuse_open(&rec.id, &EngineState::of(rec)?, false)
+                    .map_err(StoreError::Invalid)?;
+            }
             let mut sb: SessionBody = serde_json::from_str(&rec.body)?;
             if vault_ids.as_ref().is_some_and(|v| v != &sb.vault_ids) {
                 return Err(vault_ids_create_only().into());
@@ -193,6 +198,8 @@ impl Engine {
             if rec.archived_at.is_some() {
                 return Ok((TxnOutput::default(), ()));
             }
+            crate::workflow_runs::refuse_open(&rec.id, &EngineState::of(rec)?, true)
+                .map_err(StoreError::Invalid)?;
             if status_of(rec).is_active() {
                 return Err(StoreError::Conflict(format!(
                     "session `{}` is running; interrupt it before archiving",
@@ -215,6 +222,9 @@ impl Engine {
 
     /// Deletes an idle session with its events, threads, work items and workspace files.
     pub async fn delete_session(&self, ws: &str, id: &str) -> Result<(), OpError> {
+        if let Some(rec) = self.inner.store.get_session(ws, id).await? {
+            crate::workflow_runs::refuse_open(id, &EngineState::of(&rec)?, true)?;
+        }
         match self.inner.store.delete_session(ws, id).await? {
             Deleted::Yes => {
                 self.inner.hub.deleted(id);

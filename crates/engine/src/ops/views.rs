@@ -134,7 +134,10 @@ pub fn thread(
         parent_thread_id: t.parent_thread_id.clone(),
         status,
         agent,
-        workflow_run_id: None,
+        workflow_run_id: body
+            .get("workflow_run_id")
+            .and_then(Value::as_str)
+            .map(str::to_string),
         stats,
         usage,
         created_at: time::format(t.created_at),

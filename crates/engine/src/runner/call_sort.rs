@@ -75,7 +75,13 @@ impl Loop<'_> {
             .tools
             .iter()
             .any(|t| matches!(t, Tool::Custom(c) if c.name == name));
-        if is_custom {
+        if crate::workflow_runs::is_platform_tool(&name) && self.starts_workflows() {
+            // Answered in the response's own transaction, and never shown to clients.
+            calls
+                .platform
+                .push(crate::workflow_runs::PlatformCall { id, name, input });
+            calls.runs_here = true;
+        } else if is_custom {
             let mut body = json!({ "name": name, "input": input });
             if let Some(t) = &crosspost {
                 body["session_thread_id"] = json!(t);
@@ -240,6 +246,8 @@ pub(super) struct Calls {
     pub(super) sends: Vec<delegation::Send>,
     /// `list_agents` calls, answered in the transaction from the roster.
     pub(super) listings: Vec<(String, Value)>,
+    /// Workflow platform calls, answered in the transaction and kept private.
+    pub(super) platform: Vec<crate::workflow_runs::PlatformCall>,
     /// A call runs in this process (a built-in tool, a delegation).
     pub(super) runs_here: bool,
 }

@@ -123,6 +123,15 @@ impl Loop<'_> {
         }
         self.handle.saw_seq(rec.last_seq);
         self.inner.hub.publish(&self.scope.sid, &appended);
+        // Threads this decision set working (a workflow run's new agents) get their loops.
+        for e in appended.iter().filter(|e| {
+            e.kind == mast_domain::events::kind::THREAD_STATUS_RUNNING
+                && e.thread_id.as_deref() != Some(self.scope.thread.as_str())
+        }) {
+            if let Some(t) = &e.thread_id {
+                let _ = self.crew.spawn.send(t.clone());
+            }
+        }
         if let Some(rx) = awaits
             && rx.await.unwrap_or(false)
         {

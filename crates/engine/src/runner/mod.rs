@@ -24,6 +24,7 @@ mod hook_step;
 mod model_step;
 mod outcome_grader;
 mod pass;
+mod run_wait;
 mod skill_note;
 mod supervisor;
 mod task;
@@ -102,6 +103,8 @@ struct Crew {
     pub changed: Notify,
     /// The session's MCP connections, shared by its threads, closed when the runner ends.
     pub mcp: super::mcp::McpSet,
+    /// What the session's workflow run threads returned (see `engine::workflow_runs`).
+    pub texts: Arc<crate::workflow_runs::ResultTexts>,
 }
 
 /// One thread's loop. Its state is private to the runner's modules, in groups that say what

@@ -292,6 +292,10 @@ impl Loop<'_> {
             .commit(
                 move |rec, st| {
                     st.queued = st.queued.saturating_sub(n);
+                    if ender.child.is_none() {
+                        // A new primary turn: it parks again if it ends while runs work.
+                        st.primary_parked = false;
+                    }
                     // The budget gate: a request is made only under the cap.
                     if let Some(stop) = crate::budget::gate(&ender, rec, st, priced, clock.now())? {
                         return Ok(stop);
@@ -432,6 +436,7 @@ impl Loop<'_> {
                 ends_turn = None;
             }
         }
+        let end_id = end.id.clone();
         out.push(end);
         for (id, msg) in calls.mcp_refused {
             let mut e = server_event(
@@ -457,8 +462,14 @@ impl Loop<'_> {
         if ender.child.is_some() {
             ender.reply = Some(said);
         }
-        let (usage, pending, listings, sends) =
-            (resp.usage, calls.pending, calls.listings, calls.sends);
+        let (usage, pending, listings, sends, platform) = (
+            resp.usage,
+            calls.pending,
+            calls.listings,
+            calls.sends,
+            calls.platform,
+        );
+        let runs = self.run_scope();
         let cost = self
             .inner
             .config
@@ -502,6 +513,16 @@ impl Loop<'_> {
                     }
                 }
                 out.extend(delegation::apply(st, sends, &sid, &primary, clock.now()));
+                if !platform.is_empty() {
+                    let ctx = runs.ctx(&sid, &primary, clock.now());
+                    let (answers, events) = crate::workflow_runs::answer_calls(st, &ctx, platform);
+                    if let Some(end) = out.iter_mut().find(|e| e.id == end_id)
+                        && let Some(internal) = end.internal.as_mut()
+                    {
+                        internal["platform_calls"] = json!(answers);
+                    }
+                    out.extend(events);
+                }
                 if let Some((reason, details)) = ends_turn {
                     out.extend(ender.try_end(rec, st, reason, details)?);
                 }

@@ -205,6 +205,23 @@ impl Loop<'_> {
                 self.finish(StopReason::BudgetReached, None).await?;
                 continue;
             }
+            if self.is_primary()
+                && crate::workflow_runs::any_running(&st)
+                && self.turn_over(&ctx.tail)
+            {
+                // Its turn is over but a workflow run works on: the session stays running.
+                self.wait_on_runs(&st).await?;
+                continue;
+            }
+            if !self.is_primary()
+                && st
+                    .threads
+                    .get(&self.scope.thread)
+                    .is_some_and(|t| t.workflow_run.is_some())
+            {
+                // This thread's end may render what the run's other threads returned.
+                self.load_run_texts(&st).await?;
+            }
             match ctx.tail {
                 Tail::User => {
                     // Context compaction: a boundary (or a stop) first, then a fresh look.
@@ -242,6 +259,10 @@ impl Loop<'_> {
                     ToolStep::HandToWorker(id) => self.hand_to_worker(id).await?,
                     ToolStep::AwaitDelegates => self.await_delegates(&st).await?,
                     ToolStep::Orphaned(call) => self.close_orphaned(call).await?,
+                    // A run's threads work on while the primary waits on the client.
+                    ToolStep::Wait if self.is_primary() && st.children_active() => {
+                        self.await_delegates(&st).await?
+                    }
                     ToolStep::Wait => {
                         self.finish(StopReason::RequiresAction(missing), None)
                             .await?

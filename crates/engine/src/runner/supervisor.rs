@@ -38,6 +38,7 @@ pub(super) async fn drive(
         spawn,
         changed: Notify::new(),
         mcp: crate::mcp::McpSet::new(&inner.shutdown),
+        texts: Default::default(),
     };
     let body = inner.bodies.get(&rec.id, &rec.body)?;
     let sid = rec.id.clone();

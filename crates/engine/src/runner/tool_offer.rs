@@ -41,16 +41,28 @@ impl Loop<'_> {
         }
     }
 
+    /// Whether this thread's model may start workflow runs: the primary thread only, while
+    /// the session's `workflows` is enabled (run threads and delegates never nest runs).
+    pub(super) fn starts_workflows(&self) -> bool {
+        self.is_primary() && crate::workflow_runs::enabled(&self.scope.body.agent)
+    }
+
     /// Custom tools, the enabled built-in tools, (coordinators) the delegation tools and
     /// the MCP tools of the last [`Loop::prepare_mcp`].
     pub(super) fn offered_tools(&self) -> Arc<Vec<ToolDef>> {
         let base = self.agent_tools();
-        if self.scope.roster.is_none() && self.kit.mcp_offer.defs.is_empty() {
+        let workflows = self.starts_workflows();
+        if self.scope.roster.is_none() && self.kit.mcp_offer.defs.is_empty() && !workflows {
             return base;
         }
         let mut tools = Vec::clone(&base);
         if let Some(r) = &self.scope.roster {
             tools.extend(r.tools());
+        }
+        if workflows {
+            tools.extend(crate::workflow_runs::tool_defs(
+                &self.inner.config.workflows.limits,
+            ));
         }
         tools.extend(self.kit.mcp_offer.defs.iter().cloned());
         Arc::new(tools)

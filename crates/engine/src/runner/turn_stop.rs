@@ -20,6 +20,9 @@ impl Loop<'_> {
             usage_at_start: self.tally.usage_at_start.clone(),
             reply: self.child_name().map(|_| self.final_message()),
             clock: self.inner.store.clock().clone(),
+            runs: self
+                .child_name()
+                .map(|_| (self.scope.sid.clone(), self.run_scope())),
         }
     }
 

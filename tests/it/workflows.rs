@@ -1,0 +1,443 @@
+//! Workflow runs (a preview): the primary agent starts a plan with its hidden platform tool,
+//! the server runs the plan's agents in threads of their own, phase by phase, and the run's
+//! end reaches the agent as a new turn. Clients follow on the session stream.
+
+use serde_json::{Value, json};
+
+use crate::backend_tests;
+use crate::support::sse::Stream;
+use crate::support::{Backend, Options, TestServer};
+
+backend_tests!(
+    a_run_fans_out_in_phases_and_reports_back,
+    refused_starts_create_no_run,
+    failed_agents_end_the_run_or_are_counted,
+    the_agent_stops_a_run,
+    a_waiting_run_agent_idles_the_session_with_its_call,
+    workflows_are_refused_unless_the_preview_is_on,
+);
+
+async fn server(b: Backend, tune: impl FnOnce(&mut mast::domain::workflow::Limits)) -> TestServer {
+    TestServer::start_tuned(b, Options::default(), |c| {
+        c.engine.workflows.preview = true;
+        tune(&mut c.engine.workflows.limits);
+    })
+    .await
+}
+
+/// A session of an agent with workflows enabled (and subagents off), its stream open.
+async fn session(s: &TestServer, extra: Value) -> (String, Stream) {
+    let mut def = json!({
+        "name": "lead", "model": "mast-scripted",
+        "multiagent": {"type": "multiagent_20261001", "subagents": {"type": "disabled"},
+                       "workflows": {"type": "enabled"}},
+        "tools": [{"type": "custom", "name": "lookup", "description": "Looks a thing up.",
+                   "input_schema": {"type": "object"}}],
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        def[k] = v.clone();
+    }
+    let agent = s.client.post("/v1/agents", def).await.ok();
+    let env = s.client.environment().await;
+    let sid = s
+        .client
+        .post(
+            "/v1/sessions",
+            json!({"agent": agent["id"], "environment_id": env["id"]}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let st = Stream::open(
+        &s.url,
+        &format!("/v1/sessions/{sid}/events/stream"),
+        None,
+        &[],
+    )
+    .await;
+    (sid, st)
+}
+
+/// The acceptance plan: three readers in phase 1, one merger in phase 2.
+fn plan() -> Value {
+    json!({
+        "name": "Read and merge",
+        "agents": {"reader": {"system": "You read one document."}},
+        "inputs": {"docs": ["a", "b", "c"]},
+        "phases": [
+            {"name": "P1", "steps": [{"map": {"over": "docs", "as": "doc", "use": "reader",
+                                               "prompt": "say Read {{doc}}.", "save": "notes"}}]},
+            {"name": "P2", "steps": [{"agent": {"use": "reader",
+                                                 "prompt": "say Merged {{notes.count}}.", "save": "merged"}}]}
+        ],
+        "result": "{{merged}}"
+    })
+}
+
+fn start_script(plan: &Value) -> String {
+    format!("call ant__start_workflow_run {plan}\n---\nsay Started: {{{{result}}}}")
+}
+
+fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == t).collect()
+}
+
+fn position(events: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
+    events
+        .iter()
+        .position(pred)
+        .unwrap_or_else(|| panic!("no such event in {events:#?}"))
+}
+
+async fn a_run_fans_out_in_phases_and_reports_back(b: Backend) {
+    let s = server(b, |_| {}).await;
+    let (sid, mut st) = session(&s, json!({})).await;
+    s.client.say(&sid, &start_script(&plan())).await;
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    let events = s.client.all_events(&sid).await;
+    let t = |e: &Value| e["type"].as_str().unwrap_or("").to_string();
+    // No hidden call shows, on any thread.
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["name"].as_str().is_some_and(|n| n.starts_with("ant__"))),
+        "{events:#?}"
+    );
+    let created = of_type(&events, "workflow_run.created");
+    assert_eq!(created.len(), 1, "{events:#?}");
+    let run = created[0]["workflow_run_id"].as_str().unwrap();
+    assert!(run.starts_with("wrun_"));
+    let phases = created[0]["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 2);
+    assert!(
+        phases
+            .iter()
+            .all(|p| p["id"].as_str().unwrap().starts_with("wrph_") && p["description"].is_null())
+    );
+    // The relative order of the run's events.
+    let at = |ty: &str| position(&events, |e| t(e) == ty);
+    let started: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| t(e) == "workflow_run.phase_started")
+        .map(|(i, _)| i)
+        .collect();
+    let ended: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| t(e) == "workflow_run.phase_ended")
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!((started.len(), ended.len()), (2, 2), "{events:#?}");
+    let status_ended = at("workflow_run.status_ended");
+    assert!(at("workflow_run.created") < at("workflow_run.status_running"));
+    assert!(at("workflow_run.status_running") < started[0]);
+    assert!(started[0] < ended[0] && ended[0] < started[1] && started[1] < ended[1]);
+    assert!(ended[1] < status_ended);
+    assert_eq!(
+        events[ended[0]]["phase_started_id"], events[started[0]]["id"],
+        "phase_ended names its start"
+    );
+    assert_eq!(events[status_ended]["result"], json!({"type": "completed"}));
+    // Three threads in phase 1, all before it ends; one in phase 2.
+    let thread_created: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| t(e) == "session.thread_created")
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(thread_created.len(), 4);
+    assert!(
+        thread_created[..3]
+            .iter()
+            .all(|i| *i > started[0] && *i < ended[0])
+    );
+    assert!(thread_created[3] > started[1] && thread_created[3] < ended[1]);
+    assert!(
+        thread_created
+            .iter()
+            .all(|i| events[*i]["workflow_run_id"] == run)
+    );
+    // No session idle between the run's creation and its end.
+    assert!(
+        !events[at("workflow_run.created")..status_ended]
+            .iter()
+            .any(|e| t(e) == "session.status_idle"),
+        "{events:#?}"
+    );
+    // The agent read the start's result, then the run's end.
+    let said: Vec<&str> = of_type(&events, "agent.message")
+        .iter()
+        .map(|m| m["content"][0]["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        said[0].contains("Started:") && said[0].contains("wrun_"),
+        "{said:?}"
+    );
+    let last = said.last().unwrap();
+    assert!(last.contains("Merged 3."), "{said:?}");
+    let last_message = events
+        .iter()
+        .rposition(|e| t(e) == "agent.message")
+        .unwrap();
+    assert!(last_message > status_ended);
+    // The run's threads: children of the primary, archived, running the inline agent.
+    let threads = s
+        .client
+        .get(&format!("/v1/sessions/{sid}/threads?limit=100"))
+        .await
+        .ok();
+    let list = threads["data"].as_array().unwrap();
+    let primary = list
+        .iter()
+        .find(|t| t["parent_thread_id"].is_null())
+        .unwrap();
+    let runs: Vec<&Value> = list
+        .iter()
+        .filter(|t| !t["parent_thread_id"].is_null())
+        .collect();
+    assert_eq!(runs.len(), 4, "{list:#?}");
+    for th in &runs {
+        assert_eq!(th["parent_thread_id"], primary["id"]);
+        assert_eq!(th["workflow_run_id"], run);
+        assert_eq!(th["status"], "terminated");
+        assert!(th["archived_at"].is_string());
+        assert_eq!(th["agent"]["type"], "inline");
+        assert_eq!(th["agent"]["model"]["id"], "mast-scripted");
+        assert!(!th["usage"].is_null());
+        let tid = th["id"].as_str().unwrap();
+        let own = s
+            .client
+            .get(&format!("/v1/sessions/{sid}/threads/{tid}/events"))
+            .await
+            .ok();
+        let first = own["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["type"] == "agent.thread_message_received")
+            .unwrap();
+        assert_eq!(first["from_session_thread_id"], primary["id"]);
+        assert!(first.get("from_agent_name").is_none() || first["from_agent_name"].is_null());
+    }
+    // Listing by the seven types returns exactly the run's events.
+    let types = [
+        "workflow_run.created",
+        "workflow_run.status_running",
+        "workflow_run.status_idle",
+        "workflow_run.phase_started",
+        "workflow_run.phase_ended",
+        "workflow_run.error",
+        "workflow_run.status_ended",
+    ];
+    let query: String = types.iter().map(|t| format!("&types[]={t}")).collect();
+    let listed = s
+        .client
+        .get(&format!("/v1/sessions/{sid}/events?limit=100{query}"))
+        .await
+        .ok();
+    let listed_ids: Vec<&Value> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["id"])
+        .collect();
+    let run_ids: Vec<&Value> = events
+        .iter()
+        .filter(|e| t(e).starts_with("workflow_run."))
+        .map(|e| &e["id"])
+        .collect();
+    assert_eq!(listed_ids, run_ids);
+    let session = s.client.get(&format!("/v1/sessions/{sid}")).await.ok();
+    assert_eq!(session["status"], "idle");
+}
+
+async fn refused_starts_create_no_run(b: Backend) {
+    let s = server(b, |l| l.max_open_runs = 1).await;
+    let (sid, mut st) = session(&s, json!({})).await;
+    let sleeper = json!({"agents": {"w": {"system": "Wait."}},
+        "phases": [{"name": "Wait", "steps": [{"agent": {"use": "w", "prompt": "sleep 3000\nsay done"}}]}]});
+    let unknown = json!({"agents": {"w": {"system": "Wait."}},
+        "phases": [{"name": "P", "steps": [{"agent": {"use": "nobody", "prompt": "say x"}}]}]});
+    let script = format!(
+        "call ant__start_workflow_run {sleeper}\n---\ncall ant__start_workflow_run {sleeper}\n---\nsay second: {{{{result}}}}\ncall ant__start_workflow_run {unknown}\n---\nsay third: {{{{result}}}}"
+    );
+    s.client.say(&sid, &script).await;
+    st.until_idle(60).await;
+    let events = s.client.all_events(&sid).await;
+    assert_eq!(
+        of_type(&events, "workflow_run.created").len(),
+        1,
+        "{events:#?}"
+    );
+    let errors = of_type(&events, "workflow_run.error");
+    assert_eq!(errors.len(), 2, "{events:#?}");
+    assert!(errors.iter().all(|e| e["workflow_run_id"].is_null()));
+    assert_eq!(errors[0]["error"]["type"], "max_workflow_runs_error");
+    assert_eq!(errors[1]["error"]["type"], "program_error");
+    let said: Vec<String> = of_type(&events, "agent.message")
+        .iter()
+        .map(|m| m["content"][0]["text"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        said.iter()
+            .any(|t| t.contains("second:") && t.contains("open workflow runs")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|t| t.contains("third:") && t.contains("nobody")),
+        "{said:?}"
+    );
+    // The first run still completes.
+    assert_eq!(of_type(&events, "workflow_run.status_ended").len(), 1);
+}
+
+async fn failed_agents_end_the_run_or_are_counted(b: Backend) {
+    let s = server(b, |_| {}).await;
+    for (on_error, expect) in [("fail", "error"), ("continue", "completed")] {
+        let (sid, mut st) = session(&s, json!({})).await;
+        let p = json!({"agents": {"r": {"system": "Refuse."}},
+            "phases": [{"name": "P", "steps": [{"agent": {"use": "r", "prompt": "refuse", "save": "x", "on_error": on_error}}]}]});
+        s.client.say(&sid, &start_script(&p)).await;
+        st.until_idle(60).await;
+        let events = s.client.all_events(&sid).await;
+        let ended = of_type(&events, "workflow_run.status_ended");
+        assert_eq!(ended.len(), 1, "{events:#?}");
+        assert_eq!(ended[0]["result"]["type"], expect, "{events:#?}");
+        if expect == "error" {
+            assert_eq!(ended[0]["result"]["error"]["type"], "program_error");
+            let t = |e: &Value| e["type"].as_str().unwrap_or("").to_string();
+            let error = position(&events, |e| t(e) == "workflow_run.error");
+            let phase_end = position(&events, |e| t(e) == "workflow_run.phase_ended");
+            let end = position(&events, |e| t(e) == "workflow_run.status_ended");
+            assert!(error < phase_end && phase_end < end);
+        }
+    }
+    // A step that would pass the run's agent limit starts none of its agents.
+    let s = server(b, |l| l.max_agents_per_run = 2).await;
+    let (sid, mut st) = session(&s, json!({})).await;
+    s.client.say(&sid, &start_script(&plan())).await;
+    st.until_idle(60).await;
+    let events = s.client.all_events(&sid).await;
+    let ended = of_type(&events, "workflow_run.status_ended");
+    assert_eq!(
+        ended[0]["result"]["error"]["type"], "thread_limit_error",
+        "{events:#?}"
+    );
+    assert_eq!(of_type(&events, "session.thread_created").len(), 0);
+}
+
+async fn the_agent_stops_a_run(b: Backend) {
+    let s = server(b, |_| {}).await;
+    let (sid, mut st) = session(&s, json!({})).await;
+    let p = json!({"agents": {"w": {"system": "Look things up."}},
+        "phases": [{"name": "P", "steps": [{"agent": {"use": "w", "prompt": "call lookup {}"}}]}]});
+    // The run's agent calls the client's tool at once; the primary stops the run while that
+    // call waits (its own second request streams for two seconds first).
+    let script = format!(
+        "call ant__start_workflow_run {p}\n---\nsleep 2000\ncall ant__stop_workflow_run {}\n---\nsay stopped",
+        r#"{"workflow_run_id": "{{result.workflow_run_id}}"}"#
+    );
+    s.client.say(&sid, &script).await;
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn", "{:#?}", st.seen);
+    let events = s.client.all_events(&sid).await;
+    let t = |e: &Value| e["type"].as_str().unwrap_or("").to_string();
+    let call = of_type(&events, "agent.custom_tool_use")[0].clone();
+    assert!(call["session_thread_id"].is_string());
+    let ended = position(&events, |e| t(e) == "workflow_run.status_ended");
+    assert_eq!(events[ended]["result"]["type"], "stopped");
+    let terminated = position(&events, |e| t(e) == "session.thread_status_terminated");
+    assert!(terminated < ended);
+    // Too late to answer the stopped thread's call.
+    let late = s
+        .client
+        .post(
+            &format!("/v1/sessions/{sid}/events"),
+            json!({"events": [{"type": "user.custom_tool_result", "custom_tool_use_id": call["id"],
+                               "content": [{"type": "text", "text": "x"}]}]}),
+        )
+        .await;
+    late.err(400);
+}
+
+async fn a_waiting_run_agent_idles_the_session_with_its_call(b: Backend) {
+    let s = server(b, |_| {}).await;
+    let (sid, mut st) = session(&s, json!({})).await;
+    let p = json!({"agents": {"w": {"system": "Look things up."}},
+        "phases": [{"name": "P", "steps": [{"agent": {"use": "w", "prompt": "call lookup {}", "save": "found"}}]}],
+        "result": "found {{found}}"});
+    s.client.say(&sid, &start_script(&p)).await;
+    let idle = st.until_idle(60).await;
+    assert_eq!(
+        idle["stop_reason"]["type"], "requires_action",
+        "{:#?}",
+        st.seen
+    );
+    let events = s.client.all_events(&sid).await;
+    let call = of_type(&events, "agent.custom_tool_use")[0].clone();
+    assert!(call["session_thread_id"].is_string());
+    assert_eq!(idle["stop_reason"]["event_ids"], json!([call["id"]]));
+    // While the run is open, it blocks changing the session's agent and archiving its thread.
+    let blocked = s
+        .client
+        .post(
+            &format!("/v1/sessions/{sid}"),
+            json!({"agent": {"tools": []}}),
+        )
+        .await;
+    assert_eq!(blocked.status.as_u16(), 400, "{}", blocked.body);
+    assert_eq!(
+        blocked.body["error"]["details"]["error_code"], "workflow_run_open",
+        "{}",
+        blocked.body
+    );
+    let tid = call["session_thread_id"].as_str().unwrap();
+    let archive = s
+        .client
+        .post(
+            &format!("/v1/sessions/{sid}/threads/{tid}/archive"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(archive.status.as_u16(), 400, "{}", archive.body);
+    assert_eq!(
+        archive.body["error"]["details"]["error_code"],
+        "workflow_run_open"
+    );
+    // The answer lets the run finish, and the agent gets its result.
+    s.client
+        .post(
+            &format!("/v1/sessions/{sid}/events"),
+            json!({"events": [{"type": "user.custom_tool_result", "custom_tool_use_id": call["id"],
+                               "content": [{"type": "text", "text": "the answer"}]}]}),
+        )
+        .await
+        .ok();
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn", "{:#?}", st.seen);
+    let events = s.client.all_events(&sid).await;
+    let ended = of_type(&events, "workflow_run.status_ended");
+    assert_eq!(ended[0]["result"]["type"], "completed");
+    let said = of_type(&events, "agent.message");
+    let last = said.last().unwrap()["content"][0]["text"].as_str().unwrap();
+    assert!(last.contains("found the answer"), "{last}");
+}
+
+async fn workflows_are_refused_unless_the_preview_is_on(b: Backend) {
+    let s = TestServer::start(b).await;
+    let refused = s
+        .client
+        .post(
+            "/v1/agents",
+            json!({"name": "x", "model": "mast-scripted",
+                   "multiagent": {"type": "multiagent_20261001", "workflows": {"type": "enabled"}}}),
+        )
+        .await
+        .err(400);
+    assert!(refused.contains("MAST_WORKFLOWS_PREVIEW"), "{refused}");
+}
