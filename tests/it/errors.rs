@@ -482,9 +482,10 @@ async fn oversized_and_malformed_heads_get_the_api_shape(b: Backend) {
 /// server then closes; the answer must say so, or a pooling client reuses a dying socket.
 async fn an_unread_body_closes_the_connection(b: Backend) {
     let s = TestServer::start(b).await;
+    let host = s.url.trim_start_matches("http://");
     let body = format!("{{\"pad\": \"{}\"}}", "a".repeat(200_000));
     let unread = format!(
-        "POST /v1/no-such-route HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        "POST /v1/no-such-route HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
     let (head, answer) = raw_exchange(&s.url, unread.as_bytes()).await;
@@ -494,7 +495,7 @@ async fn an_unread_body_closes_the_connection(b: Backend) {
     // A body the handler read keeps the connection open for the next request.
     let small = r#"{"name": 5}"#;
     let read = format!(
-        "POST /v1/agents HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{small}",
+        "POST /v1/agents HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{small}",
         small.len()
     );
     let (head, _) = raw_exchange(&s.url, read.as_bytes()).await;

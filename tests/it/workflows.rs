@@ -14,6 +14,9 @@ backend_tests!(
     failed_agents_end_the_run_or_are_counted,
     the_agent_stops_a_run,
     a_waiting_run_agent_idles_the_session_with_its_call,
+    a_run_ends_when_its_lifetime_passes,
+    an_interrupt_pauses_runs_until_the_next_message,
+    archiving_a_paused_session_stops_its_runs,
     workflows_are_refused_unless_the_preview_is_on,
 );
 
@@ -440,4 +443,129 @@ async fn workflows_are_refused_unless_the_preview_is_on(b: Backend) {
         .await
         .err(400);
     assert!(refused.contains("MAST_WORKFLOWS_PREVIEW"), "{refused}");
+}
+
+/// A plan whose one agent works for three seconds.
+fn slow_plan(extra: Value) -> Value {
+    let mut p = json!({"agents": {"w": {"system": "Work slowly."}},
+        "phases": [{"name": "Slow", "steps": [{"agent": {"use": "w", "prompt": "sleep 3000\nsay done", "save": "out"}}]}],
+        "result": "{{out}}"});
+    for (k, v) in extra.as_object().unwrap() {
+        p[k] = v.clone();
+    }
+    p
+}
+
+async fn a_run_ends_when_its_lifetime_passes(b: Backend) {
+    let s = server(b, |_| {}).await;
+    let (sid, mut st) = session(&s, json!({})).await;
+    s.client
+        .say(
+            &sid,
+            &start_script(&slow_plan(json!({"lifetime_seconds": 1}))),
+        )
+        .await;
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    let events = s.client.all_events(&sid).await;
+    let t = |e: &Value| e["type"].as_str().unwrap_or("").to_string();
+    let ended = position(&events, |e| t(e) == "workflow_run.status_ended");
+    assert_eq!(
+        events[ended]["result"]["error"]["type"], "timeout_error",
+        "{events:#?}"
+    );
+    let error = position(&events, |e| t(e) == "workflow_run.error");
+    let terminated = position(&events, |e| t(e) == "session.thread_status_terminated");
+    assert!(error < terminated && terminated < ended, "{events:#?}");
+    // The agent heard of it.
+    let said = of_type(&events, "agent.message");
+    let last = said.last().unwrap()["content"][0]["text"].as_str().unwrap();
+    assert!(last.contains("timeout_error"), "{last}");
+}
+
+/// Starts the slow run and interrupts the session while its agent works; returns the run's
+/// id once the session is idle.
+async fn start_and_interrupt(s: &TestServer, sid: &str, st: &mut Stream) -> String {
+    s.client
+        .say(sid, &start_script(&slow_plan(json!({}))))
+        .await;
+    let created = st
+        .until(60, |e| e["type"] == "session.thread_created")
+        .await;
+    let run = created["workflow_run_id"].as_str().unwrap().to_string();
+    let tid = created["session_thread_id"].as_str().unwrap().to_string();
+    // Naming one of the run's threads stops nothing.
+    s.client
+        .send_events(
+            sid,
+            json!([{"type": "user.interrupt", "session_thread_id": tid}]),
+        )
+        .await;
+    s.client
+        .send_events(sid, json!([{"type": "user.interrupt"}]))
+        .await;
+    let paused = st
+        .until(60, |e| e["type"] == "workflow_run.status_idle")
+        .await;
+    assert_eq!(paused["workflow_run_id"], run.as_str());
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    let events = s.client.all_events(sid).await;
+    assert!(
+        of_type(&events, "workflow_run.status_ended").is_empty(),
+        "{events:#?}"
+    );
+    run
+}
+
+async fn an_interrupt_pauses_runs_until_the_next_message(b: Backend) {
+    let s = server(b, |_| {}).await;
+    let (sid, mut st) = session(&s, json!({})).await;
+    let run = start_and_interrupt(&s, &sid, &mut st).await;
+    // The next message lifts the interrupt's pause: the run goes on and completes.
+    s.client.say(&sid, "say carry on").await;
+    let resumed = st
+        .until(60, |e| e["type"] == "workflow_run.status_running")
+        .await;
+    assert_eq!(resumed["workflow_run_id"], run.as_str());
+    let ended = st
+        .until(60, |e| e["type"] == "workflow_run.status_ended")
+        .await;
+    assert_eq!(ended["result"]["type"], "completed", "{:#?}", st.seen);
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    let events = s.client.all_events(&sid).await;
+    let said = of_type(&events, "agent.message");
+    let last = said.last().unwrap()["content"][0]["text"].as_str().unwrap();
+    assert!(last.contains("Result:") && last.contains("done"), "{last}");
+}
+
+async fn archiving_a_paused_session_stops_its_runs(b: Backend) {
+    let s = server(b, |_| {}).await;
+    let (sid, mut st) = session(&s, json!({})).await;
+    let run = start_and_interrupt(&s, &sid, &mut st).await;
+    s.client
+        .post(&format!("/v1/sessions/{sid}/archive"), json!({}))
+        .await
+        .ok();
+    let events = s.client.all_events(&sid).await;
+    let n = events.len();
+    assert_eq!(
+        events[n - 1]["type"],
+        "workflow_run.status_ended",
+        "{events:#?}"
+    );
+    assert_eq!(events[n - 1]["workflow_run_id"], run.as_str());
+    assert_eq!(events[n - 1]["result"]["type"], "stopped");
+    assert_eq!(events[n - 2]["type"], "workflow_run.phase_ended");
+    let threads = s
+        .client
+        .get(&format!("/v1/sessions/{sid}/threads?limit=100"))
+        .await
+        .ok();
+    for th in threads["data"].as_array().unwrap() {
+        if !th["workflow_run_id"].is_null() {
+            assert_eq!(th["status"], "terminated", "{th}");
+        }
+    }
 }

@@ -103,6 +103,7 @@ pub fn accept(
         }
         events.push(echo);
     }
+    events.append(&mut intake.run_events);
     events.extend(intake.stop_delegates(now));
     events.extend(intake.restart_answered_delegates(now));
     events.extend(intake.settle(rec, lease, now));
@@ -146,6 +147,8 @@ struct Intake<'a> {
     stopped: Vec<String>,
     /// A delegate went back to work, its calls all answered.
     restarted: bool,
+    /// Workflow runs the batch paused or resumed: their events follow the batch's echoes.
+    run_events: Vec<NewEvent>,
 }
 
 impl<'a> Intake<'a> {
@@ -162,6 +165,7 @@ impl<'a> Intake<'a> {
             answered_threads: BTreeSet::new(),
             stopped: Vec::new(),
             restarted: false,
+            run_events: Vec::new(),
         }
     }
 
@@ -193,6 +197,7 @@ impl<'a> Intake<'a> {
                     processed = None;
                     self.st.queued += 1;
                 }
+                self.resume_runs(now);
             }
             ClientEvent::CustomToolResult {
                 custom_tool_use_id: id,
@@ -213,13 +218,14 @@ impl<'a> Intake<'a> {
                 routed = self.answer(i, id, PendingKind::Confirmation)?;
                 answers = Some((id.clone(), Answer::Confirmation.as_str()));
             }
-            ClientEvent::Interrupt { thread_id } => self.interrupt(i, thread_id.as_deref())?,
+            ClientEvent::Interrupt { thread_id } => self.interrupt(i, thread_id.as_deref(), now)?,
             ClientEvent::DefineOutcome(def) => {
                 if def.rubric_text().is_none() {
                     return Err(StoreError::Invalid(super::outcomes::unresolved(i)));
                 }
                 super::outcomes::define(&mut self.st, def, self.can_start)?;
                 self.starts_turn = true;
+                self.resume_runs(now);
             }
         }
         Ok(NewEvent {
@@ -255,8 +261,22 @@ impl<'a> Intake<'a> {
         Ok((p.thread_id != self.primary).then_some(p.thread_id))
     }
 
+    /// New input lifts an interrupt's pause from the session's workflow runs.
+    fn resume_runs(&mut self, now: Micros) {
+        let events = super::workflow_runs::resume_all(
+            &mut self.st,
+            super::workflow_runs::BY_INTERRUPT,
+            self.primary,
+            now,
+        );
+        if !events.is_empty() {
+            self.restarted = true;
+        }
+        self.run_events.extend(events);
+    }
+
     /// An interrupt of one delegate (`Some`) or of the primary thread and every delegate.
-    fn interrupt(&mut self, i: usize, thread: Option<&str>) -> Result<(), StoreError> {
+    fn interrupt(&mut self, i: usize, thread: Option<&str>, now: Micros) -> Result<(), StoreError> {
         let st = &mut self.st;
         match thread {
             Some(t) if t != self.primary && !st.threads.contains_key(t) => {
@@ -271,6 +291,9 @@ impl<'a> Intake<'a> {
                     "`events[{i}].session_thread_id` `{t}` is terminated: there is nothing to interrupt"
                 ))));
             }
+            // A workflow run's thread works for the run, not for the user: interrupting it
+            // alone stops nothing (a session-wide interrupt pauses its run).
+            Some(t) if t != self.primary && super::workflow_runs::is_run_thread(st, t) => {}
             Some(t) if t != self.primary => {
                 let run = &st.threads[t];
                 if run.status.is_active() {
@@ -282,6 +305,12 @@ impl<'a> Intake<'a> {
             }
             // The primary thread, or every thread: delegates go with their parent.
             _ => {
+                self.run_events.extend(super::workflow_runs::pause_all(
+                    st,
+                    super::workflow_runs::BY_INTERRUPT,
+                    self.primary,
+                    now,
+                ));
                 if self.status.is_active() {
                     st.interrupt = true;
                     for run in st.threads.values_mut().filter(|r| r.status.is_active()) {

@@ -41,7 +41,7 @@ impl Ender {
         reason: StopReason,
         details: Option<Value>,
     ) -> Result<Vec<NewEvent>, StoreError> {
-        if st.interrupt_of(&self.thread) {
+        if st.interrupt_of(&self.thread) || self.ended_meanwhile(st) {
             return Ok(vec![]);
         }
         let now = self.clock.now();
@@ -195,6 +195,9 @@ impl Ender {
         message: &str,
         now: Micros,
     ) -> Vec<NewEvent> {
+        if self.ended_meanwhile(st) {
+            return vec![];
+        }
         let mut out = vec![server_event(
             kind::SESSION_ERROR,
             events::session_error(error_type, message, "exhausted"),
@@ -272,6 +275,11 @@ impl Ender {
             &self.primary,
             now,
         )];
+        out.extend(super::workflow_runs::end_on_termination(
+            st,
+            &self.primary,
+            now,
+        ));
         for (id, run) in st.threads.iter_mut() {
             if run.status == ThreadStatus::Terminated {
                 continue;
@@ -307,6 +315,16 @@ impl Ender {
             now,
         ));
         out
+    }
+
+    /// Whether this child thread was terminated while its loop worked (its workflow run
+    /// ended): the turn it was in has nothing left to end.
+    fn ended_meanwhile(&self, st: &EngineState) -> bool {
+        self.child.is_some()
+            && st
+                .threads
+                .get(&self.thread)
+                .is_some_and(|t| t.status == ThreadStatus::Terminated)
     }
 
     /// How a workflow run's thread ending its turn with `reason` ends its agent; None for
@@ -511,10 +529,10 @@ pub(super) fn stop_delegate(
         clock: mast_domain::clock::Clock::manual(now),
         runs: None,
     };
-    let waiting = st
-        .threads
-        .get(thread)
-        .is_some_and(|t| !t.replies_to.is_empty() || !closed.is_empty());
+    // A workflow run's thread always says it stopped: its run may resume it.
+    let waiting = st.threads.get(thread).is_some_and(|t| {
+        !t.replies_to.is_empty() || !closed.is_empty() || t.workflow_run.is_some()
+    });
     if waiting {
         out.push(ender.status_event(
             kind::THREAD_STATUS_IDLE,

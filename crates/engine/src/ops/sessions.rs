@@ -209,6 +209,18 @@ impl Engine {
             let now = clock.now();
             rec.archived_at = Some(now);
             rec.updated_at = now;
+            // Workflow runs left paused end with the session, stopped; their agent is told
+            // nothing, as it takes no further turn.
+            let before = EngineState::of(rec)?;
+            if crate::workflow_runs::open_runs(&before).next().is_some() {
+                let mut st = before.clone();
+                let primary =
+                    serde_json::from_str::<mast_domain::session::SessionBodyHead>(&rec.body)?
+                        .primary_thread_id;
+                let events = crate::workflow_runs::end_on_archive(&mut st, &primary, now);
+                let out = crate::state::output(rec, &before, st, events, vec![], now)?;
+                return Ok((out, ()));
+            }
             Ok((TxnOutput::default(), ()))
         })
         .await?;

@@ -144,6 +144,13 @@ impl Loop<'_> {
                     continue;
                 }
             }
+            if self.is_primary() && !st.workflow_runs.is_empty() {
+                self.spawn_run_threads(&st);
+                if crate::workflow_runs::next_deadline(&st).is_some_and(|d| d <= self.inner.now()) {
+                    self.expire_runs().await?;
+                    continue;
+                }
+            }
             if st.interrupt_of(&self.scope.thread) {
                 self.interrupt(&st).await?;
                 continue;

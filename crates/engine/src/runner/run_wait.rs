@@ -132,4 +132,30 @@ impl Loop<'_> {
         }
         self.await_delegates(st).await
     }
+
+    /// Starts the loops of the runs' working threads that have none (after a restart, or
+    /// when input resumed a paused run).
+    pub(super) fn spawn_run_threads(&self, st: &EngineState) {
+        for (tid, t) in &st.threads {
+            if t.workflow_run.is_some() && t.status.is_active() {
+                let _ = self.crew.spawn.send(tid.clone());
+            }
+        }
+    }
+
+    /// Ends the runs whose lifetime has passed, with `timeout_error`.
+    pub(super) async fn expire_runs(&mut self) -> Result<(), RunError> {
+        let runs = self.run_scope();
+        let (sid, primary) = (self.scope.sid.clone(), self.scope.primary.clone());
+        let clock = self.inner.store.clock().clone();
+        self.commit(
+            move |_, st| {
+                let ctx = runs.ctx(&sid, &primary, clock.now());
+                Ok(workflow_runs::expire(st, &ctx))
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
 }

@@ -176,18 +176,25 @@ impl Loop<'_> {
                 let _ = self.crew.spawn.send(tid.clone());
             }
         }
-        self.wait_for_children().await
+        let deadline = crate::workflow_runs::next_deadline(st);
+        self.wait_for_children(deadline).await
     }
 
-    async fn wait_for_children(&mut self) -> Result<(), RunError> {
+    /// Waits for a change, at most until `deadline` (a workflow run's lifetime ending).
+    async fn wait_for_children(&mut self, deadline: Option<i64>) -> Result<(), RunError> {
         // An interrupt, a delegate's end or new answers all mean: look at the log again —
         // and so does time passing, since an answer posted on another replica only
         // reaches this one as a signal, which may be lost.
+        let mut wait = std::time::Duration::from_secs(5);
+        if let Some(d) = deadline {
+            let left = u64::try_from(d - self.inner.now()).unwrap_or(0);
+            wait = wait.min(std::time::Duration::from_micros(left));
+        }
         let changed = async {
             tokio::select! {
                 _ = self.crew.changed.notified() => {}
                 _ = self.handle.nudge.notified() => {}
-                _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
+                _ = tokio::time::sleep(wait) => {}
             }
         };
         let _ = self.interruptible(changed).await?;

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::record::{Run, RunStatus};
 use super::tools::{GET_RUN, START_RUN, STOP_RUN};
-use super::{Ctx, end, start, step};
+use super::{Ctx, end, start};
 use crate::state::EngineState;
 use mast_domain::workflow::RunEnd;
 use mast_store::NewEvent;
@@ -147,21 +147,7 @@ fn stop(st: &mut EngineState, ctx: &Ctx, input: &Value) -> (Result<String, Strin
             vec![],
         );
     }
-    let actions = match run.live.as_mut() {
-        Some(live) => live.state.stop(RunEnd::Stopped),
-        None => vec![mast_domain::workflow::Action::Ended(RunEnd::Stopped)],
-    };
-    let out = step::carry_out(st, ctx, &id, None, actions);
-    // An end the interpreter did not report (it had ended already) still closes the run.
-    let mut out = out;
-    out.extend(end::finish(
-        st,
-        ctx.primary,
-        ctx.now,
-        &id,
-        RunEnd::Stopped,
-        true,
-    ));
+    let out = end::end_now(st, ctx, &id, RunEnd::Stopped);
     (
         Ok(json!({"workflow_run_id": id, "status": "stopping"}).to_string()),
         out,

@@ -22,6 +22,7 @@
 
 mod end;
 mod manage;
+mod pause;
 mod record;
 mod start;
 mod step;
@@ -29,8 +30,9 @@ mod texts;
 mod threads;
 mod tools;
 
-pub use end::notice_of;
+pub use end::{end_now, end_on_archive, end_on_termination, expire, next_deadline, notice_of};
 pub use manage::{PlatformCall, answer_calls};
+pub use pause::{BY_INTERRUPT, is_run_thread, pause_all, resume_all};
 pub use record::{Run, RunStatus};
 pub use step::{AgentEnd, agent_ended};
 pub use texts::ResultTexts;

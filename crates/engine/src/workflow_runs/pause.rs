@@ -1,0 +1,80 @@
+//! Pausing and resuming runs: a session-wide interrupt pauses every running run (its
+//! threads stop as interrupted threads do, keeping their histories), and the next input that
+//! starts or queues a primary turn resumes them.
+
+use serde_json::json;
+
+use super::record::RunStatus;
+use crate::intake::server_event;
+use crate::state::{EngineState, ThreadStatus};
+use mast_domain::events::{self, kind};
+use mast_store::NewEvent;
+
+/// Why a run is paused.
+pub const BY_INTERRUPT: &str = "interrupt";
+
+/// Pauses every running run for `cause`: `workflow_run.status_idle` each.
+pub fn pause_all(st: &mut EngineState, cause: &str, primary: &str, now: i64) -> Vec<NewEvent> {
+    let mut out = Vec::new();
+    for (id, run) in st.workflow_runs.iter_mut() {
+        if run.status == RunStatus::Ended {
+            continue;
+        }
+        if !run.paused_by.iter().any(|c| c == cause) {
+            run.paused_by.push(cause.to_string());
+        }
+        if run.status == RunStatus::Running {
+            run.status = RunStatus::Idle;
+            out.push(server_event(
+                kind::WORKFLOW_RUN_STATUS_IDLE,
+                json!({"workflow_run_id": id}),
+                primary,
+                now,
+            ));
+        }
+    }
+    out
+}
+
+/// Lifts `cause` from every paused run: a run paused by nothing else runs again
+/// (`workflow_run.status_running`), and its stopped threads go back to work.
+pub fn resume_all(st: &mut EngineState, cause: &str, primary: &str, now: i64) -> Vec<NewEvent> {
+    let mut out = Vec::new();
+    let mut resumed = Vec::new();
+    for (id, run) in st.workflow_runs.iter_mut() {
+        if run.status != RunStatus::Idle {
+            continue;
+        }
+        run.paused_by.retain(|c| c != cause);
+        if run.paused_by.is_empty() {
+            run.status = RunStatus::Running;
+            resumed.push(id.clone());
+            out.push(server_event(
+                kind::WORKFLOW_RUN_STATUS_RUNNING,
+                json!({"workflow_run_id": id}),
+                primary,
+                now,
+            ));
+        }
+    }
+    let waiting: Vec<String> = st.pending.iter().map(|p| p.thread_id.clone()).collect();
+    for (tid, t) in st.threads.iter_mut() {
+        let of_resumed = t.workflow_run.as_ref().is_some_and(|r| resumed.contains(r));
+        if of_resumed && t.status == ThreadStatus::Idle && !waiting.contains(tid) {
+            t.interrupt = false;
+            t.set_status(ThreadStatus::Running, now);
+            out.push(server_event(
+                kind::THREAD_STATUS_RUNNING,
+                events::thread_status(tid, &t.agent_name, None),
+                tid,
+                now,
+            ));
+        }
+    }
+    out
+}
+
+/// Whether thread `id` is one of a workflow run's.
+pub fn is_run_thread(st: &EngineState, id: &str) -> bool {
+    st.threads.get(id).is_some_and(|t| t.workflow_run.is_some())
+}
