@@ -44,7 +44,18 @@ impl Drop for Reaped {
 }
 
 pub(crate) fn spawn(data_dir: &std::path::Path, database_url: Option<&str>, port: u16) -> Reaped {
+    spawn_with(data_dir, database_url, port, &[])
+}
+
+/// [`spawn`], with more of the server's environment.
+pub(crate) fn spawn_with(
+    data_dir: &std::path::Path,
+    database_url: Option<&str>,
+    port: u16,
+    env: &[(&str, &str)],
+) -> Reaped {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mast"));
+    cmd.envs(env.iter().copied());
     cmd.args([
         "serve",
         "--listen",

@@ -17,6 +17,8 @@ backend_tests!(
     a_run_ends_when_its_lifetime_passes,
     an_interrupt_pauses_runs_until_the_next_message,
     archiving_a_paused_session_stops_its_runs,
+    a_run_of_two_hundred_agents_completes,
+    a_crash_after_phase_one_neither_repeats_nor_loses_the_run,
     workflows_are_refused_unless_the_preview_is_on,
 );
 
@@ -568,4 +570,121 @@ async fn archiving_a_paused_session_stops_its_runs(b: Backend) {
             assert_eq!(th["status"], "terminated", "{th}");
         }
     }
+}
+
+async fn a_run_of_two_hundred_agents_completes(b: Backend) {
+    let s = server(b, |_| {}).await;
+    let (sid, mut st) = session(&s, json!({})).await;
+    let items: Vec<String> = (1..=200).map(|i| format!("doc{i}")).collect();
+    let p = json!({"agents": {"r": {"system": "Read."}},
+        "inputs": {"docs": items},
+        "phases": [{"name": "All", "steps": [{"map": {"over": "docs", "as": "doc", "use": "r",
+            "prompt": "say {{doc}} read", "save": "notes", "max_parallel": 64}}]}],
+        "result": "{{notes.count}} notes, the last: {{notes.200}}"});
+    s.client.say(&sid, &start_script(&p)).await;
+    let ended = st
+        .until(120, |e| e["type"] == "workflow_run.status_ended")
+        .await;
+    assert_eq!(ended["result"]["type"], "completed");
+    st.until_idle(60).await;
+    let events = s.client.all_events(&sid).await;
+    // Never more than 64 of the run's threads at work at once.
+    let mut working = 0i64;
+    let mut most = 0i64;
+    for e in &events {
+        match e["type"].as_str().unwrap() {
+            "session.thread_created" => working += 1,
+            "session.thread_status_terminated" => working -= 1,
+            _ => {}
+        }
+        most = most.max(working);
+    }
+    assert_eq!(of_type(&events, "session.thread_created").len(), 200);
+    assert!(most <= 64 && most > 1, "{most} at once");
+    let last = of_type(&events, "agent.message").last().unwrap()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(last.contains("200 notes, the last: doc200 read"), "{last}");
+}
+
+async fn a_crash_after_phase_one_neither_repeats_nor_loses_the_run(b: Backend) {
+    use crate::crash::{check_log, free_port, spawn_with, wait_up};
+    use crate::support::{Client, eventually, fresh_postgres_database};
+    let dir = tempfile::TempDir::new().unwrap();
+    let db = match b {
+        Backend::Sqlite => None,
+        Backend::Postgres => Some(fresh_postgres_database().await),
+    };
+    let env = [("MAST_WORKFLOWS_PREVIEW", "1")];
+    let port = free_port();
+    let mut child = spawn_with(dir.path(), db.as_deref(), port, &env);
+    let c = Client::new(&format!("http://127.0.0.1:{port}"));
+    wait_up(&c).await;
+    let agent = c
+        .post(
+            "/v1/agents",
+            json!({"name": "lead", "model": "mast-scripted",
+                   "multiagent": {"type": "multiagent_20261001", "subagents": {"type": "disabled"},
+                                  "workflows": {"type": "enabled"}}}),
+        )
+        .await
+        .ok();
+    let sid = c.session(&agent).await["id"].as_str().unwrap().to_string();
+    // Phase 2's agent works long enough for the crash to find it at work; the result reads
+    // phase 1's results, which the restarted runner must read back from their threads.
+    let mut p = plan();
+    p["phases"][1]["steps"][0]["agent"]["prompt"] =
+        json!("sleep 4000\nsay Merged {{notes.count}}.");
+    p["result"] = json!("{{notes}} / {{merged}}");
+    c.say(&sid, &start_script(&p)).await;
+    eventually(30, "phase 1 to end", || async {
+        let log = c.all_events(&sid).await;
+        (log.iter()
+            .filter(|e| e["type"] == "workflow_run.phase_started")
+            .count()
+            == 2)
+            .then_some(())
+    })
+    .await;
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let port = free_port();
+    let mut child = spawn_with(dir.path(), db.as_deref(), port, &env);
+    let c = Client::new(&format!("http://127.0.0.1:{port}"));
+    wait_up(&c).await;
+    let log = eventually(60, "the run to complete", || async {
+        let log = c.all_events(&sid).await;
+        log.iter()
+            .any(|e| e["type"] == "session.status_idle")
+            .then_some(log)
+    })
+    .await;
+    check_log(&log);
+    let count = |t: &str| log.iter().filter(|e| e["type"] == t).count();
+    assert_eq!(count("workflow_run.created"), 1);
+    assert_eq!(count("workflow_run.status_ended"), 1);
+    assert_eq!(count("workflow_run.phase_started"), 2);
+    assert_eq!(count("workflow_run.phase_ended"), 2);
+    assert_eq!(count("session.thread_created"), 4);
+    let ended = log
+        .iter()
+        .find(|e| e["type"] == "workflow_run.status_ended")
+        .unwrap();
+    assert_eq!(ended["result"]["type"], "completed", "{log:#?}");
+    let last = log
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "agent.message")
+        .unwrap()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        last.contains("[1] Read a.") && last.contains("[3] Read c.") && last.contains("Merged 3."),
+        "{last}"
+    );
+    child.kill().ok();
+    child.wait().ok();
 }

@@ -14,7 +14,9 @@
 //! - `active`: N sessions running at once on a slow model: server RSS and event delay;
 //! - `compaction`: a turn that compacts the context beside one that does not;
 //! - `soak`: N long sessions doing custom-tool round trips for 30 minutes: the server's RSS
-//!   over time, its plateau and what it keeps after the load, against `--ceiling-mb`.
+//!   over time, its plateau and what it keeps after the load, against `--ceiling-mb`;
+//! - `workflow`: one workflow run of N agents (wall time, CPU and RSS per agent), then
+//!   sessions idle with an open run paused (their RSS, and CPU while they sit).
 //!
 //! `MAST_BENCH_SERVER_WRAPPER` runs the server under a command (e.g. `heaptrack -o FILE`):
 //! the harness then measures the wrapped `mast` process and stops it with SIGTERM.
@@ -33,6 +35,7 @@ mod latency;
 mod server;
 mod soak;
 mod throughput;
+mod workflow;
 
 use clap::Parser;
 
@@ -45,8 +48,8 @@ use api::{Agent, Api};
 )]
 struct Args {
     /// latency | realistic | history | throughput | fanout | idle | active | compaction | soak |
-    /// all (`all` runs every scenario but `active`, `compaction` and `soak`, which have
-    /// servers of their own: run them alone)
+    /// workflow | all (`all` runs every scenario but `active`, `compaction`, `soak` and
+    /// `workflow`, which have servers of their own: run them alone)
     #[arg(long, default_value = "all")]
     scenario: String,
     /// Measured turns in the latency scenario (after 20 warm-up turns).
@@ -72,6 +75,12 @@ struct Args {
     /// always uses one, as Mast's store has one writer.)
     #[arg(long)]
     floor_connections: Option<usize>,
+    /// Agents of the workflow scenario's run.
+    #[arg(long, default_value_t = 200)]
+    workflow_agents: usize,
+    /// Sessions of the workflow scenario left idle with a paused run.
+    #[arg(long, default_value_t = 100)]
+    workflow_paused: usize,
     /// Sessions left idle on requires_action in the idle scenario.
     #[arg(long, default_value_t = 10_000)]
     idle_sessions: usize,
@@ -141,6 +150,7 @@ async fn main() {
     let server_env = match args.scenario.as_str() {
         "compaction" => compaction::server_env(),
         "soak" => soak::server_env(),
+        "workflow" => workflow::server_env(),
         _ => vec![],
     };
     let mut servers = Vec::new();
@@ -223,6 +233,9 @@ async fn main() {
     }
     if args.scenario == "compaction" {
         compaction::run(api, server, args.compaction_turns).await;
+    }
+    if args.scenario == "workflow" {
+        workflow::run(api, server, args.workflow_agents, args.workflow_paused).await;
     }
     let mut failed = false;
     if args.scenario == "soak" {

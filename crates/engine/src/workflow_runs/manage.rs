@@ -66,7 +66,7 @@ fn run_id_of(input: &Value) -> Result<Option<&str>, String> {
     }
 }
 
-fn report(id: &str, run: &Run) -> Value {
+fn report(st: &EngineState, id: &str, run: &Run) -> Value {
     let (phase, phases_ended, agents) = match &run.live {
         Some(live) => {
             let c = live.state.counts();
@@ -81,8 +81,16 @@ fn report(id: &str, run: &Run) -> Value {
                 .take(live.state.phases_ended())
                 .map(|p| p.id.as_str())
                 .collect();
+            // Working agents whose thread waits on the client for a call.
+            let waiting = st
+                .threads
+                .iter()
+                .filter(|(tid, t)| {
+                    t.workflow_run.as_deref() == Some(id) && st.pending_of(tid).next().is_some()
+                })
+                .count();
             let agents = json!({"started": c.started, "working": c.working,
-                "waiting_on_client": 0, "returned": c.returned, "failed": c.failed});
+                "waiting_on_client": waiting, "returned": c.returned, "failed": c.failed});
             (phase.unwrap_or(Value::Null), json!(ended), agents)
         }
         None => {
@@ -114,7 +122,7 @@ fn get(st: &EngineState, input: &Value) -> Result<String, String> {
         Some(id) => st
             .workflow_runs
             .get(id)
-            .map(|r| report(id, r).to_string())
+            .map(|r| report(st, id, r).to_string())
             .ok_or_else(|| format!("There is no workflow run `{id}` in this session.")),
         None => {
             let mut runs: Vec<(&String, &Run)> = st.workflow_runs.iter().collect();
@@ -122,7 +130,7 @@ fn get(st: &EngineState, input: &Value) -> Result<String, String> {
             let listed: Vec<Value> = runs
                 .into_iter()
                 .take(LISTED_RUNS)
-                .map(|(id, r)| report(id, r))
+                .map(|(id, r)| report(st, id, r))
                 .collect();
             Ok(json!({ "workflow_runs": listed }).to_string())
         }
