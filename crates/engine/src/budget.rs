@@ -132,8 +132,10 @@ pub fn resume(
     grant: Option<&LeaseGrant>,
     now: Micros,
 ) -> Vec<NewEvent> {
-    let mut out = Vec::new();
-    let mut resumed = std::mem::take(&mut st.budget_paused);
+    // Workflow runs the budget paused go on first, then their threads.
+    let mut out =
+        super::workflow_runs::resume_all(st, super::workflow_runs::BY_BUDGET, primary, now);
+    let mut resumed = std::mem::take(&mut st.budget_paused) || !out.is_empty();
     for (id, t) in st.threads.iter_mut().filter(|(_, t)| t.budget_paused) {
         t.budget_paused = false;
         if t.status != ThreadStatus::Idle {

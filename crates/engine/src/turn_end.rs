@@ -57,14 +57,48 @@ impl Ender {
                 }
                 r => r,
             };
+            let mut out = Vec::new();
             if budget {
                 super::budget::mark_paused(st, &self.thread);
             }
-            return Ok(self.end(rec, st, reason, details, now));
+            let run_thread = super::workflow_runs::is_run_thread(st, &self.thread);
+            out.extend(self.end(rec, st, reason, details, now));
+            if budget && run_thread {
+                // The cap is the session's: every run pauses, each thread stopping as it
+                // reaches its next request.
+                out.extend(super::workflow_runs::pause_all(
+                    st,
+                    super::workflow_runs::BY_BUDGET,
+                    &self.primary,
+                    now,
+                ));
+            }
+            return Ok(out);
         }
         if st.children_active() {
+            if budget {
+                // The primary reached the cap while run threads work: the runs pause now,
+                // and the session idles once their threads have stopped.
+                super::budget::mark_paused(st, &self.thread);
+                return Ok(super::workflow_runs::pause_all(
+                    st,
+                    super::workflow_runs::BY_BUDGET,
+                    &self.primary,
+                    now,
+                ));
+            }
             return Ok(vec![]);
         }
+        // A turn over while the session's runs are paused at the budget idles at the budget.
+        let reason = match reason {
+            StopReason::EndTurn
+                if super::workflow_runs::paused_by(st, super::workflow_runs::BY_BUDGET) =>
+            {
+                StopReason::BudgetReached
+            }
+            r => r,
+        };
+        let budget = reason == StopReason::BudgetReached;
         if super::workflow_runs::any_running(st) {
             // A running workflow run keeps the session running; only calls waiting on the
             // client idle it, with every waiting id.
@@ -110,6 +144,15 @@ impl Ender {
         }
         if budget {
             super::budget::mark_paused(st, &self.thread);
+            out.splice(
+                0..0,
+                super::workflow_runs::pause_all(
+                    st,
+                    super::workflow_runs::BY_BUDGET,
+                    &self.primary,
+                    now,
+                ),
+            );
         }
         out.extend(self.end(rec, st, reason, details, now));
         Ok(out)

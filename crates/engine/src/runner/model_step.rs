@@ -305,6 +305,11 @@ impl Loop<'_> {
                 consumed,
             )
             .await?;
+        if appended.is_empty() && self.is_primary() {
+            // The gate stopped the request but the turn cannot end while a workflow run's
+            // threads work: wait for them to stop rather than ask again at once.
+            self.wait_for_children(None).await?;
+        }
         Ok(appended
             .iter()
             .any(|e| e.id == start_id)

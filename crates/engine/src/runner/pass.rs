@@ -213,7 +213,9 @@ impl Loop<'_> {
                 continue;
             }
             if self.is_primary()
-                && crate::workflow_runs::any_running(&st)
+                && (crate::workflow_runs::any_running(&st)
+                    || (st.children_active()
+                        && crate::workflow_runs::open_runs(&st).next().is_some()))
                 && self.turn_over(&ctx.tail)
             {
                 // Its turn is over but a workflow run works on: the session stays running.

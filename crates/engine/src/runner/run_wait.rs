@@ -100,7 +100,7 @@ impl Loop<'_> {
             let clock = self.inner.store.clock().clone();
             self.commit(
                 move |rec, st| {
-                    if !workflow_runs::any_running(st) {
+                    if workflow_runs::open_runs(st).next().is_none() {
                         return Ok(vec![]);
                     }
                     st.primary_parked = true;
@@ -122,13 +122,13 @@ impl Loop<'_> {
             self.tally.usage_at_start = None;
             return Ok(());
         }
-        if !st.children_active() && !st.pending.is_empty() {
-            return self
-                .finish(
-                    mast_domain::events::StopReason::RequiresAction(vec![]),
-                    None,
-                )
-                .await;
+        if !st.children_active() {
+            // Nothing works: calls wait on the client, or the runs paused (at the budget).
+            let reason = match st.pending.is_empty() {
+                true => mast_domain::events::StopReason::EndTurn,
+                false => mast_domain::events::StopReason::RequiresAction(vec![]),
+            };
+            return self.finish(reason, None).await;
         }
         self.await_delegates(st).await
     }

@@ -181,7 +181,10 @@ impl Loop<'_> {
     }
 
     /// Waits for a change, at most until `deadline` (a workflow run's lifetime ending).
-    async fn wait_for_children(&mut self, deadline: Option<i64>) -> Result<(), RunError> {
+    pub(super) async fn wait_for_children(
+        &mut self,
+        deadline: Option<i64>,
+    ) -> Result<(), RunError> {
         // An interrupt, a delegate's end or new answers all mean: look at the log again —
         // and so does time passing, since an answer posted on another replica only
         // reaches this one as a signal, which may be lost.

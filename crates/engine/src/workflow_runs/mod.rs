@@ -32,7 +32,7 @@ mod tools;
 
 pub use end::{end_now, end_on_archive, end_on_termination, expire, next_deadline, notice_of};
 pub use manage::{PlatformCall, answer_calls};
-pub use pause::{BY_INTERRUPT, is_run_thread, pause_all, resume_all};
+pub use pause::{BY_BUDGET, BY_INTERRUPT, is_run_thread, pause_all, paused_by, resume_all};
 pub use record::{Run, RunStatus};
 pub use step::{AgentEnd, agent_ended};
 pub use texts::ResultTexts;

@@ -10,8 +10,17 @@ use crate::state::{EngineState, ThreadStatus};
 use mast_domain::events::{self, kind};
 use mast_store::NewEvent;
 
-/// Why a run is paused.
+/// A run paused by an interrupt: the next input resumes it.
 pub const BY_INTERRUPT: &str = "interrupt";
+/// A run paused at the session's budget: raising or removing the budget resumes it.
+pub const BY_BUDGET: &str = "budget";
+
+/// Whether an open run is paused by `cause`.
+pub fn paused_by(st: &EngineState, cause: &str) -> bool {
+    st.workflow_runs
+        .values()
+        .any(|r| r.status == RunStatus::Idle && r.paused_by.iter().any(|c| c == cause))
+}
 
 /// Pauses every running run for `cause`: `workflow_run.status_idle` each.
 pub fn pause_all(st: &mut EngineState, cause: &str, primary: &str, now: i64) -> Vec<NewEvent> {
