@@ -15,6 +15,7 @@ backend_tests!(
     the_agent_stops_a_run,
     a_waiting_run_agent_idles_the_session_with_its_call,
     a_run_ends_when_its_lifetime_passes,
+    a_run_times_out_in_a_session_nothing_wakes,
     an_interrupt_pauses_runs_until_the_next_message,
     archiving_a_paused_session_stops_its_runs,
     a_run_of_two_hundred_agents_completes,
@@ -783,4 +784,34 @@ async fn runs_pause_at_the_budget_and_resume_when_it_is_raised(b: Backend) {
         .unwrap()
         .to_string();
     assert!(last.contains("200 parts"), "{last}");
+}
+
+async fn a_run_times_out_in_a_session_nothing_wakes(b: Backend) {
+    let s = server(b, |_| {}).await;
+    let (sid, mut st) = session(&s, json!({})).await;
+    // The run's agent waits on the client: the session idles, and no runner watches it.
+    let p = json!({"lifetime_seconds": 2, "agents": {"w": {"system": "Look things up."}},
+        "phases": [{"name": "P", "steps": [{"agent": {"use": "w", "prompt": "call lookup {}"}}]}]});
+    s.client.say(&sid, &start_script(&p)).await;
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "requires_action");
+    // The reaper ends the run when its lifetime passes; the agent reads the end.
+    let ended = st
+        .until(30, |e| e["type"] == "workflow_run.status_ended")
+        .await;
+    assert_eq!(
+        ended["result"]["error"]["type"], "timeout_error",
+        "{:#?}",
+        st.seen
+    );
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn", "{:#?}", st.seen);
+    let events = s.client.all_events(&sid).await;
+    let last = of_type(&events, "agent.message").last().unwrap()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(last.contains("timeout_error"), "{last}");
+    let session = s.client.get(&format!("/v1/sessions/{sid}")).await.ok();
+    assert_eq!(session["status"], "idle");
 }

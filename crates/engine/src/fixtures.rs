@@ -75,6 +75,7 @@ pub fn session(status: SessionStatus, st: &EngineState, self_hosted: bool) -> Se
         updated_at: NOW - 10_000_000,
         archived_at: None,
         terminated_at: (status == SessionStatus::Terminated).then_some(NOW - 1_000_000),
+        workflow_deadline_at: None,
         version: 0,
     }
 }

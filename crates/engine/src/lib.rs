@@ -533,6 +533,8 @@ impl Engine {
                 }
                 Err(e) => tracing::warn!(error = %e, "reaper could not list sessions"),
             }
+            // Workflow runs whose lifetime ended in sessions no runner watches.
+            self.expire_idle_runs().await;
             // Self-hosted items whose worker stopped heartbeating go back to the queue.
             match self.inner.store.requeue_expired_work(self.now()).await {
                 Ok(expired) => {

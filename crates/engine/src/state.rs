@@ -346,6 +346,8 @@ pub fn output(
     now: Micros,
 ) -> Result<TxnOutput, StoreError> {
     let flush_queued = std::mem::take(&mut st.discard_queued);
+    // The reaper finds a session whose workflow run outlived its lifetime by this column.
+    rec.workflow_deadline_at = crate::workflow_runs::next_deadline(&st);
     let new_threads = std::mem::take(&mut st.created_threads);
     let thread_changes = st
         .threads

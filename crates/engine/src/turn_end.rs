@@ -126,7 +126,9 @@ impl Ender {
             _ if st.queued > 0 && !budget => return Ok(vec![]),
             r => r,
         };
+        // While a workflow run is open its result is still to come: no grading starts.
         if reason == StopReason::EndTurn
+            && super::workflow_runs::open_runs(st).next().is_none()
             && let Some(grading) = super::outcomes::on_turn_end(st, &self.primary, now)
         {
             // An active outcome is graded instead of idling.

@@ -265,6 +265,10 @@ pub trait LeaseStore: Send + Sync {
     /// Sessions that need a runner: `running` or `rescheduling` (accepted input sets one of
     /// them in its own transaction) with no live lease, least recently updated first.
     async fn sessions_needing_runner(&self, now: Micros, limit: i64) -> StoreResult<Vec<String>>;
+    /// Idle, unarchived sessions with a workflow run whose lifetime ended by `now` (no runner
+    /// watches them), earliest deadline first.
+    async fn sessions_with_expired_runs(&self, now: Micros, limit: i64)
+    -> StoreResult<Vec<String>>;
 }
 
 /// The work queue of self-hosted environments.

@@ -164,6 +164,9 @@ pub struct SessionRecord {
     pub updated_at: Micros,
     pub archived_at: Option<Micros>,
     pub terminated_at: Option<Micros>,
+    /// When the earliest lifetime of the session's open workflow runs ends; the reaper
+    /// looks for sessions past it.
+    pub workflow_deadline_at: Option<Micros>,
     /// Which write of the row this is, as the store last read or wrote it: Postgres's `xmin`,
     /// which every update changes; 0 on SQLite, whose one writer never needs it. A writer
     /// holding the row at a version can decide on it without reading it again

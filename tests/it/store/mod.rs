@@ -93,6 +93,7 @@ pub fn session_rec(id: &str, at: Micros) -> SessionRecord {
         updated_at: at,
         archived_at: None,
         terminated_at: None,
+        workflow_deadline_at: None,
         version: 0,
         lease_owner: None,
         lease_expires_at: None,

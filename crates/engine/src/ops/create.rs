@@ -361,6 +361,7 @@ impl Engine {
             updated_at: now,
             archived_at: None,
             terminated_at: None,
+            workflow_deadline_at: None,
             version: 0,
             lease_owner: None,
             lease_expires_at: None,

@@ -381,6 +381,7 @@ fn plan(
         updated_at: now,
         archived_at: None,
         terminated_at: None,
+        workflow_deadline_at: None,
         version: 0,
     };
     st.store(&mut session)?;

@@ -21,6 +21,7 @@
 //! ([`ResultTexts`]) and reads back from their logs after a restart.
 
 mod end;
+mod expiry;
 mod manage;
 mod pause;
 mod record;

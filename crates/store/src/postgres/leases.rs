@@ -72,6 +72,22 @@ impl LeaseStore for PgStore {
         Ok(r.rows_affected())
     }
 
+    async fn sessions_with_expired_runs(
+        &self,
+        now: Micros,
+        limit: i64,
+    ) -> StoreResult<Vec<String>> {
+        // Deadlines are written on the engine's clock, so `now` is compared as it is.
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM sessions WHERE workflow_deadline_at <= $1 AND status = 'idle' \
+             AND archived_at IS NULL ORDER BY workflow_deadline_at LIMIT $2",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     async fn sessions_needing_runner(&self, now: Micros, limit: i64) -> StoreResult<Vec<String>> {
         let stamp = self.clock.stamp();
         Ok(sqlx::query_scalar(concat!(

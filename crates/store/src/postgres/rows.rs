@@ -23,7 +23,7 @@ macro_rules! session_cols {
             $body,
             ", usage::text, active_micros, running_since, last_seq, engine::text, \
              lease_owner, lease_expires_at, created_at, updated_at, archived_at, terminated_at, \
-             mast_clock(), xmin::text::bigint, body_rev"
+             mast_clock(), xmin::text::bigint, body_rev, workflow_deadline_at"
         )
     };
 }
@@ -76,6 +76,7 @@ pub(super) fn session(
         updated_at: row.try_get(15)?,
         archived_at: row.try_get(16)?,
         terminated_at: row.try_get(17)?,
+        workflow_deadline_at: row.try_get(21)?,
         version: row.try_get(19)?,
     })
 }

@@ -91,6 +91,11 @@ fn push_session_update(
         ("running_since", before.running_since, rec.running_since),
         ("archived_at", before.archived_at, rec.archived_at),
         ("terminated_at", before.terminated_at, rec.terminated_at),
+        (
+            "workflow_deadline_at",
+            before.workflow_deadline_at,
+            rec.workflow_deadline_at,
+        ),
     ];
     let owner_changed = before.lease_owner != rec.lease_owner;
     let lease_changed = before.lease_expires_at != rec.lease_expires_at;

@@ -10,7 +10,8 @@ use mast_domain::time;
 /// Session columns, the body joined from `session_bodies` (`s` and `b`).
 pub(super) const SESSION_COLS: &str = "s.id, s.workspace_id, s.agent_id, s.agent_version, s.environment_id, \
     s.status, b.body, s.usage, s.active_micros, s.running_since, s.last_seq, s.engine, s.lease_owner, \
-    s.lease_expires_at, s.created_at, s.updated_at, s.archived_at, s.terminated_at";
+    s.lease_expires_at, s.created_at, s.updated_at, s.archived_at, s.terminated_at, \
+    s.workflow_deadline_at";
 /// The join [`SESSION_COLS`] reads from.
 pub(super) const SESSION_FROM: &str = "sessions s JOIN session_bodies b ON b.session_id = s.id";
 pub(super) const THREAD_COLS: &str = "id, session_id, parent_thread_id, spawning_event_id, status, body, \
@@ -43,6 +44,7 @@ pub(super) fn session(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
         updated_at: r.get(15)?,
         archived_at: r.get(16)?,
         terminated_at: r.get(17)?,
+        workflow_deadline_at: r.get(18)?,
         version: 0,
     })
 }

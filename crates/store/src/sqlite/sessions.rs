@@ -280,6 +280,7 @@ fn write_changes(
         updated_at,
         archived_at,
         terminated_at,
+        workflow_deadline_at,
         lease_owner,
         lease_expires_at
     );
@@ -508,6 +509,20 @@ pub(super) fn sessions_needing_runner(
         .collect::<Result<_, _>>()?)
 }
 
+pub(super) fn sessions_with_expired_runs(
+    conn: &Connection,
+    now: Micros,
+    limit: i64,
+) -> StoreResult<Vec<String>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT id FROM sessions WHERE workflow_deadline_at <= ?1 AND status = 'idle' \
+             AND archived_at IS NULL ORDER BY workflow_deadline_at LIMIT ?2",
+        )?
+        .query_map([now, limit], |r| r.get(0))?
+        .collect::<Result<_, _>>()?)
+}
+
 pub(super) fn ops_counts(conn: &Connection) -> StoreResult<OpsCounts> {
     let sessions_by_status = conn
         .prepare_cached("SELECT status, COUNT(*) FROM sessions GROUP BY status")?
@@ -685,6 +700,16 @@ impl LeaseStore for SqliteStore {
         let owner = owner.to_string();
         self.db
             .write(move |c| clear_foreign_leases(c, &owner))
+            .await
+    }
+
+    async fn sessions_with_expired_runs(
+        &self,
+        now: Micros,
+        limit: i64,
+    ) -> StoreResult<Vec<String>> {
+        self.db
+            .read(move |c| sessions_with_expired_runs(c, now, limit))
             .await
     }
 

@@ -34,6 +34,7 @@ fn session(id: &str) -> (SessionRecord, ThreadRecord) {
         updated_at: now,
         archived_at: None,
         terminated_at: None,
+        workflow_deadline_at: None,
         version: 0,
         lease_owner: None,
         lease_expires_at: None,
