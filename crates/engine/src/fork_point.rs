@@ -45,6 +45,8 @@ fn first_clean_end(events: &[EventRecord], end: i64) -> i64 {
     // A response whose stop a stop hook refused, by thread (its request's start): the turn
     // goes on, so the prefix must hold the response to the hook's feedback too.
     let mut stop_refused: HashMap<Option<&str>, i64> = HashMap::new();
+    // Open workflow runs, by the start of the request whose response started them.
+    let mut open_runs: HashMap<String, i64> = HashMap::new();
     for ev in events.iter().take_while(|e| e.seq <= end) {
         let thread = ev.thread_id.as_deref();
         let span_of = |last: &HashMap<Option<&str>, i64>| last.get(&thread).copied();
@@ -57,6 +59,14 @@ fn first_clean_end(events: &[EventRecord], end: i64) -> i64 {
                 let start = open_span.remove(&thread).unwrap_or(ev.seq);
                 for id in called(ev) {
                     calls.push((id, start));
+                }
+                // Workflow platform calls are answered with the response that made them; a
+                // run a call started is open from this request on.
+                for (id, started) in platform_calls(ev) {
+                    answered.insert(id);
+                    if let Some(run) = started {
+                        open_runs.insert(run, start);
+                    }
                 }
                 stop_refused.remove(&thread);
                 if ev
@@ -76,6 +86,20 @@ fn first_clean_end(events: &[EventRecord], end: i64) -> i64 {
             }
             kind::USER_CUSTOM_TOOL_RESULT => answer(ev, "custom_tool_use_id", &mut answered),
             kind::AGENT_MCP_TOOL_RESULT => answer(ev, "mcp_tool_use_id", &mut answered),
+            // A workflow run works in the background from the response that started it
+            // until its end: a prefix holding its start must hold its end too.
+            kind::WORKFLOW_RUN_CREATED => {
+                if let Some(run) = ev.body.get("workflow_run_id").and_then(Value::as_str) {
+                    open_runs
+                        .entry(run.to_string())
+                        .or_insert(span_of(&last_span).unwrap_or(ev.seq));
+                }
+            }
+            kind::WORKFLOW_RUN_STATUS_ENDED => {
+                if let Some(run) = ev.body.get("workflow_run_id").and_then(Value::as_str) {
+                    open_runs.remove(run);
+                }
+            }
             _ => {}
         }
         // A delegate's reply answers the parent's delegation call.
@@ -88,7 +112,11 @@ fn first_clean_end(events: &[EventRecord], end: i64) -> i64 {
             cut = cut.min(ev.seq - 1);
         }
     }
-    for start in open_span.values().chain(stop_refused.values()) {
+    for start in open_span
+        .values()
+        .chain(stop_refused.values())
+        .chain(open_runs.values())
+    {
         cut = cut.min(start - 1);
     }
     for (id, start) in &calls {
@@ -111,6 +139,28 @@ fn called(ev: &EventRecord) -> Vec<String> {
         .filter(|b| matches!(Block::of(b), Block::ToolUse { .. }))
         .filter_map(|b| b.get("id").and_then(Value::as_str).map(str::to_string))
         .collect()
+}
+
+/// The workflow platform calls a model response made and was answered with: each call's id,
+/// and the run it started, if it started one.
+fn platform_calls(ev: &EventRecord) -> impl Iterator<Item = (&str, Option<String>)> {
+    ev.internal
+        .as_ref()
+        .and_then(|i| i.get("platform_calls"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let id = c.get("id").and_then(Value::as_str)?;
+            let started = (c.get("name").and_then(Value::as_str)
+                == Some(crate::workflow_runs::START_RUN)
+                && c.get("is_error") != Some(&Value::Bool(true)))
+            .then(|| c.get("result").and_then(Value::as_str))
+            .flatten()
+            .and_then(|r| serde_json::from_str::<Value>(r).ok())
+            .and_then(|r| r.get("workflow_run_id")?.as_str().map(str::to_string));
+            Some((id, started))
+        })
 }
 
 fn answer<'a>(ev: &'a EventRecord, key: &str, answered: &mut HashSet<&'a str>) {
@@ -200,6 +250,41 @@ mod tests {
             ev(11, kind::AGENT_MESSAGE, json!({"content": []}), None),
             ev(12, kind::STATUS_IDLE, json!({}), None),
         ]
+    }
+
+    /// A turn that starts a workflow run (its hidden call `e4c` answered with the response),
+    /// goes on, and a later end of the run that the agent reads.
+    fn run_turn() -> Vec<EventRecord> {
+        let mut started = response(4, &["e4c"]);
+        started.internal.as_mut().unwrap()["platform_calls"] = json!([{"id": "e4c", "name": "ant__start_workflow_run",
+                    "result": r#"{"workflow_run_id": "wrun_1"}"#, "is_error": false}]);
+        let run = json!({"workflow_run_id": "wrun_1"});
+        vec![
+            ev(1, kind::USER_MESSAGE, json!({"content": []}), None),
+            ev(2, kind::STATUS_RUNNING, json!({}), None),
+            ev(3, kind::SPAN_START, json!({}), None),
+            started,
+            ev(5, kind::WORKFLOW_RUN_CREATED, run.clone(), None),
+            ev(6, kind::SPAN_START, json!({}), None),
+            response(7, &[]),
+            ev(8, kind::WORKFLOW_RUN_STATUS_ENDED, run, None),
+            ev(9, kind::SPAN_START, json!({}), None),
+            response(10, &[]),
+            ev(11, kind::STATUS_IDLE, json!({}), None),
+        ]
+    }
+
+    #[test]
+    fn a_fork_holds_a_workflow_run_whole_or_not_at_all() {
+        let log = run_turn();
+        // While the run is open the prefix goes back before the request that started it.
+        for at in [4, 5, 6, 7] {
+            assert_eq!(snap(&log, at), 2, "at {at}");
+        }
+        // Once it ended, the hidden call counts as answered and the point stays.
+        for at in [8, 10, 11] {
+            assert_eq!(snap(&log, at), at, "at {at}");
+        }
     }
 
     #[test]

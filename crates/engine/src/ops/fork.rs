@@ -314,6 +314,7 @@ fn plan(
             run.running_since = None;
             run.started_at = was.and_then(|r| r.started_at);
             run.archived_at = archived_at;
+            run.workflow_run = was.and_then(|r| r.workflow_run.clone());
             st.threads.insert(new_id.clone(), run);
         }
         let mut tb: Value = serde_json::from_str(&t.body).map_err(StoreError::from)?;
