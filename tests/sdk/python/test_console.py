@@ -33,7 +33,8 @@ class Server:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.data_dir = tempfile.mkdtemp(prefix="mast-console-")
-        self.env = dict(os.environ, ANTHROPIC_BASE_URL=messages_api, ANTHROPIC_API_KEY="test", MAST_LOG="warn")
+        self.env = dict(os.environ, ANTHROPIC_BASE_URL=messages_api, ANTHROPIC_API_KEY="test", MAST_LOG="warn",
+                        MAST_WORKFLOWS_PREVIEW="1")
         self.env.pop("DATABASE_URL", None)
         if backend == "postgres":
             self.env["DATABASE_URL"] = fresh_postgres()
@@ -362,6 +363,30 @@ def test_open_a_delegate_thread(browser, srv, sdk, env_id):
     expect(page.locator(".session-head .title")).to_contain_text("analyst")
     expect(page.locator("#threads li")).to_have_count(2)
     assert page.evaluate(TRANSCRIPT_SHARE) >= 0.7
+    page.context.close()
+
+
+def test_a_workflow_run_shows_its_phases_threads_and_end(browser, srv, sdk, env_id):
+    lead = scripted(sdk, "lead", multiagent={"type": "multiagent_20261001", "subagents": {"type": "disabled"},
+                                             "workflows": {"type": "enabled"}})
+    sess = sdk.beta.sessions.create(agent=lead.id, environment_id=env_id)
+    plan = {"name": "Read and merge", "agents": {"reader": {"system": "Read."}}, "inputs": {"docs": ["a", "b"]},
+            "phases": [{"name": "Read the documents", "steps": [{"map": {"over": "docs", "as": "doc", "use": "reader",
+                                                                          "prompt": "say Read {{doc}}.", "save": "notes"}}]}],
+            "result": "{{notes}}"}
+    page = open_page(browser, srv)
+    page.goto(f"/console/#/sessions/{sess.id}")
+    expect(page.locator("#conn")).to_have_text("live")
+    page.get_by_label("Message").fill("call ant__start_workflow_run " + json.dumps(plan) + "\n---\nsay started")
+    page.get_by_label("Message").press("Control+Enter")
+    expect(events_of(page, "workflow_run.status_ended")).to_contain_text("completed")
+    expect(events_of(page, "workflow_run.created")).to_contain_text("Read and merge")
+    expect(events_of(page, "workflow_run.created").locator(".phases li")).to_have_text(["Read the documents"])
+    expect(events_of(page, "workflow_run.phase_started")).to_contain_text('phase "Read the documents" started')
+    expect(events_of(page, "session.thread_created")).to_have_count(2)
+    expect(events_of(page, "session.thread_created").first).to_contain_text('Run "Read and merge": reader started')
+    # The agent's turn on the run's end shows the result.
+    expect(events_of(page, "agent.message").last).to_contain_text("Read b.")
     page.context.close()
 
 

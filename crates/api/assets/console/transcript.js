@@ -97,8 +97,37 @@ export function renderEvent(ev, actions) {
       const s = t.slice("session.status_".length);
       return row("status", ev, h("span", { class: `badge st-${s}` }, s), ev.stop_reason ? ` ${stopReason(ev.stop_reason)}` : "");
     }
-    case "session.thread_created":
-      return row("line", ev, `Delegated to ${ev.agent_name} `, h("a", { href: `#/sessions/${encodeURIComponent(currentSession)}/threads/${encodeURIComponent(ev.session_thread_id)}` }, "open thread"));
+    case "session.thread_created": {
+      const link = h("a", { href: `#/sessions/${encodeURIComponent(currentSession)}/threads/${encodeURIComponent(ev.session_thread_id)}` }, "open thread");
+      if (ev.workflow_run_id) return row("line", ev, `${runName(ev.workflow_run_id)}: ${ev.agent_name} started `, link);
+      return row("line", ev, `Delegated to ${ev.agent_name} `, link);
+    }
+    case "workflow_run.created": {
+      runs[ev.workflow_run_id] = ev.name;
+      for (const p of ev.phases || []) phases[p.id] = p.name;
+      const list = h("ol", { class: "phases" }, ...(ev.phases || []).map((p) => h("li", {}, p.name)));
+      return row("run", ev, meta(`Workflow run: ${ev.name}`, ev, h("span", { class: "tag" }, ev.workflow_run_id)),
+        ev.description ? h("div", { class: "text" }, ev.description) : "", list);
+    }
+    case "workflow_run.status_running":
+    case "workflow_run.status_idle": {
+      const s = t.slice("workflow_run.status_".length);
+      return row("status", ev, `${runName(ev.workflow_run_id)}: `, h("span", { class: `badge st-${s}` }, s === "idle" ? "paused" : s));
+    }
+    case "workflow_run.phase_started":
+      return row("line", ev, `${runName(ev.workflow_run_id)}: phase "${phases[ev.workflow_run_phase_id] || ev.workflow_run_phase_id}" started`);
+    case "workflow_run.phase_ended":
+      return row("line", ev, `${runName(ev.workflow_run_id)}: phase "${phases[ev.workflow_run_phase_id] || ev.workflow_run_phase_id}" ended`);
+    case "workflow_run.error": {
+      const e = ev.error || {};
+      const who = ev.workflow_run_id ? runName(ev.workflow_run_id) : "Workflow run not started";
+      return row("error", ev, meta(who, ev), h("div", { class: "text" }, `${e.type || "error"}: ${e.message || ""}`));
+    }
+    case "workflow_run.status_ended": {
+      const r = ev.result || {};
+      const how = r.type === "error" ? `error: ${(r.error && r.error.type) || ""}` : r.type;
+      return row("status", ev, `${runName(ev.workflow_run_id)}: `, h("span", { class: `badge st-${r.type === "completed" ? "idle" : "terminated"}` }, "ended"), ` ${how}`);
+    }
     case "session.thread_status_running":
     case "session.thread_status_idle":
     case "session.thread_status_rescheduled":
@@ -130,5 +159,16 @@ export function renderEvent(ev, actions) {
 
 // Thread links need the session id; the session page sets it before rendering.
 let currentSession = "";
+// Workflow runs' and phases' names, from the runs' `workflow_run.created` events, so later
+// events (which carry only ids) show them.
+let runs = {};
+let phases = {};
 /** Sets the session id used in rendered thread links. */
-export function setSession(id) { currentSession = id; }
+export function setSession(id) {
+  if (id !== currentSession) { runs = {}; phases = {}; }
+  currentSession = id;
+}
+
+function runName(id) {
+  return runs[id] ? `Run "${runs[id]}"` : `Run ${id}`;
+}
