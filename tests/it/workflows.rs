@@ -22,6 +22,7 @@ backend_tests!(
     runs_pause_at_the_budget_and_resume_when_it_is_raised,
     a_crash_after_phase_one_neither_repeats_nor_loses_the_run,
     workflows_are_refused_unless_the_preview_is_on,
+    predefined_agents_run_their_snapshots,
 );
 
 async fn server(b: Backend, tune: impl FnOnce(&mut mast::domain::workflow::Limits)) -> TestServer {
@@ -814,4 +815,81 @@ async fn a_run_times_out_in_a_session_nothing_wakes(b: Backend) {
     assert!(last.contains("timeout_error"), "{last}");
     let session = s.client.get(&format!("/v1/sessions/{sid}")).await.ok();
     assert_eq!(session["status"], "idle");
+}
+
+async fn predefined_agents_run_their_snapshots(b: Backend) {
+    let s = server(b, |_| {}).await;
+    // Inline agents disabled with nobody listed is refused.
+    let refused = s
+        .client
+        .post(
+            "/v1/agents",
+            json!({"name": "x", "model": "mast-scripted",
+                   "multiagent": {"type": "multiagent_20261001",
+                                  "workflows": {"type": "enabled", "inline_agents": {"type": "disabled"}}}}),
+        )
+        .await
+        .err(400);
+    assert!(refused.contains("predefined_agents"), "{refused}");
+    let helper = s
+        .client
+        .post(
+            "/v1/agents",
+            json!({"name": "helper", "model": "mast-scripted", "system": "You help."}),
+        )
+        .await
+        .ok();
+    let (sid, mut st) = session(
+        &s,
+        json!({"multiagent": {"type": "multiagent_20261001", "subagents": {"type": "disabled"},
+            "workflows": {"type": "enabled", "inline_agents": {"type": "disabled"},
+                          "predefined_agents": [helper["id"], {"type": "self"}]}}}),
+    )
+    .await;
+    let session = s.client.get(&format!("/v1/sessions/{sid}")).await.ok();
+    let listed = session["agent"]["multiagent"]["workflows"]["predefined_agents"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(listed.len(), 2, "{session:#}");
+    assert_eq!(listed[0]["type"], "agent");
+    assert_eq!(listed[0]["id"], helper["id"]);
+    assert_eq!(listed[0]["system"], "You help.");
+    assert_eq!(listed[0]["model"]["id"], "mast-scripted");
+    assert_eq!(listed[1]["id"], session["agent"]["id"]);
+    // An inline agent is refused (program_error, no run); the listed one runs as itself.
+    let inline = json!({"agents": {"i": {"system": "Inline."}},
+        "phases": [{"name": "P", "steps": [{"agent": {"use": "i", "prompt": "say hi"}}]}]});
+    let listed_plan = json!({"agents": {"h": {"predefined": "helper"}},
+        "phases": [{"name": "P", "steps": [{"agent": {"use": "h", "prompt": "say helped", "save": "out"}}]}],
+        "result": "{{out}}"});
+    let script = format!(
+        "call ant__start_workflow_run {inline}\n---\ncall ant__start_workflow_run {listed_plan}\n---\nsay {{{{result}}}}"
+    );
+    s.client.say(&sid, &script).await;
+    st.until(60, |e| e["type"] == "workflow_run.status_ended")
+        .await;
+    st.until_idle(60).await;
+    let events = s.client.all_events(&sid).await;
+    let errors = of_type(&events, "workflow_run.error");
+    assert_eq!(errors.len(), 1, "{events:#?}");
+    assert_eq!(errors[0]["error"]["type"], "program_error");
+    assert!(errors[0]["workflow_run_id"].is_null());
+    let created = of_type(&events, "session.thread_created");
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0]["agent_name"], "helper");
+    let tid = created[0]["session_thread_id"].as_str().unwrap();
+    let th = s
+        .client
+        .get(&format!("/v1/sessions/{sid}/threads/{tid}"))
+        .await
+        .ok();
+    assert_eq!(th["agent"]["type"], "agent");
+    assert_eq!(th["agent"]["id"], helper["id"]);
+    assert_eq!(th["agent"]["system"], "You help.");
+    let last = of_type(&events, "agent.message").last().unwrap()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(last.contains("helped"), "{last}");
 }

@@ -37,7 +37,14 @@ pub struct RosterAgent {
 /// a reserved name prefix (a version stored before the prefixes were reserved): the model
 /// would see it beside the platform's own tools of that prefix.
 pub fn refuse_reserved_tools(agent: &SessionAgent) -> Result<(), mast_domain::invalid::Invalid> {
-    let listed = Roster::of(agent).map(|r| r.agents).unwrap_or_default();
+    let mut listed = Roster::of(agent).map(|r| r.agents).unwrap_or_default();
+    // The agents a workflow run may use are held to the same rule.
+    listed.extend(snapshots(
+        agent
+            .multiagent
+            .as_ref()
+            .and_then(|m| m.pointer("/workflows/predefined_agents")),
+    ));
     let holders = std::iter::once((None, &agent.tools)).chain(
         listed
             .iter()
@@ -47,7 +54,9 @@ pub fn refuse_reserved_tools(agent: &SessionAgent) -> Result<(), mast_domain::in
         if let Some(name) = mast_domain::tools::reserved_custom_tool(tools) {
             let whose = match member {
                 None => "the session's agent".to_string(),
-                Some(m) => format!("agent `{m}`, which the session's agent may delegate to,"),
+                Some(m) => format!(
+                    "agent `{m}`, which the session's agent may delegate to or run in a workflow,"
+                ),
             };
             return Err(mast_domain::invalid::Invalid::new(format!(
                 "`agent`: {whose} holds {}; update that agent first",
@@ -653,7 +662,7 @@ mod reserved_tool_tests {
         assert!(
             member
                 .message
-                .contains("agent `helper`, which the session's agent may delegate to, holds custom tool `mcp__old`"),
+                .contains("agent `helper`, which the session's agent may delegate to or run in a workflow, holds custom tool `mcp__old`"),
             "{}",
             member.message
         );

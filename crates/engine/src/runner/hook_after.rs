@@ -67,6 +67,10 @@ impl Loop<'_> {
         let Some(hooks) = self.inner.hooks.clone() else {
             return Ok(None);
         };
+        if self.scope.workflow_run {
+            // A run's agent is the plan's, not a delegation: `subagent_stop` is not asked.
+            return Ok(None);
+        }
         let (event, name) = match &self.scope.role {
             Role::Primary => (HookEvent::Stop, None),
             Role::Child { name } => (HookEvent::SubagentStop, Some(name.as_str())),

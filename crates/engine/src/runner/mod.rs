@@ -142,6 +142,8 @@ struct Scope {
     egress: EgressPolicy,
     /// Sandbox tools are run by the user's workers, not here (`self_hosted` environments).
     self_hosted: bool,
+    /// The thread runs an agent of a workflow run (no `subagent_*` hooks are asked of it).
+    workflow_run: bool,
 }
 
 /// What the loop has read of its thread's log.
@@ -251,6 +253,7 @@ impl<'a> Loop<'a> {
                 roster,
                 workspace_id: rec.workspace_id.clone(),
                 environment_id: rec.environment_id.clone(),
+                workflow_run: false,
             },
             view: View {
                 events: known.events,

@@ -119,14 +119,18 @@ async fn run_child<'a>(
             .ok_or(RunError::Gone)?;
         let agent = thread_agent(&thread.body)
             .ok_or_else(|| StoreError::Internal(anyhow::anyhow!("thread {tid} has no agent")))?;
-        let name = serde_json::from_str::<serde_json::Value>(&thread.body)
-            .ok()
+        let stored = serde_json::from_str::<serde_json::Value>(&thread.body).ok();
+        let name = stored
+            .as_ref()
             .and_then(|b| {
                 b.get("agent_name")
                     .and_then(|n| n.as_str())
                     .map(str::to_string)
             })
             .unwrap_or_else(|| agent.name.clone());
+        let workflow_run = stored
+            .as_ref()
+            .is_some_and(|b| b.get("workflow_run_id").is_some_and(|r| r.is_string()));
         let mut lp = Loop::new(
             inner,
             handle,
@@ -137,6 +141,7 @@ async fn run_child<'a>(
             SharedAgent::Own(Arc::new(agent)),
             Role::Child { name },
         )?;
+        lp.scope.workflow_run = workflow_run;
         lp.run(Some(rec)).await
     }
     .await;
