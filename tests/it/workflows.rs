@@ -499,6 +499,20 @@ async fn start_and_interrupt(s: &TestServer, sid: &str, st: &mut Stream) -> Stri
         .await;
     let run = created["workflow_run_id"].as_str().unwrap().to_string();
     let tid = created["session_thread_id"].as_str().unwrap().to_string();
+    // While the run runs, the session can be neither archived nor deleted.
+    for blocked in [
+        s.client
+            .post(&format!("/v1/sessions/{sid}/archive"), json!({}))
+            .await,
+        s.client.delete(&format!("/v1/sessions/{sid}")).await,
+    ] {
+        assert_eq!(blocked.status.as_u16(), 400, "{}", blocked.body);
+        assert_eq!(
+            blocked.body["error"]["details"]["error_code"], "workflow_run_open",
+            "{}",
+            blocked.body
+        );
+    }
     // Naming one of the run's threads stops nothing.
     s.client
         .send_events(
