@@ -178,9 +178,6 @@ impl Config {
         if let Some(n) = num("MAST_MAX_TOKENS")? {
             self.engine.max_tokens = n;
         }
-        if flag("MAST_WORKFLOWS_PREVIEW")? {
-            self.engine.workflows.preview = true;
-        }
         let limits = &mut self.engine.workflows.limits;
         for (name, slot) in [
             ("MAST_WORKFLOW_MAX_OPEN_RUNS", &mut limits.max_open_runs),

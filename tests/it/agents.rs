@@ -445,8 +445,8 @@ async fn multiagent_rosters_are_resolved_and_checked(b: Backend) {
     assert_eq!(v["multiagent"]["advisor"], json!({"type": "disabled"}));
     assert_eq!(
         v["multiagent"]["workflows"],
-        json!({"type": "disabled"}),
-        "workflows are not run, so an omitted member resolves to disabled"
+        json!({"type": "enabled", "inline_agents": {"type": "enabled"}, "predefined_agents": []}),
+        "an omitted member takes its default, as upstream"
     );
     let vid = v["id"].as_str().unwrap();
     let v2 = s

@@ -630,15 +630,6 @@ async fn unsupported_features_are_refused_with_a_code(b: Backend) {
             "user_location",
         ),
         (
-            "/v1/agents",
-            with(
-                &a,
-                json!({"multiagent": {"type": "multiagent_20261001", "workflows": {"type": "enabled"}}}),
-            ),
-            "multiagent.workflows",
-            "workflows",
-        ),
-        (
             &agent_path,
             json!({"skills": skill, "tools": toolset}),
             "skills[0].type",
@@ -707,8 +698,8 @@ async fn defaults_the_sdks_send_are_still_accepted(b: Backend) {
         .ok();
     assert_eq!(
         m["multiagent"]["workflows"],
-        json!({"type": "disabled"}),
-        "workflows are not offered, so the resolved roster says so"
+        json!({"type": "enabled", "inline_agents": {"type": "enabled"}, "predefined_agents": []}),
+        "an omitted member takes its default, as upstream"
     );
     let env = c
         .post("/v1/environments", json!({"name": "e", "description": null, "metadata": null, "scope": "organization",

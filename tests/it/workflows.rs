@@ -1,4 +1,4 @@
-//! Workflow runs (a preview): the primary agent starts a plan with its hidden platform tool,
+//! Workflow runs: the primary agent starts a plan with its hidden platform tool,
 //! the server runs the plan's agents in threads of their own, phase by phase, and the run's
 //! end reaches the agent as a new turn. Clients follow on the session stream.
 
@@ -21,13 +21,12 @@ backend_tests!(
     a_run_of_two_hundred_agents_completes,
     runs_pause_at_the_budget_and_resume_when_it_is_raised,
     a_crash_after_phase_one_neither_repeats_nor_loses_the_run,
-    workflows_are_refused_unless_the_preview_is_on,
+    workflows_are_on_unless_an_agent_turns_them_off,
     predefined_agents_run_their_snapshots,
 );
 
 async fn server(b: Backend, tune: impl FnOnce(&mut mast::domain::workflow::Limits)) -> TestServer {
     TestServer::start_tuned(b, Options::default(), |c| {
-        c.engine.workflows.preview = true;
         tune(&mut c.engine.workflows.limits);
     })
     .await
@@ -436,18 +435,53 @@ async fn a_waiting_run_agent_idles_the_session_with_its_call(b: Backend) {
     assert!(last.contains("found the answer"), "{last}");
 }
 
-async fn workflows_are_refused_unless_the_preview_is_on(b: Backend) {
+async fn workflows_are_on_unless_an_agent_turns_them_off(b: Backend) {
     let s = TestServer::start(b).await;
+    let create = |multiagent: Value| json!({"name": "x", "model": "mast-scripted", "multiagent": multiagent});
+    let on =
+        json!({"type": "enabled", "inline_agents": {"type": "enabled"}, "predefined_agents": []});
+    // Omitted and null take the default, as upstream.
+    for m in [
+        json!({"type": "multiagent_20261001"}),
+        json!({"type": "multiagent_20261001", "workflows": null}),
+    ] {
+        let a = s.client.post("/v1/agents", create(m)).await.ok();
+        assert_eq!(a["multiagent"]["workflows"], on, "{a:#}");
+    }
+    let off = s
+        .client
+        .post(
+            "/v1/agents",
+            create(json!({"type": "multiagent_20261001", "workflows": {"type": "disabled"}})),
+        )
+        .await
+        .ok();
+    assert_eq!(off["multiagent"]["workflows"], json!({"type": "disabled"}));
+    // An update that leaves `workflows` out keeps what the version holds.
+    let id = off["id"].as_str().unwrap();
+    let updated = s
+        .client
+        .post(
+            &format!("/v1/agents/{id}"),
+            json!({"version": 1, "multiagent": {"type": "multiagent_20261001", "subagents": {"type": "disabled"}}}),
+        )
+        .await
+        .ok();
+    assert_eq!(
+        updated["multiagent"]["workflows"],
+        json!({"type": "disabled"})
+    );
+    // A custom tool may not take the platform's prefix.
     let refused = s
         .client
         .post(
             "/v1/agents",
-            json!({"name": "x", "model": "mast-scripted",
-                   "multiagent": {"type": "multiagent_20261001", "workflows": {"type": "enabled"}}}),
+            json!({"name": "x", "model": "mast-scripted", "tools": [{"type": "custom", "name": "ant__x",
+                   "description": "d", "input_schema": {"type": "object"}}]}),
         )
         .await
         .err(400);
-    assert!(refused.contains("MAST_WORKFLOWS_PREVIEW"), "{refused}");
+    assert!(refused.contains("ant__x"), "{refused}");
 }
 
 /// A plan whose one agent works for three seconds.
@@ -633,7 +667,7 @@ async fn a_crash_after_phase_one_neither_repeats_nor_loses_the_run(b: Backend) {
         Backend::Sqlite => None,
         Backend::Postgres => Some(fresh_postgres_database().await),
     };
-    let env = [("MAST_WORKFLOWS_PREVIEW", "1")];
+    let env: [(&str, &str); 0] = [];
     let port = free_port();
     let mut child = spawn_with(dir.path(), db.as_deref(), port, &env);
     let c = Client::new(&format!("http://127.0.0.1:{port}"));
@@ -708,7 +742,6 @@ async fn a_crash_after_phase_one_neither_repeats_nor_loses_the_run(b: Backend) {
 
 async fn runs_pause_at_the_budget_and_resume_when_it_is_raised(b: Backend) {
     let s = TestServer::start_tuned(b, Options::default(), |c| {
-        c.engine.workflows.preview = true;
         c.engine.prices = mast::config::load_prices(
             Some(r#"{"mast-scripted": {"input": "10", "output": "20"}}"#),
             None,

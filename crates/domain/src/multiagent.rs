@@ -188,6 +188,9 @@ const SUBAGENTS_DEFAULT: Member = Member {
     predefined: vec![],
 };
 
+/// What an omitted (or `null`) `workflows` means: enabled, inline agents allowed.
+const WORKFLOWS_DEFAULT: Member = SUBAGENTS_DEFAULT;
+
 const V2_WHAT: &str = "a `multiagent_20261001` configuration";
 const V2_KEYS: [&str; 4] = ["type", "advisor", "subagents", "workflows"];
 
@@ -238,9 +241,12 @@ fn parse(v: &Value) -> Valid<Plan> {
                     o.get("subagents"),
                     SUBAGENTS_DEFAULT,
                 )?,
-                // Workflows are not run here, so an omitted member resolves to disabled
-                // rather than upstream's enabled (an enabled one is refused up front).
-                workflows: member("multiagent.workflows", o.get("workflows"), DISABLED)?,
+                // As upstream: workflows are on unless the agent turns them off.
+                workflows: member(
+                    "multiagent.workflows",
+                    o.get("workflows"),
+                    WORKFLOWS_DEFAULT,
+                )?,
             })
         }
     }
@@ -253,25 +259,6 @@ pub fn check_keys(req: &Value) -> Valid<()> {
         return Ok(());
     }
     Obj::new("multiagent", req, V2_WHAT, &V2_KEYS)?;
-    Ok(())
-}
-
-/// Refuses what a multiagent request asks for that this server does not do: workflow runs,
-/// unless the operator turned their preview on.
-pub fn refuse_unsupported(req: &Value) -> Valid<()> {
-    check_keys(req)?;
-    if req.get("type").and_then(Value::as_str) != Some("multiagent_20261001") {
-        return Ok(());
-    }
-    if let Some(w) = req.get("workflows").and_then(Value::as_object)
-        && w.get("type").and_then(Value::as_str) != Some("disabled")
-    {
-        return Err(Invalid::unsupported(
-            "multiagent.workflows",
-            "workflows",
-            "workflow runs are a preview on this server (the operator turns them on with MAST_WORKFLOWS_PREVIEW=1); omit `workflows` or send `{\"type\": \"disabled\"}`",
-        ));
-    }
     Ok(())
 }
 

@@ -53,6 +53,18 @@ pub fn unpriced_models(
         models.extend(roster.agents.iter().map(|a| a.snapshot.model.id.clone()));
         models.extend(roster.advisor);
     }
+    // A workflow run's predefined agents run their own models (inline ones the session's).
+    models.extend(
+        agent
+            .multiagent
+            .as_ref()
+            .and_then(|m| m.pointer("/workflows/predefined_agents"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.pointer("/model/id").and_then(Value::as_str))
+            .map(str::to_string),
+    );
     let mut out: Vec<String> = models
         .into_iter()
         .filter(|m| prices.of(m).is_none())

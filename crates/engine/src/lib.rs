@@ -313,17 +313,13 @@ pub struct EngineConfig {
     /// How fast deployment schedules' slots come: by the minute, except in tests that read
     /// the minute field as seconds (`MAST_TEST_CRON_SECONDS=1`).
     pub cron_pace: mast_domain::schedule::Pace,
-    /// Workflow runs: whether agents may enable them (a preview until every part of them
-    /// works; see docs/workflows.md), and their limits (`MAST_WORKFLOW_*`).
+    /// Workflow runs' limits (`MAST_WORKFLOW_*`).
     pub workflows: WorkflowsConfig,
 }
 
 /// Workflow runs' settings.
 #[derive(Debug, Clone, Default)]
 pub struct WorkflowsConfig {
-    /// `MAST_WORKFLOWS_PREVIEW`: agents may set `multiagent.workflows` to enabled. Off,
-    /// such a request is refused with a 400 naming what is not supported.
-    pub preview: bool,
     /// The limits on plans and runs.
     pub limits: mast_domain::workflow::Limits,
 }

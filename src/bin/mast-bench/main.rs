@@ -150,7 +150,6 @@ async fn main() {
     let server_env = match args.scenario.as_str() {
         "compaction" => compaction::server_env(),
         "soak" => soak::server_env(),
-        "workflow" => workflow::server_env(),
         _ => vec![],
     };
     let mut servers = Vec::new();

@@ -1,4 +1,4 @@
-//! `workflow` (run alone: its server has the workflow-runs preview on): one run of N agents
+//! `workflow` (run alone, on a server of its own): one run of N agents
 //! (a `map` of N items, at most 64 working at once) on the scripted model — its wall time
 //! from the start to `workflow_run.status_ended`, and the server's CPU and RSS growth per
 //! agent — then K sessions each left idle with an open run paused by an interrupt: their
@@ -11,11 +11,6 @@ use serde_json::{Value, json};
 use crate::api::{Api, Events, row};
 use crate::idle::wait_until_none_active;
 use crate::server::Server;
-
-/// The server environment the scenario needs.
-pub fn server_env() -> Vec<(&'static str, String)> {
-    vec![("MAST_WORKFLOWS_PREVIEW", "1".to_string())]
-}
 
 /// An agent with workflows enabled, and an environment; their ids.
 async fn setup(api: &Api) -> (String, String) {

@@ -33,8 +33,7 @@ class Server:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.data_dir = tempfile.mkdtemp(prefix="mast-console-")
-        self.env = dict(os.environ, ANTHROPIC_BASE_URL=messages_api, ANTHROPIC_API_KEY="test", MAST_LOG="warn",
-                        MAST_WORKFLOWS_PREVIEW="1")
+        self.env = dict(os.environ, ANTHROPIC_BASE_URL=messages_api, ANTHROPIC_API_KEY="test", MAST_LOG="warn")
         self.env.pop("DATABASE_URL", None)
         if backend == "postgres":
             self.env["DATABASE_URL"] = fresh_postgres()

@@ -1,4 +1,4 @@
-"""Workflow runs (a preview, turned on for this module's server) through the official SDK with
+"""Workflow runs through the official SDK with
 strict response validation: an agent with workflows enabled reads back as the SDK models it,
 every `workflow_run.*` event a run emits parses, and the run's threads list as the SDK's
 session threads with their inline agents."""
@@ -7,8 +7,6 @@ import json
 import uuid
 
 import pytest
-
-SERVER_ENV = {"MAST_WORKFLOWS_PREVIEW": "1"}
 
 RUN_TYPES = [
     "workflow_run.created",

@@ -150,11 +150,7 @@ impl Engine {
     /// serves and skills the workspace does not have.
     async fn check_agent_spec(&self, ws: &str, spec: &AgentSpec) -> Result<(), OpError> {
         if let Some(m) = &spec.multiagent_request {
-            if self.inner.config.workflows.preview {
-                multiagent::check_keys(m)?;
-            } else {
-                multiagent::refuse_unsupported(m)?;
-            }
+            multiagent::check_keys(m)?;
         }
         let models = &self.inner.models;
         models.refresh().await;
