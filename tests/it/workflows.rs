@@ -18,6 +18,7 @@ backend_tests!(
     a_run_times_out_in_a_session_nothing_wakes,
     an_interrupt_pauses_runs_until_the_next_message,
     archiving_a_paused_session_stops_its_runs,
+    a_run_agents_call_stays_answerable_through_an_interrupt,
     a_run_of_two_hundred_agents_completes,
     runs_pause_at_the_budget_and_resume_when_it_is_raised,
     a_crash_after_phase_one_neither_repeats_nor_loses_the_run,
@@ -938,5 +939,68 @@ async fn predefined_agents_run_their_snapshots(b: Backend) {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(last.contains("helped"), "{last}");
+    let trace: Vec<String> = events
+        .iter()
+        .map(|e| format!("{} {}", e["type"], e["content"][0]["text"]))
+        .collect();
+    assert!(last.contains("helped"), "{last}\n{trace:#?}");
+}
+
+async fn a_run_agents_call_stays_answerable_through_an_interrupt(b: Backend) {
+    let s = server(b, |_| {}).await;
+    let (sid, mut st) = session(&s, json!({})).await;
+    let p = json!({"agents": {"w": {"system": "Look things up."}},
+        "phases": [{"name": "P", "steps": [{"agent": {"use": "w", "prompt": "call lookup {}", "save": "found"}}]}],
+        "result": "found {{found}}"});
+    s.client.say(&sid, &start_script(&p)).await;
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "requires_action");
+    let call = idle["stop_reason"]["event_ids"][0].clone();
+    // The interrupt pauses the run; its agent's call still waits, and the session says so.
+    s.client
+        .send_events(&sid, json!([{"type": "user.interrupt"}]))
+        .await;
+    let paused = st
+        .until(30, |e| e["type"] == "workflow_run.status_idle")
+        .await;
+    assert!(paused["workflow_run_id"].is_string());
+    let idle = st.until_idle(30).await;
+    assert_eq!(
+        idle["stop_reason"]["type"], "requires_action",
+        "{:#?}",
+        st.seen
+    );
+    assert_eq!(idle["stop_reason"]["event_ids"], json!([call]));
+    // Answered while paused, the agent stops before its next request; the next message
+    // resumes the run, which completes.
+    s.client
+        .send_events(
+            &sid,
+            json!([{"type": "user.custom_tool_result", "custom_tool_use_id": call,
+                    "content": [{"type": "text", "text": "it"}]}]),
+        )
+        .await;
+    st.until_idle(30).await;
+    s.client.say(&sid, "say go on").await;
+    let ended = st
+        .until(60, |e| e["type"] == "workflow_run.status_ended")
+        .await;
+    assert_eq!(ended["result"]["type"], "completed", "{:#?}", st.seen);
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    let events = s.client.all_events(&sid).await;
+    let last = of_type(&events, "agent.message").last().unwrap()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let trace: Vec<String> = events
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} {}",
+                e["type"], e["content"][0]["text"], e["stop_reason"]
+            )
+        })
+        .collect();
+    assert!(last.contains("found it"), "{last}\n{trace:#?}");
 }

@@ -50,6 +50,7 @@ pub const LOOP_KINDS: &[&str] = &[
     kind::USER_DEFINE_OUTCOME,
     kind::OUTCOME_EVALUATION_END,
     kind::AGENT_THREAD_CONTEXT_COMPACTED,
+    kind::WORKFLOW_RUN_STATUS_RUNNING,
     kind::WORKFLOW_RUN_STATUS_ENDED,
 ];
 
@@ -263,7 +264,9 @@ impl Transcript {
                 self.outcome_input(text)
             }
             kind::AGENT_THREAD_CONTEXT_COMPACTED => self.compacted(ev),
-            kind::WORKFLOW_RUN_STATUS_ENDED => self.run_notice(ev),
+            kind::WORKFLOW_RUN_STATUS_ENDED | kind::WORKFLOW_RUN_STATUS_RUNNING => {
+                self.run_notice(ev)
+            }
             _ => {}
         }
     }

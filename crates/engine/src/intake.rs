@@ -313,7 +313,13 @@ impl<'a> Intake<'a> {
                 ));
                 if self.status.is_active() {
                     st.interrupt = true;
-                    for run in st.threads.values_mut().filter(|r| r.status.is_active()) {
+                    // A workflow run's threads stop at their next model request, as their
+                    // paused run tells them; they are not cut.
+                    for run in st
+                        .threads
+                        .values_mut()
+                        .filter(|r| r.status.is_active() && r.workflow_run.is_none())
+                    {
                         run.interrupt = true;
                     }
                     self.acc.interrupt_all = true;
@@ -381,10 +387,14 @@ impl<'a> Intake<'a> {
             // Interrupting a session blocked on requires_action closes each pending call with
             // an error result and ends the turn without sampling the model, as upstream does.
             let st = &mut self.st;
+            // A workflow run's calls waiting on the client stay pending and answerable.
             let blocked: Vec<String> = st
                 .threads
                 .iter()
-                .filter(|(id, r)| !r.replies_to.is_empty() || st.pending_of(id).next().is_some())
+                .filter(|(id, r)| {
+                    r.workflow_run.is_none()
+                        && (!r.replies_to.is_empty() || st.pending_of(id).next().is_some())
+                })
                 .map(|(id, _)| id.clone())
                 .collect();
             for t in blocked {
@@ -397,18 +407,21 @@ impl<'a> Intake<'a> {
                     now,
                 ));
             }
-            for p in std::mem::take(&mut st.pending) {
+            let (kept, closed): (Vec<_>, Vec<_>) = std::mem::take(&mut st.pending)
+                .into_iter()
+                .partition(|p| super::workflow_runs::is_run_thread(st, &p.thread_id));
+            for p in closed {
                 events.push(closed_tool_call(&p.id, &p.thread_id, p.mcp, now));
             }
-            events.extend(super::outcomes::on_session_idle(
-                st,
-                &StopReason::EndTurn,
-                primary,
-                now,
-            ));
+            st.pending = kept;
+            let reason = match st.pending.is_empty() {
+                true => StopReason::EndTurn,
+                false => StopReason::RequiresAction(st.pending_ids()),
+            };
+            events.extend(super::outcomes::on_session_idle(st, &reason, primary, now));
             events.push(server_event(
                 kind::STATUS_IDLE,
-                events::idle(&StopReason::EndTurn, None),
+                events::idle(&reason, None),
                 primary,
                 now,
             ));

@@ -81,6 +81,11 @@ pub struct EngineState {
     /// stays running without it until a run's end (or new input) gives it another turn.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub primary_parked: bool,
+    /// Workflow run notices logged for the primary agent so far: a model request built before
+    /// the latest was logged is not started (its context would miss it), see
+    /// `engine::workflow_runs`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub run_notices: u64,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

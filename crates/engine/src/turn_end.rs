@@ -28,6 +28,9 @@ pub(super) struct Ender {
     pub clock: mast_domain::clock::Clock,
     /// For a workflow run's thread: the session and what its run's transitions need.
     pub runs: Option<(String, crate::workflow_runs::RunScope)>,
+    /// The primary's: how many workflow run notices its latest context held. One logged
+    /// since is input the model has not read, so the turn does not end.
+    pub seen_notices: Option<u64>,
 }
 
 impl Ender {
@@ -42,6 +45,9 @@ impl Ender {
         details: Option<Value>,
     ) -> Result<Vec<NewEvent>, StoreError> {
         if st.interrupt_of(&self.thread) || self.ended_meanwhile(st) {
+            return Ok(vec![]);
+        }
+        if self.seen_notices.is_some_and(|seen| st.run_notices != seen) {
             return Ok(vec![]);
         }
         let now = self.clock.now();
@@ -573,6 +579,7 @@ pub(super) fn stop_delegate(
         // This whole decision happens at `now`.
         clock: mast_domain::clock::Clock::manual(now),
         runs: None,
+        seen_notices: None,
     };
     // A workflow run's thread always says it stopped: its run may resume it.
     let waiting = st.threads.get(thread).is_some_and(|t| {

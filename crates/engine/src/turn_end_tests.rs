@@ -17,6 +17,7 @@ fn primary_ender(usage_at_start: Option<String>) -> Ender {
         reply: None,
         clock: mast_domain::clock::Clock::system(),
         runs: None,
+        seen_notices: None,
     }
 }
 

@@ -159,6 +159,8 @@ struct View {
     seen_interrupts: u64,
     /// The last commit handed the lease back (the session went idle).
     released: bool,
+    /// The engine state's workflow run notice count when the row was last read.
+    run_notices: u64,
 }
 
 /// What the current turn has tallied.
@@ -261,6 +263,7 @@ impl<'a> Loop<'a> {
                 transcript: known.transcript,
                 seen_interrupts,
                 released: false,
+                run_notices: 0,
             },
             tally: Tally::default(),
             kit: Kit::default(),

@@ -288,10 +288,20 @@ impl Loop<'_> {
         let n = consumed.len() as u32;
         let ender = self.ender();
         let clock = self.inner.store.clock().clone();
+        let seen_notices = self.view.run_notices;
+        let stale = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stale_here = stale.clone();
         let appended = self
             .commit(
                 move |rec, st| {
+                    // The input is consumed whatever follows (it is marked with the commit).
                     st.queued = st.queued.saturating_sub(n);
+                    if ender.child.is_none() && st.run_notices != seen_notices {
+                        // A run's notice was logged after this request's context was built:
+                        // the loop looks again rather than send a context without it.
+                        stale_here.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return Ok(vec![]);
+                    }
                     if ender.child.is_none() {
                         // A new primary turn: it parks again if it ends while runs work.
                         st.primary_parked = false;
@@ -305,7 +315,10 @@ impl Loop<'_> {
                 consumed,
             )
             .await?;
-        if appended.is_empty() && self.is_primary() {
+        if appended.is_empty()
+            && self.is_primary()
+            && !stale.load(std::sync::atomic::Ordering::Relaxed)
+        {
             // The gate stopped the request but the turn cannot end while a workflow run's
             // threads work: wait for them to stop rather than ask again at once.
             self.wait_for_children(None).await?;

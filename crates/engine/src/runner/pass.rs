@@ -111,6 +111,7 @@ impl Loop<'_> {
                 }
             };
             let st = EngineState::of(&rec)?;
+            self.view.run_notices = st.run_notices;
             let rescheduling = match &self.scope.role {
                 Role::Primary => {
                     let status = status_of(&rec);
@@ -228,8 +229,22 @@ impl Loop<'_> {
                     .get(&self.scope.thread)
                     .is_some_and(|t| t.workflow_run.is_some())
             {
+                if ctx.tail == Tail::User
+                    && crate::workflow_runs::paused_thread(&st, &self.scope.thread)
+                {
+                    // Its run is paused: it stops here, before its next model request.
+                    self.stop_for_pause().await?;
+                    continue;
+                }
                 // This thread's end may render what the run's other threads returned.
                 self.load_run_texts(&st).await?;
+            }
+            if self.is_primary() && !crate::workflow_runs::stalled(&st).is_empty() {
+                // A run resumed after its agents ended while it was paused: it goes on.
+                self.load_run_texts(&st).await?;
+                if self.advance_stalled().await? {
+                    continue;
+                }
             }
             match ctx.tail {
                 Tail::User => {

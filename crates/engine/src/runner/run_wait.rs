@@ -158,4 +158,59 @@ impl Loop<'_> {
         .await?;
         Ok(())
     }
+
+    /// Stops this run thread before its next model request: its run is paused.
+    pub(super) async fn stop_for_pause(&mut self) -> Result<(), RunError> {
+        let (thread, name) = (
+            self.scope.thread.clone(),
+            self.child_name().unwrap_or_default(),
+        );
+        let clock = self.inner.store.clock().clone();
+        self.commit(
+            move |_, st| {
+                let now = clock.now();
+                if !workflow_runs::paused_thread(st, &thread) {
+                    return Ok(vec![]);
+                }
+                let Some(t) = st.threads.get_mut(&thread).filter(|t| t.status.is_active()) else {
+                    return Ok(vec![]);
+                };
+                t.set_status(ThreadStatus::Idle, now);
+                Ok(vec![server_event(
+                    kind::THREAD_STATUS_IDLE,
+                    mast_domain::events::thread_status(
+                        &thread,
+                        &name,
+                        Some((&mast_domain::events::StopReason::EndTurn, None)),
+                    ),
+                    &thread,
+                    now,
+                )])
+            },
+            vec![],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Advances the running runs none of whose agents is at work; whether that wrote
+    /// anything.
+    pub(super) async fn advance_stalled(&mut self) -> Result<bool, RunError> {
+        let runs = self.run_scope();
+        let (sid, primary) = (self.scope.sid.clone(), self.scope.primary.clone());
+        let clock = self.inner.store.clock().clone();
+        self.commit(
+            move |_, st| {
+                let ctx = runs.ctx(&sid, &primary, clock.now());
+                let mut out = Vec::new();
+                for id in workflow_runs::stalled(st) {
+                    out.extend(workflow_runs::advance(st, &ctx, &id));
+                }
+                Ok(out)
+            },
+            vec![],
+        )
+        .await
+        .map(|appended| !appended.is_empty())
+    }
 }

@@ -23,6 +23,7 @@ impl Loop<'_> {
             runs: self
                 .child_name()
                 .map(|_| (self.scope.sid.clone(), self.run_scope())),
+            seen_notices: self.is_primary().then_some(self.view.run_notices),
         }
     }
 
@@ -117,11 +118,13 @@ impl Loop<'_> {
                 let now = clock.now();
                 // The pending set under the lock is the authority: an answer that committed
                 // meanwhile is not closed a second time.
+                // A workflow run's calls waiting on the client stay pending and answerable.
                 let blocked: Vec<String> = st
                     .threads
                     .iter()
                     .filter(|(id, t)| {
-                        !t.replies_to.is_empty() || st.pending_of(id).next().is_some()
+                        t.workflow_run.is_none()
+                            && (!t.replies_to.is_empty() || st.pending_of(id).next().is_some())
                     })
                     .map(|(id, _)| id.clone())
                     .collect();
@@ -136,23 +139,26 @@ impl Loop<'_> {
                         now,
                     ));
                 }
+                let (kept, closed): (Vec<_>, Vec<_>) = std::mem::take(&mut st.pending)
+                    .into_iter()
+                    .partition(|p| crate::workflow_runs::is_run_thread(st, &p.thread_id));
                 out.extend(
-                    st.pending
-                        .drain(..)
+                    closed
+                        .iter()
                         .map(|p| turn_end::closed_tool_call(&p.id, &p.thread_id, p.mcp, now)),
                 );
+                st.pending = kept;
                 if let Some(id) = st.running_tool.take() {
                     let mcp = mcp_calls.contains(&id);
                     out.push(turn_end::closed_tool_call(&id, &primary, mcp, now));
                 }
                 st.interrupt = false;
+                let reason = match st.pending.is_empty() {
+                    true => StopReason::EndTurn,
+                    false => StopReason::RequiresAction(st.pending_ids()),
+                };
                 out.extend(turn_end::end_session_turn(
-                    rec,
-                    st,
-                    &primary,
-                    StopReason::EndTurn,
-                    None,
-                    now,
+                    rec, st, &primary, reason, None, now,
                 ));
                 out.extend(turn_end::resume_if_queued(
                     rec,

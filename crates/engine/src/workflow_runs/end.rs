@@ -115,6 +115,7 @@ pub fn finish(
     );
     if notice {
         e.internal = Some(json!({ "model_input": text }));
+        st.run_notices += 1;
     }
     vec![e]
 }

@@ -35,7 +35,7 @@ pub use end::{end_now, end_on_archive, end_on_termination, expire, next_deadline
 pub use manage::{PlatformCall, answer_calls};
 pub use pause::{BY_BUDGET, BY_INTERRUPT, is_run_thread, pause_all, paused_by, resume_all};
 pub use record::{Run, RunStatus};
-pub use step::{AgentEnd, agent_ended};
+pub use step::{AgentEnd, advance, agent_ended, paused_thread, stalled};
 pub use texts::ResultTexts;
 pub use tools::{GET_RUN, START_RUN, STOP_RUN, is_platform_tool, tool_defs};
 

@@ -58,13 +58,25 @@ pub fn resume_all(st: &mut EngineState, cause: &str, primary: &str, now: i64) ->
         if run.paused_by.is_empty() {
             run.status = RunStatus::Running;
             resumed.push(id.clone());
-            out.push(server_event(
+            let mut e = server_event(
                 kind::WORKFLOW_RUN_STATUS_RUNNING,
                 json!({"workflow_run_id": id}),
                 primary,
                 now,
-            ));
+            );
+            if cause == BY_INTERRUPT {
+                // The agent hears which runs go on, so it can stop them when the user asks.
+                e.internal = Some(json!({"model_input": format!(
+                    "Workflow run {id} (\"{}\") was paused by the user's interrupt and runs again now. \
+                     If the user asked you to stop it, call ant__stop_workflow_run.",
+                    run.name
+                )}));
+            }
+            out.push(e);
         }
+    }
+    if cause == BY_INTERRUPT && !resumed.is_empty() {
+        st.run_notices += 1;
     }
     let waiting: Vec<String> = st.pending.iter().map(|p| p.thread_id.clone()).collect();
     for (tid, t) in st.threads.iter_mut() {

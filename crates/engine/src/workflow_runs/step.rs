@@ -39,10 +39,38 @@ pub fn agent_ended(st: &mut EngineState, ctx: &Ctx, thread: &str, how: AgentEnd)
         AgentEnd::Returned => live.state.agent_returned(thread),
         AgentEnd::Failed => live.state.agent_failed(thread),
     };
-    if settled {
+    // A paused run advances no further; it goes on when it resumes (see `stalled`).
+    if settled && run.status == RunStatus::Running {
         out.extend(advance(st, ctx, &run_id));
     }
     out
+}
+
+/// Running runs with no agent at work: their last agents ended while they were paused, and
+/// the plan goes on from there now.
+pub fn stalled(st: &EngineState) -> Vec<String> {
+    st.workflow_runs
+        .iter()
+        .filter(|(_, r)| {
+            r.status == RunStatus::Running
+                && r.live
+                    .as_ref()
+                    .is_some_and(|l| l.state.counts().working == 0)
+        })
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// Whether thread `thread` works for a run an interrupt paused: it stops before its next
+/// model request.
+pub fn paused_thread(st: &EngineState, thread: &str) -> bool {
+    st.threads
+        .get(thread)
+        .and_then(|t| t.workflow_run.as_ref())
+        .and_then(|r| st.workflow_runs.get(r))
+        .is_some_and(|r| {
+            r.status == RunStatus::Idle && r.paused_by.iter().any(|c| c == super::BY_INTERRUPT)
+        })
 }
 
 /// Advances run `run_id` as far as it goes now and carries out what that asks.
