@@ -20,6 +20,7 @@ backend_tests!(
     archiving_a_paused_session_stops_its_runs,
     a_run_agents_call_stays_answerable_through_an_interrupt,
     a_run_of_two_hundred_agents_completes,
+    runs_pause_at_the_budget_and_resume_when_it_is_raised,
     a_crash_after_phase_one_neither_repeats_nor_loses_the_run,
     workflows_are_on_unless_an_agent_turns_them_off,
     predefined_agents_run_their_snapshots,
@@ -738,6 +739,100 @@ async fn a_crash_after_phase_one_neither_repeats_nor_loses_the_run(b: Backend) {
     );
     child.kill().ok();
     child.wait().ok();
+}
+
+async fn runs_pause_at_the_budget_and_resume_when_it_is_raised(b: Backend) {
+    let s = TestServer::start_tuned(b, Options::default(), |c| {
+        c.engine.prices = mast::config::load_prices(
+            Some(r#"{"mast-scripted": {"input": "10", "output": "20"}}"#),
+            None,
+        )
+        .unwrap();
+    })
+    .await;
+    let agent = s
+        .client
+        .post(
+            "/v1/agents",
+            json!({"name": "lead", "model": "mast-scripted",
+                   "multiagent": {"type": "multiagent_20261001", "subagents": {"type": "disabled"},
+                                  "workflows": {"type": "enabled"}}}),
+        )
+        .await
+        .ok();
+    let env = s.client.environment().await;
+    let budget = |cents: u32| json!({"type": "limit", "max_list_cost": {"amount": cents.to_string(), "currency": "USD"}});
+    let sid = s
+        .client
+        .post(
+            "/v1/sessions",
+            json!({"agent": agent["id"], "environment_id": env["id"], "budget": budget(1)}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut st = Stream::open(
+        &s.url,
+        &format!("/v1/sessions/{sid}/events/stream"),
+        None,
+        &[],
+    )
+    .await;
+    // Many small agents, a few at a time: the cap is reached while the run works.
+    let items: Vec<String> = (1..=200).map(|i| format!("part {i}")).collect();
+    let p = json!({"agents": {"r": {"system": "Read."}}, "inputs": {"parts": items},
+        "phases": [{"name": "All", "steps": [{"map": {"over": "parts", "as": "x", "use": "r",
+            "prompt": "say {{x}} read", "save": "out", "max_parallel": 4}}]}],
+        "result": "{{out.count}} parts"});
+    s.client.say(&sid, &start_script(&p)).await;
+    let idle = st.until_idle(120).await;
+    assert_eq!(
+        idle["stop_reason"]["type"], "budget_reached",
+        "{:#?}",
+        st.seen
+    );
+    let events = s.client.all_events(&sid).await;
+    let t = |e: &Value| e["type"].as_str().unwrap_or("").to_string();
+    assert!(
+        of_type(&events, "workflow_run.status_ended").is_empty(),
+        "the run stays open"
+    );
+    let paused = position(&events, |e| t(e) == "workflow_run.status_idle");
+    let usage = events
+        .iter()
+        .rposition(|e| t(e) == "session.usage")
+        .unwrap();
+    let session_idle = events
+        .iter()
+        .rposition(|e| t(e) == "session.status_idle")
+        .unwrap();
+    assert!(paused < usage && usage < session_idle, "{events:#?}");
+    // Raising the cap resumes the run; it completes and the agent reads its result.
+    s.client
+        .post(
+            &format!("/v1/sessions/{sid}"),
+            json!({"budget": budget(1_000_000)}),
+        )
+        .await
+        .ok();
+    let resumed = st
+        .until(60, |e| e["type"] == "workflow_run.status_running")
+        .await;
+    assert!(resumed["workflow_run_id"].is_string());
+    let ended = st
+        .until(120, |e| e["type"] == "workflow_run.status_ended")
+        .await;
+    assert_eq!(ended["result"]["type"], "completed", "{:#?}", st.seen);
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn");
+    let events = s.client.all_events(&sid).await;
+    let last = of_type(&events, "agent.message").last().unwrap()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(last.contains("200 parts"), "{last}");
 }
 
 async fn a_run_times_out_in_a_session_nothing_wakes(b: Backend) {

@@ -129,7 +129,7 @@ impl Loop<'_> {
                 && e.thread_id.as_deref() != Some(self.scope.thread.as_str())
         }) {
             if let Some(t) = &e.thread_id {
-                let _ = self.crew.spawn.send(t.clone());
+                self.crew.spawn.send(t.clone());
             }
         }
         if let Some(rx) = awaits

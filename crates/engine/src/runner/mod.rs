@@ -26,6 +26,7 @@ mod outcome_grader;
 mod pass;
 mod run_wait;
 mod skill_note;
+mod spawn_requests;
 mod supervisor;
 mod task;
 mod tool_offer;
@@ -35,7 +36,7 @@ mod turn_stop;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 
 use crate::Inner;
 use crate::context::Transcript;
@@ -98,7 +99,7 @@ enum Role {
 /// Signals between the loops of one session's runner.
 struct Crew {
     /// Delegate threads whose loops should run (the supervisor starts each once).
-    pub spawn: mpsc::UnboundedSender<String>,
+    pub spawn: spawn_requests::SpawnRequests,
     /// A delegate's loop ended: the primary re-evaluates what it waits for.
     pub changed: Notify,
     /// The session's MCP connections, shared by its threads, closed when the runner ends.

@@ -91,7 +91,7 @@ impl Loop<'_> {
     pub(super) async fn wait_on_runs(&mut self, st: &EngineState) -> Result<(), RunError> {
         for (tid, t) in &st.threads {
             if t.status.is_active() {
-                let _ = self.crew.spawn.send(tid.clone());
+                self.crew.spawn.send(tid.clone());
             }
         }
         if !st.primary_parked {
@@ -138,7 +138,7 @@ impl Loop<'_> {
     pub(super) fn spawn_run_threads(&self, st: &EngineState) {
         for (tid, t) in &st.threads {
             if t.workflow_run.is_some() && t.status.is_active() {
-                let _ = self.crew.spawn.send(tid.clone());
+                self.crew.spawn.send(tid.clone());
             }
         }
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 
 use super::{Crew, Ended, Loop, Role, RunError};
 use super::{InterruptsSeen, RunnerHandle};
@@ -33,9 +33,8 @@ pub(super) async fn drive(
     handed: Option<Vec<EventRecord>>,
     armed: Option<String>,
 ) -> Result<Ended, RunError> {
-    let (spawn, mut to_spawn) = mpsc::unbounded_channel();
     let crew = Crew {
-        spawn,
+        spawn: Default::default(),
         changed: Notify::new(),
         mcp: crate::mcp::McpSet::new(&inner.shutdown),
         texts: Default::default(),
@@ -70,13 +69,15 @@ pub(super) async fn drive(
     loop {
         tokio::select! {
             ended = &mut main => return ended,
-            Some(tid) = to_spawn.recv() => {
-                if running.insert(tid.clone()) {
-                    let span = tracing::info_span!("thread", thread_id = %tid);
-                    children.push(Box::pin(tracing::Instrument::instrument(
-                        run_child(inner, handle, &crew, &sid, tid),
-                        span,
-                    )));
+            asked = crew.spawn.take() => {
+                for tid in asked {
+                    if running.insert(tid.clone()) {
+                        let span = tracing::info_span!("thread", thread_id = %tid);
+                        children.push(Box::pin(tracing::Instrument::instrument(
+                            run_child(inner, handle, &crew, &sid, tid),
+                            span,
+                        )));
+                    }
                 }
             }
             Some((tid, ended)) = children.next(), if !children.is_empty() => {

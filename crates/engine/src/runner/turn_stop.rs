@@ -179,7 +179,7 @@ impl Loop<'_> {
     pub(super) async fn await_delegates(&mut self, st: &EngineState) -> Result<(), RunError> {
         for (tid, t) in &st.threads {
             if t.status.is_active() {
-                let _ = self.crew.spawn.send(tid.clone());
+                self.crew.spawn.send(tid.clone());
             }
         }
         let deadline = crate::workflow_runs::next_deadline(st);
