@@ -13,6 +13,7 @@ backend_tests!(
     refused_starts_create_no_run,
     failed_agents_end_the_run_or_are_counted,
     the_agent_stops_a_run,
+    a_confirmation_after_its_run_stopped_changes_nothing,
     a_waiting_run_agent_idles_the_session_with_its_call,
     a_run_ends_when_its_lifetime_passes,
     a_run_times_out_in_a_session_nothing_wakes,
@@ -371,6 +372,58 @@ async fn the_agent_stops_a_run(b: Backend) {
         )
         .await;
     late.err(400);
+}
+
+async fn a_confirmation_after_its_run_stopped_changes_nothing(b: Backend) {
+    let s = server(b, |_| {}).await;
+    let tools = json!([{"type": "agent_toolset_20260401",
+        "default_config": {"permission_policy": {"type": "always_ask"}}}]);
+    let (sid, mut st) = session(&s, json!({"tools": tools})).await;
+    let p = json!({"agents": {"w": {"system": "Run things."}},
+        "phases": [{"name": "P", "steps": [{"agent": {"use": "w", "prompt": r#"call bash {"command": "echo hi"}"#}}]}]});
+    let script = format!(
+        "call ant__start_workflow_run {p}\n---\nsleep 2000\ncall ant__stop_workflow_run {}\n---\nsay stopped",
+        r#"{"workflow_run_id": "{{result.workflow_run_id}}"}"#
+    );
+    s.client.say(&sid, &script).await;
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn", "{:#?}", st.seen);
+    let before = s.client.all_events(&sid).await;
+    let call = of_type(&before, "agent.tool_use")[0].clone();
+    assert_eq!(call["evaluated_permission"], "ask", "{call:#}");
+    let thread = call["session_thread_id"].as_str().unwrap().to_string();
+    // The thread was stopped and archived with its run: the confirmation is taken, kept on
+    // that thread, and runs nothing.
+    let echo = s
+        .client
+        .post(
+            &format!("/v1/sessions/{sid}/events"),
+            json!({"events": [{"type": "user.tool_confirmation", "tool_use_id": call["id"], "result": "allow"}]}),
+        )
+        .await
+        .ok();
+    assert_eq!(echo["data"][0]["session_thread_id"], thread.as_str(), "{echo:#}");
+    let after = s.client.all_events(&sid).await;
+    assert_eq!(after.len(), before.len() + 1, "{after:#?}");
+    assert_eq!(after.last().unwrap()["type"], "user.tool_confirmation");
+    let session = s.client.get(&format!("/v1/sessions/{sid}")).await.ok();
+    assert_eq!(session["status"], "idle");
+    // A result is still refused: the model never reads it.
+    s.client
+        .post(
+            &format!("/v1/sessions/{sid}/events"),
+            json!({"events": [{"type": "user.tool_result", "tool_use_id": call["id"]}]}),
+        )
+        .await
+        .err(400);
+    // A confirmation of a call that is not a run thread's is still refused.
+    s.client
+        .post(
+            &format!("/v1/sessions/{sid}/events"),
+            json!({"events": [{"type": "user.tool_confirmation", "tool_use_id": "sevt_nope", "result": "allow"}]}),
+        )
+        .await
+        .err(400);
 }
 
 async fn a_waiting_run_agent_idles_the_session_with_its_call(b: Backend) {

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::hooks::PostOutcome;
 use super::state::{
@@ -82,18 +82,20 @@ fn not_pending(i: usize, field: &str, id: &str, what: &str) -> StoreError {
 /// `engine::bodies`, so a batch does not parse the agent snapshot again). Client echoes come
 /// first in the output, in request order; status events caused by the batch follow. `post`
 /// holds, by batch index, what `post_tool_use` hooks said of a `user.tool_result` (recorded
-/// with it).
+/// with it). `late` maps the calls of archived workflow run threads a confirmation in the
+/// batch names to their threads (see [`LateConfirmations`]).
 pub fn accept(
     rec: &mut SessionRecord,
     body: &SessionBody,
     batch: &[ClientEvent],
     post: &[Option<PostOutcome>],
+    late: &LateConfirmations,
     lease: Option<&LeaseGrant>,
     now: Micros,
 ) -> Result<(TxnOutput, Accepted), StoreError> {
     check_open(rec)?;
     let before = EngineState::of(rec)?;
-    let mut intake = Intake::new(&body.primary_thread_id, status_of(rec), before.clone());
+    let mut intake = Intake::new(&body.primary_thread_id, late, status_of(rec), before.clone());
     let mut events = Vec::with_capacity(batch.len() + 1);
     for (i, ev) in batch.iter().enumerate() {
         let follows_result = i > 0 && batch[i - 1].is_tool_result();
@@ -126,9 +128,17 @@ pub fn accept(
     Ok((out, acc))
 }
 
+/// Calls of workflow run threads archived before the client confirmed them, by call id, each
+/// with its thread. Such a confirmation comes too late: the run stopped the thread and the
+/// tool never ran. It is accepted, kept on that thread and changes nothing, as upstream does;
+/// a late result is still refused, since the model never reads it.
+pub type LateConfirmations = BTreeMap<String, String>;
+
 /// A batch being applied: the engine state as the batch changes it, and what it did so far.
 struct Intake<'a> {
     primary: &'a str,
+    /// Confirmations that come too late to change anything.
+    late: &'a LateConfirmations,
     /// The session's status before the batch.
     status: SessionStatus,
     /// An idle session with nothing pending starts a turn on new input.
@@ -152,9 +162,15 @@ struct Intake<'a> {
 }
 
 impl<'a> Intake<'a> {
-    fn new(primary: &'a str, status: SessionStatus, st: EngineState) -> Self {
+    fn new(
+        primary: &'a str,
+        late: &'a LateConfirmations,
+        status: SessionStatus,
+        st: EngineState,
+    ) -> Self {
         Intake {
             primary,
+            late,
             status,
             can_start: status == SessionStatus::Idle && st.pending.is_empty(),
             st,
@@ -211,6 +227,13 @@ impl<'a> Intake<'a> {
             } => {
                 routed = self.answer(i, id, PendingKind::ClientTool)?;
                 answers = Some((id.clone(), Answer::Result.as_str()));
+            }
+            ClientEvent::ToolConfirmation {
+                tool_use_id: id, ..
+            } if !self.st.pending.iter().any(|p| &p.id == id)
+                && let Some(thread) = self.late.get(id) =>
+            {
+                routed = Some(thread.clone());
             }
             ClientEvent::ToolConfirmation {
                 tool_use_id: id, ..

@@ -541,6 +541,24 @@ pub(super) fn resume_if_queued(
     vec![server_event(kind::STATUS_RUNNING, json!({}), primary, now)]
 }
 
+/// Closes every call of `thread` still waiting on the client with an error result, as an
+/// interrupt closes them.
+pub(super) fn close_pending_of(st: &mut EngineState, thread: &str, now: i64) -> Vec<NewEvent> {
+    let mut closed = Vec::new();
+    st.pending.retain(|p| {
+        if p.thread_id == thread {
+            closed.push((p.id.clone(), p.mcp));
+            false
+        } else {
+            true
+        }
+    });
+    closed
+        .iter()
+        .map(|(id, mcp)| closed_tool_call(id, thread, *mcp, now))
+        .collect()
+}
+
 /// Stops a delegate that is not running (blocked on the user, or idle) on the user's behalf:
 /// its open calls are closed, it idles with `end_turn`, and the parent's calls waiting on it
 /// get an error result saying why. `terminate` also archives it.
@@ -555,21 +573,8 @@ pub(super) fn stop_delegate(
     let Some(name) = st.threads.get(thread).map(|t| t.agent_name.clone()) else {
         return vec![];
     };
-    let mut out: Vec<NewEvent> = Vec::new();
-    let mut closed = Vec::new();
-    st.pending.retain(|p| {
-        if p.thread_id == thread {
-            closed.push((p.id.clone(), p.mcp));
-            false
-        } else {
-            true
-        }
-    });
-    out.extend(
-        closed
-            .iter()
-            .map(|(id, mcp)| closed_tool_call(id, thread, *mcp, now)),
-    );
+    let mut out = close_pending_of(st, thread, now);
+    let closed = !out.is_empty();
     let ender = Ender {
         thread: thread.to_string(),
         primary: primary.to_string(),
@@ -583,7 +588,7 @@ pub(super) fn stop_delegate(
     };
     // A workflow run's thread always says it stopped: its run may resume it.
     let waiting = st.threads.get(thread).is_some_and(|t| {
-        !t.replies_to.is_empty() || !closed.is_empty() || t.workflow_run.is_some()
+        !t.replies_to.is_empty() || closed || t.workflow_run.is_some()
     });
     if waiting {
         out.push(ender.status_event(

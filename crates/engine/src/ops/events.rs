@@ -30,29 +30,39 @@ impl Engine {
         let lease = self.lease_grant();
         // Before the transaction, for the runner it wakes (see `runner::Handoff`).
         let epoch = self.inner.interrupt_epoch.load(Ordering::SeqCst);
-        let clock = self.inner.store.clock().clone();
-        let decided = {
-            let batch = batch.clone();
+        let mut late = intake::LateConfirmations::new();
+        let committed = loop {
+            let clock = self.inner.store.clock().clone();
+            let (each, post, late_now) = (batch.clone(), post.clone(), late.clone());
             let inner = self.inner.clone();
-            decide_held(&self.inner, ws, id, move |rec| {
+            let lease = lease.clone();
+            let decided = decide_held(&self.inner, ws, id, move |rec| {
                 let now = clock.now();
                 let body = inner.bodies.get(&rec.id, &rec.body)?;
                 let (mut out, acc) =
-                    intake::accept(rec, &body, &batch, &post, lease.as_ref(), now)?;
-                let armed = fast_start::arm(&inner, rec, &batch, &mut out, &acc, now);
+                    intake::accept(rec, &body, &each, &post, &late_now, lease.as_ref(), now)?;
+                let armed = fast_start::arm(&inner, rec, &each, &mut out, &acc, now);
                 Ok((out, (acc, armed)))
             })
-            .await
-        };
-        let committed = match decided {
-            Ok(c) => c,
-            // Only a code-less refusal can be an answer to an unknown or answered id; an
-            // archived session (`session_archived`) says so itself.
-            Err(OpError::Invalid(e)) if e.code.is_none() => {
-                self.explain_answer_error(id, &batch).await?;
-                return Err(OpError::Invalid(e));
+            .await;
+            match decided {
+                Ok(c) => break c,
+                // Only a code-less refusal can be an answer to an unknown or answered id; an
+                // archived session (`session_archived`) says so itself.
+                Err(OpError::Invalid(e)) if e.code.is_none() => {
+                    // Confirmations of calls a workflow run's end cut short are taken as
+                    // having no effect; anything else is explained.
+                    if late.is_empty() {
+                        late = self.late_confirmations(id, &batch).await?;
+                        if !late.is_empty() {
+                            continue;
+                        }
+                    }
+                    self.explain_answer_error(id, &batch).await?;
+                    return Err(OpError::Invalid(e));
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(e),
         };
         let echoes = committed.events[..n.min(committed.events.len())].to_vec();
         let (acc, armed) = committed.value;
@@ -87,6 +97,41 @@ impl Engine {
     /// A precise refusal for `user.*` events answering blocking events: the id is unknown,
     /// names another kind of event, or was already answered. The transaction itself is the
     /// authority; this only explains its refusal, so it returns Ok when it finds nothing.
+    /// The confirmations in `batch` of calls made by workflow run threads that are archived
+    /// now, each with its thread (see [`intake::LateConfirmations`]).
+    async fn late_confirmations(
+        &self,
+        id: &str,
+        batch: &[ClientEvent],
+    ) -> Result<intake::LateConfirmations, OpError> {
+        let store = &self.inner.store;
+        let mut late = intake::LateConfirmations::new();
+        for e in batch {
+            let ClientEvent::ToolConfirmation { tool_use_id, .. } = e else {
+                continue;
+            };
+            let Some(call) = store.get_event(id, tool_use_id).await? else {
+                continue;
+            };
+            if call.kind != kind::AGENT_TOOL_USE && call.kind != kind::AGENT_MCP_TOOL_USE {
+                continue;
+            }
+            let Some(thread_id) = call.thread_id else {
+                continue;
+            };
+            let Some(thread) = store.get_thread(id, &thread_id).await? else {
+                continue;
+            };
+            let of_run = serde_json::from_str::<serde_json::Value>(&thread.body)
+                .ok()
+                .is_some_and(|b| b.get("workflow_run_id").is_some_and(|r| r.is_string()));
+            if of_run && thread.archived_at.is_some() {
+                late.insert(tool_use_id.clone(), thread_id);
+            }
+        }
+        Ok(late)
+    }
+
     async fn explain_answer_error(&self, id: &str, batch: &[ClientEvent]) -> Result<(), OpError> {
         let store = &self.inner.store;
         for (i, e) in batch.iter().enumerate() {

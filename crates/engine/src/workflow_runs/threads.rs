@@ -164,21 +164,7 @@ pub fn stop(st: &mut EngineState, thread_id: &str, now: i64) -> Vec<NewEvent> {
     let Some(name) = st.threads.get(thread_id).map(|t| t.agent_name.clone()) else {
         return vec![];
     };
-    let mut out = Vec::new();
-    let mut closed = Vec::new();
-    st.pending.retain(|p| {
-        if p.thread_id == thread_id {
-            closed.push((p.id.clone(), p.mcp));
-            false
-        } else {
-            true
-        }
-    });
-    out.extend(
-        closed
-            .iter()
-            .map(|(id, mcp)| crate::turn_end::closed_tool_call(id, thread_id, *mcp, now)),
-    );
+    let mut out = crate::turn_end::close_pending_of(st, thread_id, now);
     let active = st
         .threads
         .get(thread_id)
