@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use crate::backend_tests;
 use crate::support::sse::Stream;
+use crate::support::mock_anthropic::{MockAnthropic, Reply};
 use crate::support::{Backend, Options, TestServer};
 
 backend_tests!(
@@ -17,6 +18,7 @@ backend_tests!(
     a_waiting_run_agent_idles_the_session_with_its_call,
     a_run_ends_when_its_lifetime_passes,
     a_run_times_out_in_a_session_nothing_wakes,
+    a_failed_primary_turn_leaves_the_run_working,
     an_interrupt_pauses_runs_until_the_next_message,
     archiving_a_paused_session_stops_its_runs,
     a_run_agents_call_stays_answerable_through_an_interrupt,
@@ -916,6 +918,83 @@ async fn a_run_times_out_in_a_session_nothing_wakes(b: Backend) {
     assert!(last.contains("timeout_error"), "{last}");
     let session = s.client.get(&format!("/v1/sessions/{sid}")).await.ok();
     assert_eq!(session["status"], "idle");
+}
+
+async fn a_failed_primary_turn_leaves_the_run_working(b: Backend) {
+    // The lead runs on a model that fails; the run's agent on the scripted one.
+    let mock = MockAnthropic::start().await;
+    let s = TestServer::start_with(
+        b,
+        Options {
+            anthropic_base_url: Some(mock.url.clone()),
+            max_retries: 2,
+            ..Default::default()
+        },
+    )
+    .await;
+    let lookup = json!({"type": "custom", "name": "lookup", "description": "Looks a thing up.",
+                        "input_schema": {"type": "object"}});
+    let helper = s
+        .client
+        .post(
+            "/v1/agents",
+            json!({"name": "helper", "model": "mast-scripted", "tools": [lookup]}),
+        )
+        .await
+        .ok();
+    let (sid, mut st) = session(
+        &s,
+        json!({"model": "claude-opus-4-7",
+               "multiagent": {"type": "multiagent_20261001", "subagents": {"type": "disabled"},
+                              "workflows": {"type": "enabled", "predefined_agents": [helper["id"]]}}}),
+    )
+    .await;
+    let plan = json!({"agents": {"h": {"predefined": "helper"}},
+        "phases": [{"name": "P", "steps": [{"agent": {"use": "h", "prompt": "call lookup {}", "save": "out"}}]}],
+        "result": "{{out}}"});
+    mock.push([
+        Reply::Tools(None, vec![("ant__start_workflow_run".into(), plan)]),
+        Reply::Status(529, "overloaded_error"),
+        Reply::Status(529, "overloaded_error"),
+        Reply::Status(529, "overloaded_error"),
+        Reply::Text("The run found it.".into()),
+    ]);
+    s.client.say(&sid, "find it").await;
+    // The lead's turn fails while the run works: the session does not idle for the failure,
+    // only for the run's call waiting on the client.
+    let idle = st.until_idle(60).await;
+    assert_eq!(
+        idle["stop_reason"]["type"], "requires_action",
+        "{:#?}",
+        st.seen
+    );
+    let exhausted: Vec<&Value> = st
+        .seen
+        .iter()
+        .filter(|e| e["type"] == "session.error")
+        .filter(|e| e["error"]["retry_status"]["type"] == "exhausted")
+        .collect();
+    assert_eq!(exhausted.len(), 1, "{:#?}", st.seen);
+    let call = idle["stop_reason"]["event_ids"][0].as_str().unwrap().to_string();
+    s.client
+        .post(
+            &format!("/v1/sessions/{sid}/events"),
+            json!({"events": [{"type": "user.custom_tool_result", "custom_tool_use_id": call,
+                               "content": [{"type": "text", "text": "the answer is 42"}]}]}),
+        )
+        .await
+        .ok();
+    // The run ends and the lead gets a new turn to read it.
+    let ended = st
+        .until(60, |e| e["type"] == "workflow_run.status_ended")
+        .await;
+    assert_eq!(ended["result"]["type"], "completed", "{:#?}", st.seen);
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn", "{:#?}", st.seen);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 5);
+    let last = requests.last().unwrap().to_string();
+    assert!(last.contains("the answer is 42"), "{last}");
 }
 
 async fn predefined_agents_run_their_snapshots(b: Backend) {

@@ -81,6 +81,11 @@ pub struct EngineState {
     /// stays running without it until a run's end (or new input) gives it another turn.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub primary_parked: bool,
+    /// The primary's turn failed (retries exhausted) while a workflow run was running, when
+    /// this many run notices were logged: the session stays running for the run, and the
+    /// primary makes no request until new input or a later notice gives it a turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_failed: Option<u64>,
     /// Workflow run notices logged for the primary agent so far: a model request built before
     /// the latest was logged is not started (its context would miss it), see
     /// `engine::workflow_runs`.

@@ -256,6 +256,16 @@ impl Ender {
             now,
         )];
         match &self.child {
+            None if super::workflow_runs::any_running(st)
+                || self.seen_notices.is_some_and(|seen| st.run_notices != seen) =>
+            {
+                // A running workflow run keeps the session running, and a run's end the
+                // agent has not read gives it a new turn: the failed turn ends without an
+                // idle, its queued input discarded as usual.
+                st.queued = 0;
+                st.discard_queued = true;
+                st.primary_failed = self.seen_notices;
+            }
             None => {
                 // The turn is dead and so is the input queued for it: upstream discards it too.
                 st.queued = 0;

@@ -305,6 +305,7 @@ impl Loop<'_> {
                     if ender.child.is_none() {
                         // A new primary turn: it parks again if it ends while runs work.
                         st.primary_parked = false;
+                        st.primary_failed = None;
                     }
                     // The budget gate: a request is made only under the cap.
                     if let Some(stop) = crate::budget::gate(&ender, rec, st, priced, clock.now())? {

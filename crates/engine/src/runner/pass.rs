@@ -213,14 +213,25 @@ impl Loop<'_> {
                 self.finish(StopReason::BudgetReached, None).await?;
                 continue;
             }
-            if self.is_primary()
-                && (crate::workflow_runs::any_running(&st)
-                    || (st.children_active()
-                        && crate::workflow_runs::open_runs(&st).next().is_some()))
-                && self.turn_over(&ctx.tail)
-            {
+            // Its turn failed while a run ran, and nothing since gave it another.
+            let failed = self.is_primary()
+                && consumed.is_empty()
+                && st.primary_failed.is_some_and(|at| at == st.run_notices);
+            let runs_work = crate::workflow_runs::any_running(&st)
+                || (st.children_active() && crate::workflow_runs::open_runs(&st).next().is_some());
+            if self.is_primary() && runs_work && (failed || self.turn_over(&ctx.tail)) {
                 // Its turn is over but a workflow run works on: the session stays running.
                 self.wait_on_runs(&st).await?;
+                continue;
+            }
+            if failed {
+                // The runs stopped working (an interrupt paused them): the failed turn idles
+                // the session as it would have, unless calls still wait on the client.
+                let reason = match st.pending.is_empty() {
+                    true => StopReason::RetriesExhausted,
+                    false => StopReason::RequiresAction(vec![]),
+                };
+                self.finish(reason, None).await?;
                 continue;
             }
             if !self.is_primary()
