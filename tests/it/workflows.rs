@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 
 use crate::backend_tests;
-use crate::support::sse::Stream;
 use crate::support::mock_anthropic::{MockAnthropic, Reply};
+use crate::support::sse::Stream;
 use crate::support::{Backend, Options, TestServer};
 
 backend_tests!(
@@ -404,7 +404,11 @@ async fn a_confirmation_after_its_run_stopped_changes_nothing(b: Backend) {
         )
         .await
         .ok();
-    assert_eq!(echo["data"][0]["session_thread_id"], thread.as_str(), "{echo:#}");
+    assert_eq!(
+        echo["data"][0]["session_thread_id"],
+        thread.as_str(),
+        "{echo:#}"
+    );
     let after = s.client.all_events(&sid).await;
     assert_eq!(after.len(), before.len() + 1, "{after:#?}");
     assert_eq!(after.last().unwrap()["type"], "user.tool_confirmation");
@@ -975,7 +979,10 @@ async fn a_failed_primary_turn_leaves_the_run_working(b: Backend) {
         .filter(|e| e["error"]["retry_status"]["type"] == "exhausted")
         .collect();
     assert_eq!(exhausted.len(), 1, "{:#?}", st.seen);
-    let call = idle["stop_reason"]["event_ids"][0].as_str().unwrap().to_string();
+    let call = idle["stop_reason"]["event_ids"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
     s.client
         .post(
             &format!("/v1/sessions/{sid}/events"),

@@ -95,7 +95,12 @@ pub fn accept(
 ) -> Result<(TxnOutput, Accepted), StoreError> {
     check_open(rec)?;
     let before = EngineState::of(rec)?;
-    let mut intake = Intake::new(&body.primary_thread_id, late, status_of(rec), before.clone());
+    let mut intake = Intake::new(
+        &body.primary_thread_id,
+        late,
+        status_of(rec),
+        before.clone(),
+    );
     let mut events = Vec::with_capacity(batch.len() + 1);
     for (i, ev) in batch.iter().enumerate() {
         let follows_result = i > 0 && batch[i - 1].is_tool_result();

@@ -326,7 +326,16 @@ fn an_archived_session_accepts_nothing() {
     let mut rec = session(SessionStatus::Idle, &EngineState::default(), false);
     rec.archived_at = Some(NOW);
     let body = body_of(&rec);
-    let err = accept(&mut rec, &body, &[message()], &[], &Default::default(), None, NOW).unwrap_err();
+    let err = accept(
+        &mut rec,
+        &body,
+        &[message()],
+        &[],
+        &Default::default(),
+        None,
+        NOW,
+    )
+    .unwrap_err();
     assert!(
         matches!(&err, StoreError::Invalid(i) if i.code == Some("session_archived")),
         "{err}"
@@ -338,7 +347,8 @@ fn new_input_to_a_self_hosted_session_asks_for_a_worker() {
     for (batch, wants_work) in [(vec![message()], true), (vec![interrupt(None)], false)] {
         let mut rec = session(SessionStatus::Idle, &EngineState::default(), true);
         let body = body_of(&rec);
-        let (out, acc) = accept(&mut rec, &body, &batch, &[], &Default::default(), None, NOW).unwrap();
+        let (out, acc) =
+            accept(&mut rec, &body, &batch, &[], &Default::default(), None, NOW).unwrap();
         assert_eq!(out.ensure_work.is_some(), wants_work, "{batch:?}");
         assert_eq!(acc.work, wants_work, "{batch:?}");
     }

@@ -597,9 +597,10 @@ pub(super) fn stop_delegate(
         seen_notices: None,
     };
     // A workflow run's thread always says it stopped: its run may resume it.
-    let waiting = st.threads.get(thread).is_some_and(|t| {
-        !t.replies_to.is_empty() || closed || t.workflow_run.is_some()
-    });
+    let waiting = st
+        .threads
+        .get(thread)
+        .is_some_and(|t| !t.replies_to.is_empty() || closed || t.workflow_run.is_some());
     if waiting {
         out.push(ender.status_event(
             kind::THREAD_STATUS_IDLE,

@@ -7,10 +7,12 @@
 //!
 //! - `task.rs`: the runner task (take the lease, drive, hand it back); `handle.rs`: what the
 //!   engine tells a runner (input, interrupts, the waking transaction); `supervisor.rs`: the
-//!   primary's loop and a loop per working delegate, in one task.
+//!   primary's loop and a loop per working delegate, in one task, started as its loops ask
+//!   (`spawn_requests.rs`).
 //! - This file: the loop's state, private to this module tree and grouped by what it is for.
 //!   `pass.rs` is one pass and its order of precedence; the steps are `model_step.rs` (with
-//!   `call_sort.rs`, where a response's tool calls meet their policies),
+//!   `mcp_step.rs` for its MCP connections, and `call_sort.rs`, where a response's tool calls
+//!   meet their policies),
 //!   `tool_step.rs` (with `hook_step.rs`, `hook_after.rs`), `turn_stop.rs`, `compact.rs` and
 //!   `outcome_grader.rs`; every write goes through `commit.rs`.
 
@@ -21,6 +23,7 @@ mod fork_checkpoint;
 mod handle;
 mod hook_after;
 mod hook_step;
+mod mcp_step;
 mod model_step;
 mod outcome_grader;
 mod pass;

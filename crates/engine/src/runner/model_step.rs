@@ -1,5 +1,5 @@
-//! One model request of a thread's loop: the MCP connections its tools need, the request (its
-//! agent's model, system prompt and tools), retries, preview frames, and the response turned
+//! One model request of a thread's loop (its MCP connections are `mcp_step.rs`'s): the request
+//! (its agent's model, system prompt and tools), retries, preview frames, and the response turned
 //! into events in one transaction, its tool calls sorted by `call_sort` before anything runs.
 
 use std::sync::Arc;
@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use super::{Loop, RunError, Waited};
 use crate::delegation::{self, LIST_AGENTS};
 use crate::intake::server_event;
-use crate::mcp::connect::Reach;
 use crate::state::{ThreadStatus, set_status};
 use mast_domain::content;
 use mast_domain::events::{self, Answer, StopReason, kind};
@@ -18,93 +17,12 @@ use mast_domain::ids::new_id;
 use mast_domain::model_config::Speed;
 use mast_domain::session::{ModelUsage, SessionStatus, SessionUsage};
 use mast_domain::time;
-use mast_domain::tools::Tool;
 use mast_models::{
     Block, Delta, Message, ModelError, ModelRequest, ModelResponse, ModelStop, SizedPrefix,
 };
 use mast_store::NewEvent;
 
 impl Loop<'_> {
-    /// Connects to the MCP servers this thread's agent uses (those not connected yet, in
-    /// parallel), tells the user about each failure with a `session.error` naming the
-    /// server, and sets the MCP tools the next request offers. False when an interrupt came
-    /// first.
-    pub(super) async fn prepare_mcp(&mut self) -> Result<bool, RunError> {
-        if !self
-            .scope
-            .agent
-            .tools
-            .iter()
-            .any(|t| matches!(t, Tool::McpToolset { .. }))
-        {
-            return Ok(true);
-        }
-        let reach = self.mcp_reach();
-        let failures = match self
-            .interruptible(self.crew.mcp.prepare(&self.scope.agent, &reach))
-            .await?
-        {
-            Waited::Done(f) => f,
-            Waited::Interrupted => return Ok(false),
-        };
-        self.kit.mcp_offer = Default::default();
-        let taken = self
-            .offered_tools()
-            .iter()
-            .map(|t| t.name.clone())
-            .collect();
-        self.kit.mcp_offer = self.crew.mcp.offer(&self.scope.agent, &taken);
-        if !failures.is_empty() {
-            self.report_mcp_failures(failures).await?;
-        }
-        Ok(true)
-    }
-
-    /// What connecting to this session's MCP servers needs.
-    pub(super) fn mcp_reach(&self) -> Reach<'_> {
-        Reach {
-            session_id: &self.scope.sid,
-            environment: &self.scope.body.environment,
-            guard: self.inner.toolbox.netguard(),
-            credentials: &*self.inner.credentials,
-            timeout: self.inner.config.mcp_connect_timeout,
-        }
-    }
-
-    /// One `session.error` per MCP failure. The turn goes on without that server's tools,
-    /// and the server is tried again before a later request, so the status is `retrying`.
-    pub(super) async fn report_mcp_failures(
-        &mut self,
-        failures: Vec<crate::mcp::connect::Failure>,
-    ) -> Result<(), RunError> {
-        let thread = self.scope.thread.clone();
-        let clock = self.inner.store.clock().clone();
-        self.commit(
-            move |_, _| {
-                let now = clock.now();
-                Ok(failures
-                    .iter()
-                    .map(|f| {
-                        server_event(
-                            kind::SESSION_ERROR,
-                            events::mcp_session_error(
-                                f.kind.error_type(),
-                                &f.server,
-                                &f.message,
-                                "retrying",
-                            ),
-                            &thread,
-                            now,
-                        )
-                    })
-                    .collect())
-            },
-            vec![],
-        )
-        .await?;
-        Ok(())
-    }
-
     fn request(&self, messages: Vec<Message>, sized: SizedPrefix) -> ModelRequest {
         let model = &self.scope.agent.model;
         ModelRequest {
