@@ -19,6 +19,7 @@ backend_tests!(
     a_run_ends_when_its_lifetime_passes,
     a_run_times_out_in_a_session_nothing_wakes,
     a_failed_primary_turn_leaves_the_run_working,
+    a_message_after_a_failed_turn_and_an_interrupt_is_answered,
     an_interrupt_pauses_runs_until_the_next_message,
     archiving_a_paused_session_stops_its_runs,
     a_run_agents_call_stays_answerable_through_an_interrupt,
@@ -412,6 +413,16 @@ async fn a_confirmation_after_its_run_stopped_changes_nothing(b: Backend) {
     let after = s.client.all_events(&sid).await;
     assert_eq!(after.len(), before.len() + 1, "{after:#?}");
     assert_eq!(after.last().unwrap()["type"], "user.tool_confirmation");
+    // It counts as the call's confirmation: a second one is refused.
+    let again = s
+        .client
+        .post(
+            &format!("/v1/sessions/{sid}/events"),
+            json!({"events": [{"type": "user.tool_confirmation", "tool_use_id": call["id"], "result": "deny"}]}),
+        )
+        .await
+        .err(400);
+    assert!(again.contains("already answered"), "{again}");
     let session = s.client.get(&format!("/v1/sessions/{sid}")).await.ok();
     assert_eq!(session["status"], "idle");
     // A result is still refused: the model never reads it.
@@ -1002,6 +1013,90 @@ async fn a_failed_primary_turn_leaves_the_run_working(b: Backend) {
     assert_eq!(requests.len(), 5);
     let last = requests.last().unwrap().to_string();
     assert!(last.contains("the answer is 42"), "{last}");
+}
+
+async fn a_message_after_a_failed_turn_and_an_interrupt_is_answered(b: Backend) {
+    let mock = MockAnthropic::start().await;
+    let s = TestServer::start_with(
+        b,
+        Options {
+            anthropic_base_url: Some(mock.url.clone()),
+            max_retries: 2,
+            ..Default::default()
+        },
+    )
+    .await;
+    let helper = s
+        .client
+        .post(
+            "/v1/agents",
+            json!({"name": "helper", "model": "mast-scripted"}),
+        )
+        .await
+        .ok();
+    let (sid, mut st) = session(
+        &s,
+        json!({"model": "claude-opus-4-7",
+               "multiagent": {"type": "multiagent_20261001", "subagents": {"type": "disabled"},
+                              "workflows": {"type": "enabled", "predefined_agents": [helper["id"]]}}}),
+    )
+    .await;
+    // The run's agent works for a while (its one request streams slowly).
+    let plan = json!({"agents": {"h": {"predefined": "helper"}},
+        "phases": [{"name": "P", "steps": [{"agent": {"use": "h", "prompt": "sleep 8000\nsay part done", "save": "out"}}]},
+                   {"name": "Q", "steps": [{"agent": {"use": "h", "prompt": "sleep 4000\nsay more done", "save": "more"}}]}],
+        "result": "{{out}}, {{more}}"});
+    mock.push([
+        Reply::Tools(None, vec![("ant__start_workflow_run".into(), plan)]),
+        Reply::Status(529, "overloaded_error"),
+        Reply::Status(529, "overloaded_error"),
+        Reply::Status(529, "overloaded_error"),
+        Reply::Text("Still on it.".into()),
+        Reply::Text("The run is done.".into()),
+    ]);
+    s.client.say(&sid, "go").await;
+    st.until(60, |e| {
+        e["type"] == "session.error" && e["error"]["retry_status"]["type"] == "exhausted"
+    })
+    .await;
+    // The interrupt pauses the run; its agent finishes its request, and the session idles as
+    // an interrupt idles it.
+    s.client
+        .post(
+            &format!("/v1/sessions/{sid}/events"),
+            json!({"events": [{"type": "user.interrupt"}]}),
+        )
+        .await
+        .ok();
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn", "{:#?}", st.seen);
+    let session = s.client.get(&format!("/v1/sessions/{sid}")).await.ok();
+    assert_eq!(session["status"], "idle");
+    // The next message is the agent's: it answers at once while the resumed run works on,
+    // and the run's end is read after.
+    s.client.say(&sid, "status?").await;
+    let ended = st
+        .until(60, |e| e["type"] == "workflow_run.status_ended")
+        .await;
+    assert_eq!(ended["result"]["type"], "completed", "{:#?}", st.seen);
+    let idle = st.until_idle(60).await;
+    assert_eq!(idle["stop_reason"]["type"], "end_turn", "{:#?}", st.seen);
+    let events = s.client.all_events(&sid).await;
+    let said: Vec<&str> = of_type(&events, "agent.message")
+        .iter()
+        .filter_map(|e| e["content"][0]["text"].as_str())
+        .collect();
+    assert_eq!(said, ["Still on it.", "The run is done."]);
+    let t = |e: &Value| e["type"].as_str().unwrap_or("").to_string();
+    let answered = position(&events, |e| {
+        t(e) == "agent.message" && e["content"][0]["text"] == "Still on it."
+    });
+    let run_ended = position(&events, |e| t(e) == "workflow_run.status_ended");
+    assert!(answered < run_ended, "{events:#?}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 6);
+    let last = requests.last().unwrap().to_string();
+    assert!(last.contains("part done, more done"), "{last}");
 }
 
 async fn predefined_agents_run_their_snapshots(b: Backend) {

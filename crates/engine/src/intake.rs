@@ -238,7 +238,9 @@ impl<'a> Intake<'a> {
             } if !self.st.pending.iter().any(|p| &p.id == id)
                 && let Some(thread) = self.late.get(id) =>
             {
+                // Recorded as the call's confirmation, so a second one is refused.
                 routed = Some(thread.clone());
+                answers = Some((id.clone(), Answer::Confirmation.as_str()));
             }
             ClientEvent::ToolConfirmation {
                 tool_use_id: id, ..
@@ -289,8 +291,10 @@ impl<'a> Intake<'a> {
         Ok((p.thread_id != self.primary).then_some(p.thread_id))
     }
 
-    /// New input lifts an interrupt's pause from the session's workflow runs.
+    /// New input lifts an interrupt's pause from the session's workflow runs, and gives a
+    /// primary whose turn failed while they ran its next turn.
     fn resume_runs(&mut self, now: Micros) {
+        self.st.primary_failed = None;
         let events = super::workflow_runs::resume_all(
             &mut self.st,
             super::workflow_runs::BY_INTERRUPT,

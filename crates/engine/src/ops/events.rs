@@ -94,11 +94,8 @@ impl Engine {
         }
     }
 
-    /// A precise refusal for `user.*` events answering blocking events: the id is unknown,
-    /// names another kind of event, or was already answered. The transaction itself is the
-    /// authority; this only explains its refusal, so it returns Ok when it finds nothing.
-    /// The confirmations in `batch` of calls made by workflow run threads that are archived
-    /// now, each with its thread (see [`intake::LateConfirmations`]).
+    /// The confirmations in `batch` of calls that waited for one on workflow run threads that
+    /// are archived now, each with its thread (see [`intake::LateConfirmations`]).
     async fn late_confirmations(
         &self,
         id: &str,
@@ -114,6 +111,20 @@ impl Engine {
                 continue;
             };
             if call.kind != kind::AGENT_TOOL_USE && call.kind != kind::AGENT_MCP_TOOL_USE {
+                continue;
+            }
+            // Only a call that waited for a person's confirmation and never got one: the run's
+            // end closed it unrun. A second confirmation is refused as already answered.
+            let asked = call
+                .body
+                .get("evaluated_permission")
+                .and_then(|p| p.as_str())
+                == Some("ask");
+            if !asked
+                || store
+                    .has_answer(id, tool_use_id, Answer::Confirmation.as_str())
+                    .await?
+            {
                 continue;
             }
             let Some(thread_id) = call.thread_id else {
@@ -132,6 +143,9 @@ impl Engine {
         Ok(late)
     }
 
+    /// A precise refusal for `user.*` events answering blocking events: the id is unknown,
+    /// names another kind of event, or was already answered. The transaction itself is the
+    /// authority; this only explains its refusal, so it returns Ok when it finds nothing.
     async fn explain_answer_error(&self, id: &str, batch: &[ClientEvent]) -> Result<(), OpError> {
         let store = &self.inner.store;
         for (i, e) in batch.iter().enumerate() {

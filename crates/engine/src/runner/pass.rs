@@ -213,6 +213,13 @@ impl Loop<'_> {
                 self.finish(StopReason::BudgetReached, None).await?;
                 continue;
             }
+            if self.is_primary() && !crate::workflow_runs::stalled(&st).is_empty() {
+                // A run resumed after its agents ended while it was paused: it goes on.
+                self.load_run_texts(&st).await?;
+                if self.advance_stalled().await? {
+                    continue;
+                }
+            }
             // Its turn failed while a run ran, and nothing since gave it another.
             let failed = self.is_primary()
                 && consumed.is_empty()
@@ -225,11 +232,14 @@ impl Loop<'_> {
                 continue;
             }
             if failed {
-                // The runs stopped working (an interrupt paused them): the failed turn idles
-                // the session as it would have, unless calls still wait on the client.
-                let reason = match st.pending.is_empty() {
-                    true => StopReason::RetriesExhausted,
-                    false => StopReason::RequiresAction(vec![]),
+                // The runs stopped working (paused): the failed turn idles the session as it
+                // would have, at the budget if that paused them, unless calls wait on the client.
+                let reason = if !st.pending.is_empty() {
+                    StopReason::RequiresAction(vec![])
+                } else if crate::workflow_runs::paused_by(&st, crate::workflow_runs::BY_BUDGET) {
+                    StopReason::BudgetReached
+                } else {
+                    StopReason::RetriesExhausted
                 };
                 self.finish(reason, None).await?;
                 continue;
@@ -249,13 +259,6 @@ impl Loop<'_> {
                 }
                 // This thread's end may render what the run's other threads returned.
                 self.load_run_texts(&st).await?;
-            }
-            if self.is_primary() && !crate::workflow_runs::stalled(&st).is_empty() {
-                // A run resumed after its agents ended while it was paused: it goes on.
-                self.load_run_texts(&st).await?;
-                if self.advance_stalled().await? {
-                    continue;
-                }
             }
             match ctx.tail {
                 Tail::User => {

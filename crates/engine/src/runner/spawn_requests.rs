@@ -5,6 +5,9 @@
 //! time an old ask is read its thread has long finished. Each such ask started a loop that
 //! found nothing to do, whose end woke the primary to ask again — a livelock. A set holds each
 //! thread once, and the supervisor reads the threads' state when it starts their loops.
+//!
+//! An ask for a thread whose loop still runs is dropped: that loop either goes on with the
+//! work, or ends, which wakes the primary, whose next pass asks again for every thread at work.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
