@@ -935,8 +935,11 @@ async fn a_run_times_out_in_a_session_nothing_wakes(b: Backend) {
     assert_eq!(session["status"], "idle");
 }
 
-async fn a_failed_primary_turn_leaves_the_run_working(b: Backend) {
-    // The lead runs on a model that fails; the run's agent on the scripted one.
+/// A server whose lead agent runs on the Messages API mock (so its requests can fail) with
+/// workflows limited to one predefined agent, `helper`, on the scripted model (`helper`'s
+/// definition extends `{"name": "helper", "model": "mast-scripted"}`); its session's stream
+/// is open. Model requests are tried twice after the first.
+async fn lead_on_mock(b: Backend, helper: Value) -> (MockAnthropic, TestServer, String, Stream) {
     let mock = MockAnthropic::start().await;
     let s = TestServer::start_with(
         b,
@@ -947,23 +950,25 @@ async fn a_failed_primary_turn_leaves_the_run_working(b: Backend) {
         },
     )
     .await;
-    let lookup = json!({"type": "custom", "name": "lookup", "description": "Looks a thing up.",
-                        "input_schema": {"type": "object"}});
-    let helper = s
-        .client
-        .post(
-            "/v1/agents",
-            json!({"name": "helper", "model": "mast-scripted", "tools": [lookup]}),
-        )
-        .await
-        .ok();
-    let (sid, mut st) = session(
+    let mut def = json!({"name": "helper", "model": "mast-scripted"});
+    for (k, v) in helper.as_object().unwrap() {
+        def[k] = v.clone();
+    }
+    let helper = s.client.post("/v1/agents", def).await.ok();
+    let (sid, st) = session(
         &s,
         json!({"model": "claude-opus-4-7",
                "multiagent": {"type": "multiagent_20261001", "subagents": {"type": "disabled"},
                               "workflows": {"type": "enabled", "predefined_agents": [helper["id"]]}}}),
     )
     .await;
+    (mock, s, sid, st)
+}
+
+async fn a_failed_primary_turn_leaves_the_run_working(b: Backend) {
+    let lookup = json!({"type": "custom", "name": "lookup", "description": "Looks a thing up.",
+                        "input_schema": {"type": "object"}});
+    let (mock, s, sid, mut st) = lead_on_mock(b, json!({"tools": [lookup]})).await;
     let plan = json!({"agents": {"h": {"predefined": "helper"}},
         "phases": [{"name": "P", "steps": [{"agent": {"use": "h", "prompt": "call lookup {}", "save": "out"}}]}],
         "result": "{{out}}"});
@@ -1016,31 +1021,7 @@ async fn a_failed_primary_turn_leaves_the_run_working(b: Backend) {
 }
 
 async fn a_message_after_a_failed_turn_and_an_interrupt_is_answered(b: Backend) {
-    let mock = MockAnthropic::start().await;
-    let s = TestServer::start_with(
-        b,
-        Options {
-            anthropic_base_url: Some(mock.url.clone()),
-            max_retries: 2,
-            ..Default::default()
-        },
-    )
-    .await;
-    let helper = s
-        .client
-        .post(
-            "/v1/agents",
-            json!({"name": "helper", "model": "mast-scripted"}),
-        )
-        .await
-        .ok();
-    let (sid, mut st) = session(
-        &s,
-        json!({"model": "claude-opus-4-7",
-               "multiagent": {"type": "multiagent_20261001", "subagents": {"type": "disabled"},
-                              "workflows": {"type": "enabled", "predefined_agents": [helper["id"]]}}}),
-    )
-    .await;
+    let (mock, s, sid, mut st) = lead_on_mock(b, json!({})).await;
     // The run's agent works for a while (its one request streams slowly).
     let plan = json!({"agents": {"h": {"predefined": "helper"}},
         "phases": [{"name": "P", "steps": [{"agent": {"use": "h", "prompt": "sleep 8000\nsay part done", "save": "out"}}]},

@@ -55,13 +55,8 @@ pub fn unpriced_models(
     }
     // A workflow run's predefined agents run their own models (inline ones the session's).
     models.extend(
-        agent
-            .multiagent
-            .as_ref()
-            .and_then(|m| m.pointer("/workflows/predefined_agents"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
+        super::workflow_runs::predefined_entries(agent)
+            .iter()
             .filter_map(|e| e.pointer("/model/id").and_then(Value::as_str))
             .map(str::to_string),
     );

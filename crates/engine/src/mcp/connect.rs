@@ -51,6 +51,22 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// The `session.error` telling the user about it on `thread`: the turn goes on without
+    /// the server's tools, and it is tried again before a later request (`retrying`).
+    pub fn retrying_event(&self, thread: &str, now: i64) -> mast_store::NewEvent {
+        crate::intake::server_event(
+            mast_domain::events::kind::SESSION_ERROR,
+            mast_domain::events::mcp_session_error(
+                self.kind.error_type(),
+                &self.server,
+                &self.message,
+                "retrying",
+            ),
+            thread,
+            now,
+        )
+    }
+
     fn connection(server: &str, message: impl Into<String>, transient: bool) -> Self {
         Failure {
             server: server.to_string(),

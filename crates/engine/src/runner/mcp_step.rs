@@ -2,9 +2,7 @@
 //! request, and telling the user about each that could not be reached.
 
 use super::{Loop, RunError, Waited};
-use crate::intake::server_event;
 use crate::mcp::connect::Reach;
-use mast_domain::events::{self, kind};
 use mast_domain::tools::Tool;
 
 impl Loop<'_> {
@@ -67,19 +65,7 @@ impl Loop<'_> {
                 let now = clock.now();
                 Ok(failures
                     .iter()
-                    .map(|f| {
-                        server_event(
-                            kind::SESSION_ERROR,
-                            events::mcp_session_error(
-                                f.kind.error_type(),
-                                &f.server,
-                                &f.message,
-                                "retrying",
-                            ),
-                            &thread,
-                            now,
-                        )
-                    })
+                    .map(|f| f.retrying_event(&thread, now))
                     .collect())
             },
             vec![],

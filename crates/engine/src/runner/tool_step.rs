@@ -406,17 +406,7 @@ impl Loop<'_> {
                 e.answers = Some((call.id, Answer::Result.as_str()));
                 let mut out = vec![e];
                 if let Some(f) = failure {
-                    out.push(server_event(
-                        kind::SESSION_ERROR,
-                        events::mcp_session_error(
-                            f.kind.error_type(),
-                            &f.server,
-                            &f.message,
-                            "retrying",
-                        ),
-                        &thread,
-                        now,
-                    ));
+                    out.push(f.retrying_event(&thread, now));
                 }
                 Ok(out)
             },

@@ -60,6 +60,17 @@ fn workflows_of(agent: &SessionAgent) -> Option<&Value> {
         .flatten()
 }
 
+/// The session agent's `workflows.predefined_agents` entries (agent snapshots, `self`
+/// resolved), in order; none when it lists no agents.
+pub fn predefined_entries(agent: &SessionAgent) -> &[Value] {
+    agent
+        .multiagent
+        .as_ref()
+        .and_then(|m| m.pointer("/workflows/predefined_agents"))
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
 /// Whether an open run is `running`: the session then stays running even when no thread
 /// works.
 pub fn any_running(st: &EngineState) -> bool {

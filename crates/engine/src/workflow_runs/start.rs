@@ -141,13 +141,8 @@ fn refused(ctx: &Ctx, error_type: &str, message: &str) -> NewEvent {
 
 /// The session's predefined workflow agents: (id, name), in order.
 fn listed_agents(ctx: &Ctx) -> Vec<(String, String)> {
-    ctx.agent
-        .multiagent
-        .as_ref()
-        .and_then(|m| m.pointer("/workflows/predefined_agents"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+    super::predefined_entries(ctx.agent)
+        .iter()
         .filter_map(|e| {
             Some((
                 e.get("id")?.as_str()?.to_string(),

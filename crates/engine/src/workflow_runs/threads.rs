@@ -70,11 +70,7 @@ fn predefined_snapshot(session_agent: &SessionAgent, id: &str) -> Option<Session
             ..session_agent.clone()
         });
     }
-    session_agent
-        .multiagent
-        .as_ref()?
-        .pointer("/workflows/predefined_agents")?
-        .as_array()?
+    super::predefined_entries(session_agent)
         .iter()
         .filter(|e| e.get("id").and_then(Value::as_str) == Some(id))
         .find_map(|e| serde_json::from_value::<SessionAgent>(e.clone()).ok())
