@@ -50,6 +50,7 @@ mod races;
 pub mod sandbox;
 pub mod search;
 pub mod seccomp;
+pub mod snapshots;
 pub mod test_env;
 pub mod tree_copy;
 pub mod web;

@@ -74,7 +74,7 @@ fn over_budget() -> io::Error {
 }
 
 /// How deep a tree may nest; deeper is refused rather than recursing without end.
-const MAX_DEPTH: usize = 256;
+pub(crate) const MAX_DEPTH: usize = 256;
 
 /// Copies directory `src` to `dst`, which must not exist. The copy is built beside `dst` and
 /// renamed into place, so `dst` is either absent or complete.
@@ -126,7 +126,7 @@ pub fn copy_tree_within(src: &Path, dst: &Path, budget: Budget) -> io::Result<Co
     }
 }
 
-fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn open_dir(path: &Path) -> io::Result<OwnedFd> {
     Ok(rustix::fs::open(
         path,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -134,7 +134,7 @@ fn open_dir(path: &Path) -> io::Result<OwnedFd> {
     )?)
 }
 
-fn open_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
+pub(crate) fn open_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
     Ok(rustix::fs::openat(
         dir,
         name,
@@ -144,7 +144,7 @@ fn open_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
 }
 
 /// A directory's entries with their types (links as links); errors reading it are errors.
-fn entries(dir: BorrowedFd<'_>) -> io::Result<Vec<(OsString, FileType)>> {
+pub(crate) fn entries(dir: BorrowedFd<'_>) -> io::Result<Vec<(OsString, FileType)>> {
     let mut out = Vec::new();
     for entry in rustix::fs::Dir::read_from(dir)? {
         let entry = entry?;
@@ -166,7 +166,7 @@ fn entries(dir: BorrowedFd<'_>) -> io::Result<Vec<(OsString, FileType)>> {
 }
 
 /// Permission bits without set-user-id and set-group-id.
-fn safe_mode(raw: u32) -> Mode {
+pub(crate) fn safe_mode(raw: u32) -> Mode {
     Mode::from_bits_truncate(raw & 0o1777)
 }
 
@@ -353,8 +353,9 @@ mod tests {
         out
     }
 
-    /// The fork page's checkpoint cost figures (docs/fork.md): copies the tree `MAST_MEASURE_TREE` names (next
-    /// to it, so on the same filesystem) and prints what it took; the copy must be complete.
+    /// What a whole-tree copy costs (a fork of the live workspace): copies the tree
+    /// `MAST_MEASURE_TREE` names (next to it, so on the same filesystem) and prints what it
+    /// took; the copy must be complete.
     /// Without it (as in the suite, which runs ignored tests too) it copies a generated tree
     /// of 200 files in nested directories.
     #[test]
