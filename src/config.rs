@@ -264,6 +264,10 @@ impl Config {
         if let Some(n) = num("MAST_WORKSPACE_CHECKPOINTS")? {
             self.tools.workspace_checkpoints = n as usize;
         }
+        if let Some(n) = num("MAST_SNAPSHOT_SWEEP_SECONDS")? {
+            anyhow::ensure!(n >= 1, "MAST_SNAPSHOT_SWEEP_SECONDS must be at least 1");
+            self.tools.snapshot_sweep_interval = std::time::Duration::from_secs(u64::from(n));
+        }
         if let Some(n) = num("MAST_DB_MAX_CONNECTIONS")? {
             self.db_max_connections = n;
         }

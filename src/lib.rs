@@ -137,6 +137,8 @@ pub struct Running {
     server: JoinHandle<std::io::Result<()>>,
     /// The Files API's sweep task (expired files, orphan blobs).
     files_sweeper: JoinHandle<()>,
+    /// The sweep of workspace snapshot objects no checkpoint refers to.
+    snapshot_sweeper: JoinHandle<()>,
     /// Publishes the keys that stand to open streams (see `api::key_watch`).
     key_watch: JoinHandle<()>,
     /// The webhook delivery task.
@@ -155,6 +157,7 @@ impl Running {
         self.engine.shutdown(self.grace).await;
         let _ = tokio::time::timeout(self.grace, self.server).await;
         let _ = tokio::time::timeout(self.grace, self.files_sweeper).await;
+        let _ = tokio::time::timeout(self.grace, self.snapshot_sweeper).await;
         let _ = tokio::time::timeout(self.grace, self.key_watch).await;
         let _ = tokio::time::timeout(self.grace, self.webhook_sender).await;
     }
@@ -390,6 +393,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
     }
     engine.start().await?;
     let files_sweeper = files.spawn_sweeper(shutdown.clone());
+    let snapshot_sweeper = toolbox.spawn_snapshot_sweeper(shutdown.clone());
     let key_watch = state
         .auth
         .key_watch()
@@ -424,6 +428,7 @@ pub async fn start(config: Config, listener: TcpListener) -> anyhow::Result<Runn
         hub,
         server,
         files_sweeper,
+        snapshot_sweeper,
         key_watch,
         webhook_sender,
         grace: config.shutdown_grace,

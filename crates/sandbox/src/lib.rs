@@ -12,14 +12,14 @@
 //! and connects only to public addresses (`netguard`). The file tools (`files`, `search`) run
 //! in the server and walk the workspace from directory handles, never following a link the
 //! sandbox planted; so do the server's other walks of trees a sandbox can write (memory store
-//! directories: `memory_dir`; checkpoint copies: `tree_copy`). `protections` says which of
+//! directories: `memory_dir`; checkpoint snapshots: `snapshots`; fork copies: `tree_copy`). `protections` says which of
 //! these are in force on this host, and what runs instead of the missing ones.
 //!
 //! Also here, because each runs commands or touches files on a session's behalf: environments'
 //! package layers (`packages`: built once per package lists in an install sandbox, mounted
 //! read-only), repository clones (`git`: a host `git` with a cleared environment, its config
 //! and token in `GIT_CONFIG_*` variables, given the addresses the guard checked), per-turn
-//! workspace checkpoints for forks (`checkpoints`), and the protected paths of `auto`-approved
+//! workspace checkpoints for forks (`checkpoints`, stored as content-addressed `snapshots`), and the protected paths of `auto`-approved
 //! calls (`protected`: the lists the permission policy also reads, so the two never disagree;
 //! `masks`: hiding them in the sandbox).
 //!
@@ -129,6 +129,9 @@ pub struct ToolsConfig {
     /// `MAST_WORKSPACE_CHECKPOINTS`: per-turn workspace checkpoints kept per session, for
     /// forks at earlier events (0 keeps none).
     pub workspace_checkpoints: usize,
+    /// `MAST_SNAPSHOT_SWEEP_SECONDS`: how often snapshot objects no checkpoint refers to are
+    /// swept, and how long ago such an object must have been written or reused to go.
+    pub snapshot_sweep_interval: std::time::Duration,
 }
 
 impl Default for ToolsConfig {
@@ -142,6 +145,7 @@ impl Default for ToolsConfig {
             packages: packages::PackagesConfig::default(),
             limits: Limits::default(),
             workspace_checkpoints: DEFAULT_WORKSPACE_CHECKPOINTS,
+            snapshot_sweep_interval: checkpoints::SWEEP_INTERVAL,
         }
     }
 }
@@ -172,6 +176,8 @@ pub struct Toolbox {
     layers: Arc<packages::Layers>,
     /// Each session's [`SessionTools::calls`], shared by its threads' tools while any holds it.
     session_calls: std::sync::Mutex<HashMap<String, Weak<tokio::sync::RwLock<()>>>>,
+    /// The sessions' checkpoints (one value, so its sweep knows the snapshots in progress).
+    checkpoints: checkpoints::Checkpoints,
 }
 
 /// A session's tools: its workspace, state, network policy and toolset configuration.
@@ -274,8 +280,14 @@ impl Toolbox {
             },
         );
         layers.evict();
+        let checkpoints = checkpoints::Checkpoints::new(
+            &data_dir,
+            config.workspace_checkpoints,
+            checkpoints::Checkpoints::cap_of(&config.limits),
+        );
         Toolbox {
             isolation,
+            checkpoints,
             data_dir,
             config,
             session_users,
@@ -460,11 +472,17 @@ impl Toolbox {
 
     /// The sessions' workspace checkpoints (for forks at earlier events).
     pub fn checkpoints(&self) -> checkpoints::Checkpoints {
-        checkpoints::Checkpoints::new(
-            &self.data_dir,
-            self.config.workspace_checkpoints,
-            checkpoints::Checkpoints::cap_of(&self.config.limits),
-        )
+        self.checkpoints.clone()
+    }
+
+    /// Starts the sweep of snapshot objects no checkpoint refers to (see
+    /// [`checkpoints::Checkpoints::spawn_sweeper`]).
+    pub fn spawn_snapshot_sweeper(
+        &self,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        self.checkpoints()
+            .spawn_sweeper(self.config.snapshot_sweep_interval, shutdown)
     }
 
     /// Removes a deleted session's workspace and sandbox state.
@@ -622,6 +640,10 @@ fn prepare_shared_dirs(data_dir: &Path, session_users: bool) -> Result<(), Strin
 /// the outputs' manifests (0600).
 fn close_private_files(data_dir: &Path) -> std::io::Result<()> {
     mast_domain::private_fs::dir(&data_dir.join("workspace-checkpoints"))?;
+    let objects = checkpoints::Checkpoints::objects_dir(data_dir);
+    if objects.exists() {
+        mast_domain::private_fs::dir(&objects)?;
+    }
     let Ok(outputs) = std::fs::read_dir(data_dir.join("session-outputs")) else {
         return Ok(());
     };

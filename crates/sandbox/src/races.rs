@@ -201,6 +201,11 @@ fn toolbox(data: &Path) -> Toolbox {
     });
     Toolbox {
         isolation: Isolation::Bubblewrap,
+        checkpoints: super::checkpoints::Checkpoints::new(
+            data,
+            config.workspace_checkpoints,
+            super::checkpoints::Checkpoints::cap_of(&config.limits),
+        ),
         data_dir: data.to_path_buf(),
         config,
         session_users: true,

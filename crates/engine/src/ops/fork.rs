@@ -155,9 +155,9 @@ impl Engine {
         }
     }
 
-    /// Copies the workspace a fork starts with, and the markers of repositories cloned into
-    /// it (so they are not cloned over the copy), then gives the fork its original's
-    /// checkpoint index before the fork point (without files).
+    /// Gives a fork its workspace (restored from a checkpoint's snapshot, or copied from the
+    /// live workspace) and the markers of repositories cloned into it (so they are not cloned
+    /// over it), then its original's checkpoints before the fork point.
     async fn copy_workspace(
         &self,
         original: &str,
@@ -167,25 +167,33 @@ impl Engine {
         ids: &HashMap<String, String>,
     ) -> Result<(), OpError> {
         let toolbox = self.inner.toolbox.clone();
-        let from = match source {
-            Source::Checkpoint(dir) => dir,
-            Source::Live => toolbox.workspace_dir(original),
-        };
         let to = toolbox.workspace_dir(fork);
         let (repos_from, repos_to) = (
             toolbox.mounts_dir(original).join(".repos"),
             toolbox.mounts_dir(fork).join(".repos"),
         );
+        let live = toolbox.workspace_dir(original);
         let ids = ids.clone();
         let (original, fork) = (original.to_string(), fork.to_string());
         let copied = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            if from.exists() {
-                mast_sandbox::tree_copy::copy_tree(&from, &to)?;
-                copy_markers(&repos_from, &repos_to)?;
+            let checkpoints = toolbox.checkpoints();
+            let from = match source {
+                Source::Snapshot(key) => {
+                    checkpoints.restore(&key, &to)?;
+                    None
+                }
+                Source::Copy(dir) => Some(dir),
+                Source::Live => Some(live),
+            };
+            match from {
+                Some(from) if from.exists() => {
+                    mast_sandbox::tree_copy::copy_tree(&from, &to)?;
+                    copy_markers(&repos_from, &repos_to)?;
+                }
+                Some(_) => {}
+                None => copy_markers(&repos_from, &repos_to)?,
             }
-            toolbox
-                .checkpoints()
-                .inherit(&original, &fork, end, |e| ids.get(e).cloned())
+            checkpoints.inherit(&original, &fork, end, |e| ids.get(e).cloned())
         })
         .await
         .map_err(|e| StoreError::Internal(e.into()))?;
