@@ -16,7 +16,9 @@
 //! - `soak`: N long sessions doing custom-tool round trips for 30 minutes: the server's RSS
 //!   over time, its plateau and what it keeps after the load, against `--ceiling-mb`;
 //! - `workflow`: one workflow run of N agents (wall time, CPU and RSS per agent), then
-//!   sessions idle with an open run paused (their RSS, and CPU while they sit).
+//!   sessions idle with an open run paused (their RSS, and CPU while they sit);
+//! - `snapshot` (no server): workspace checkpoint snapshots of a source tree and a
+//!   virtualenv-shaped tree, their restore and a second snapshot, beside a whole-tree copy.
 //!
 //! `MAST_BENCH_SERVER_WRAPPER` runs the server under a command (e.g. `heaptrack -o FILE`):
 //! the harness then measures the wrapped `mast` process and stops it with SIGTERM.
@@ -33,6 +35,7 @@ mod history;
 mod idle;
 mod latency;
 mod server;
+mod snapshot;
 mod soak;
 mod throughput;
 mod workflow;
@@ -48,8 +51,9 @@ use api::{Agent, Api};
 )]
 struct Args {
     /// latency | realistic | history | throughput | fanout | idle | active | compaction | soak |
-    /// workflow | all (`all` runs every scenario but `active`, `compaction`, `soak` and
-    /// `workflow`, which have servers of their own: run them alone)
+    /// workflow | snapshot | all (`all` runs every scenario but `active`, `compaction`,
+    /// `soak`, `workflow` and `snapshot`, which have servers of their own or none: run them
+    /// alone)
     #[arg(long, default_value = "all")]
     scenario: String,
     /// Measured turns in the latency scenario (after 20 warm-up turns).
@@ -75,6 +79,13 @@ struct Args {
     /// always uses one, as Mast's store has one writer.)
     #[arg(long)]
     floor_connections: Option<usize>,
+    /// Where the snapshot scenario writes its trees and objects (a filesystem like the data
+    /// directory's; the system's temporary directory by default).
+    #[arg(long)]
+    snapshot_dir: Option<std::path::PathBuf>,
+    /// A tree the snapshot scenario measures too (a real virtualenv, a checkout).
+    #[arg(long)]
+    snapshot_tree: Option<std::path::PathBuf>,
     /// Agents of the workflow scenario's run.
     #[arg(long, default_value_t = 200)]
     workflow_agents: usize,
@@ -137,6 +148,11 @@ async fn main() {
     if let Some(listen) = &args.floor_server {
         let dir = args.floor_dir.clone().unwrap_or_else(std::env::temp_dir);
         floor_server::serve(listen, &dir).await;
+        return;
+    }
+    if args.scenario == "snapshot" {
+        println!("| scenario | result | before |\n|---|---|---|");
+        snapshot::run(args.snapshot_dir.as_deref(), args.snapshot_tree.as_deref());
         return;
     }
     let all = args.scenario == "all";
