@@ -96,7 +96,8 @@ pub struct Checkpoints {
     /// When each snapshot in progress (in this process) began: a sweep spares what was
     /// written or reused since the oldest.
     in_flight: Arc<std::sync::Mutex<Vec<(u64, SystemTime)>>>,
-    /// Woken when retention retires a checkpoint, so its objects go soon.
+    /// Woken when retention retires a checkpoint or a session's go, so their objects go
+    /// soon.
     retired: Arc<tokio::sync::Notify>,
 }
 
@@ -272,6 +273,23 @@ impl Checkpoints {
         entries: &[Entry],
         loaded: &mut HashMap<String, Manifest>,
     ) -> Vec<usize> {
+        // Each checkpoint's whole size bounds what it adds: when the newest within the count
+        // fit by that bound, no manifest need be read to know it.
+        let kept: Vec<usize> = (0..entries.len())
+            .rev()
+            .filter(|&i| entries[i].kept)
+            .collect();
+        let bound = kept.iter().take(self.keep).fold(0u64, |sum, &i| {
+            let e = &entries[i];
+            sum.saturating_add(if e.manifest.is_some() {
+                e.bytes
+            } else {
+                e.disk_bytes
+            })
+        });
+        if bound <= self.cap.disk_bytes {
+            return kept.into_iter().skip(self.keep).collect();
+        }
         let mut count = 0usize;
         let mut content = Content::default();
         let mut out = Vec::new();
@@ -373,7 +391,12 @@ impl Checkpoints {
 
     /// Removes a deleted session's checkpoints (their objects go with the next sweeps).
     pub async fn remove(&self, session_id: &str) {
-        let _ = tokio::fs::remove_dir_all(self.dir(session_id)).await;
+        if tokio::fs::remove_dir_all(self.dir(session_id))
+            .await
+            .is_ok()
+        {
+            self.retired.notify_one();
+        }
     }
 
     /// Every object a kept checkpoint of any session refers to.
@@ -454,8 +477,8 @@ const SWEEP_GAP: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Checkpoints {
     /// Starts the task that sweeps the checkpoints' objects: at once, every `interval`, and
-    /// soon after retention retires a checkpoint (at most once a minute, or once an
-    /// `interval` when that is shorter), until `shutdown` is cancelled.
+    /// soon after retention retires a checkpoint or a session's are removed (at most once a
+    /// minute, or once an `interval` when that is shorter), until `shutdown` is cancelled.
     pub fn spawn_sweeper(
         self,
         interval: std::time::Duration,

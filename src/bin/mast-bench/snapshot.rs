@@ -64,12 +64,13 @@ fn measure(name: &str, original: &Path, scratch: &Path) {
     let first = snapshots::take(tree, &objects, None, Budget::UNLIMITED).expect("a snapshot");
     let s = first.stats;
     println!(
-        "| snapshot: {name}, first | {} files, {}: {:.2} s, {} stored ({} objects) | the copy above |",
+        "| snapshot: {name}, first | {} files, {}: {:.2} s, {} stored ({} objects, {} of disk) | the copy above |",
         s.files,
         mb(s.bytes),
         s.micros as f64 / 1e6,
         mb(s.new_bytes),
-        s.new_objects
+        s.new_objects,
+        mb(disk_usage(objects.root()))
     );
     let restored = scratch.join(format!("restored-{}", mast::domain::ids::new_id("b")));
     let r = snapshots::restore(&first.manifest, &objects, &restored).expect("a restore");
@@ -106,6 +107,23 @@ fn measure(name: &str, original: &Path, scratch: &Path) {
     }
     let _ = std::fs::remove_dir_all(tree);
     let _ = std::fs::remove_dir_all(objects.root());
+}
+
+/// Bytes of disk the files under `root` take (their blocks, as `du` counts them).
+fn disk_usage(root: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut total = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            total += meta.blocks() * 512;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    total
 }
 
 #[derive(Clone, Copy)]

@@ -56,8 +56,21 @@ pub fn restore(manifest: &Manifest, objects: &dyn Objects, dst: &Path) -> io::Re
             Ok(stats)
         }
         Err(e) => {
+            open_up(&tmp);
             let _ = std::fs::remove_dir_all(&tmp);
             Err(e)
+        }
+    }
+}
+
+/// Makes every directory of a half-built tree writable again, so it can be removed after a
+/// failure that came once some had their (read-only) modes.
+fn open_up(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            open_up(&entry.path());
         }
     }
 }
